@@ -1,0 +1,63 @@
+"""Partial aggregates: count, and per column sum, min and max of stored integers.
+
+Kept for every leaf and every ancestor grid. Sums are Python ints (exact, unbounded);
+the stores keep them in 8 bytes and refuse a sum that would not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class PartialAggregate:
+    count: int
+    sums: list[int]
+    mins: list[int | None]
+    maxs: list[int | None]
+
+    @classmethod
+    def empty(cls, ncols: int) -> "PartialAggregate":
+        return cls(0, [0] * ncols, [None] * ncols, [None] * ncols)
+
+    @classmethod
+    def of_rows(cls, values: np.ndarray, ncols: int) -> "PartialAggregate":
+        """The aggregate of an (m, ncols) int64 array of stored rows."""
+        if len(values) == 0:
+            return cls.empty(ncols)
+        return cls(
+            len(values),
+            exact_column_sums(values),
+            [int(v) for v in values.min(axis=0)],
+            [int(v) for v in values.max(axis=0)],
+        )
+
+    def merge(self, other: "PartialAggregate") -> "PartialAggregate":
+        """The aggregate of the union of both row sets (in place; returns self)."""
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            self.count, self.sums = other.count, list(other.sums)
+            self.mins, self.maxs = list(other.mins), list(other.maxs)
+            return self
+        self.count += other.count
+        self.sums = [a + b for a, b in zip(self.sums, other.sums)]
+        self.mins = [min(a, b) for a, b in zip(self.mins, other.mins)]
+        self.maxs = [max(a, b) for a, b in zip(self.maxs, other.maxs)]
+        return self
+
+    def copy(self) -> "PartialAggregate":
+        return PartialAggregate(self.count, list(self.sums), list(self.mins), list(self.maxs))
+
+
+def exact_column_sums(values: np.ndarray) -> list[int]:
+    """Exact per-column sums of an int64 array, fast.
+
+    A plain int64 sum could overflow silently; splitting each value into its high and low
+    32 bits keeps both partial sums far inside int64 for any realistic row count."""
+    high = values >> 32
+    low = values & 0xFFFFFFFF
+    return [(int(h) << 32) + int(l) for h, l in zip(high.sum(axis=0), low.sum(axis=0))]
+

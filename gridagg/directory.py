@@ -1,0 +1,254 @@
+"""The grid directory in PostgreSQL: dataset definitions and the leaf grids' boxes.
+
+An n-dimensional grid is stored as ceil(n/2) `box` columns, dimensions 2j and 2j+1 in
+column c<j> (x and y); when n is odd the last box is degenerate in y (always [0, 0]).
+Finding the leaf of each of many points, and listing the leaves a query box touches
+with a flag for "fully inside", are one SQL round trip each, using && and <@ on the
+composite GiST index.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from importlib import resources
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from .errors import DatasetExists, StoreUnavailable, UnknownDataset
+from .grid import Box, Grid
+from .schema import Dataset
+from .trips import TripCounter
+
+
+def _box_columns(ndim: int) -> list[str]:
+    return [f"c{j}" for j in range((ndim + 1) // 2)]
+
+
+def box_literals(box: Box) -> list[str]:
+    """PostgreSQL box literals for an n-dimensional box (pairs of dimensions)."""
+    out = []
+    for j in range(0, len(box), 2):
+        (xlo, xhi) = box[j]
+        (ylo, yhi) = box[j + 1] if j + 1 < len(box) else (0, 0)
+        out.append(f"({xhi},{yhi}),({xlo},{ylo})")
+    return out
+
+
+def _parse_box(text: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    # PostgreSQL prints boxes as "(xhi,yhi),(xlo,ylo)".
+    nums = [int(float(v)) for v in text.replace("(", "").replace(")", "").split(",")]
+    xhi, yhi, xlo, ylo = nums
+    return (xlo, xhi), (ylo, yhi)
+
+
+def parse_boxes(texts: list[str], ndim: int) -> Box:
+    dims: list[tuple[int, int]] = []
+    for t in texts:
+        dims.extend(_parse_box(t))
+    return tuple(dims[:ndim])
+
+
+class GridDirectory:
+    """Dataset definitions and grid boxes in PostgreSQL.
+
+    url: a PostgreSQL connection URL. Connections are pooled; every statement runs in
+    autocommit unless grouped in a transaction here.
+    """
+
+    def __init__(self, url: str, max_connections: int = 8):
+        self.url = url
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            open=False,
+            check=ConnectionPool.check_connection,
+        )
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except Exception as exc:  # the pool raises its own timeout type
+            raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {exc}") from exc
+        self.round_trips = TripCounter()
+        with self.connection() as conn:
+            conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
+
+    @contextmanager
+    def connection(self):
+        try:
+            with self.pool.connection(timeout=15) as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- datasets ---------------------------------------------------------------------
+
+    @staticmethod
+    def table(name: str) -> sql.Identifier:
+        return sql.Identifier(f"grids_{name}")
+
+    def create_dataset(self, ds: Dataset, leaves: list[Grid]) -> None:
+        """Record the definition and create the grid table holding these leaves."""
+        cols = _box_columns(ds.ndim)
+        ddl = resources.files("sql").joinpath("grid_table.sql").read_text()
+        ddl = sql.SQL(ddl).format(
+            table=self.table(ds.name),
+            box_columns=sql.SQL(", ").join(sql.SQL("{} box NOT NULL").format(sql.Identifier(c)) for c in cols),
+            index=sql.Identifier(f"grids_{ds.name}_boxes"),
+            index_columns=sql.SQL(", ").join(map(sql.Identifier, cols)),
+        )
+        with self.connection() as conn, conn.transaction():
+            try:
+                conn.execute(
+                    "INSERT INTO gridagg_datasets (name, definition, leaf_count) VALUES (%s, %s, %s)",
+                    (ds.name, json.dumps(ds.to_json()), len(leaves)),
+                )
+            except psycopg.errors.UniqueViolation:
+                raise DatasetExists(ds.name) from None
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table(ds.name)))
+            conn.execute(ddl)
+            self._insert_leaves(conn, ds, leaves)
+
+    def drop_dataset(self, name: str) -> None:
+        with self.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM gridagg_datasets WHERE name = %s", (name,))
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table(name)))
+
+    def dataset(self, name: str) -> Dataset:
+        with self.connection() as conn:
+            row = conn.execute("SELECT definition FROM gridagg_datasets WHERE name = %s", (name,)).fetchone()
+        if row is None:
+            raise UnknownDataset(name)
+        return Dataset.from_json(row[0])
+
+    def datasets(self) -> list[Dataset]:
+        with self.connection() as conn:
+            rows = conn.execute("SELECT definition FROM gridagg_datasets ORDER BY name").fetchall()
+        return [Dataset.from_json(r[0]) for r in rows]
+
+    def leaf_count(self, name: str) -> int:
+        with self.connection() as conn:
+            row = conn.execute("SELECT leaf_count FROM gridagg_datasets WHERE name = %s", (name,)).fetchone()
+        if row is None:
+            raise UnknownDataset(name)
+        return row[0]
+
+    # -- grids ------------------------------------------------------------------------
+
+    def _insert_leaves(self, conn, ds: Dataset, leaves: list[Grid]) -> None:
+        cols = _box_columns(ds.ndim)
+        stmt = sql.SQL("INSERT INTO {} ({}, grid_id, next_dim) VALUES ({}, %s, %s)").format(
+            self.table(ds.name),
+            sql.SQL(", ").join(map(sql.Identifier, cols)),
+            sql.SQL(", ").join(sql.SQL("%s::box") for _ in cols),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(stmt, [(*box_literals(g.box), g.grid_id, g.next_axis) for g in leaves])
+
+    def leaves(self, ds: Dataset) -> list[Grid]:
+        """Every leaf grid with its box, in grid-ID order."""
+        cols = _box_columns(ds.ndim)
+        stmt = sql.SQL("SELECT grid_id, next_dim, {} FROM {} ORDER BY grid_id").format(
+            sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols),
+            self.table(ds.name),
+        )
+        with self.connection() as conn:
+            rows = conn.execute(stmt).fetchall()
+        return [Grid(r[0], parse_boxes(r[2:], ds.ndim), r[1]) for r in rows]
+
+    def grid(self, ds: Dataset, grid_id: str) -> Grid | None:
+        cols = _box_columns(ds.ndim)
+        stmt = sql.SQL("SELECT grid_id, next_dim, {} FROM {} WHERE grid_id = %s").format(
+            sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols),
+            self.table(ds.name),
+        )
+        with self.connection() as conn:
+            r = conn.execute(stmt, (grid_id,)).fetchone()
+        return None if r is None else Grid(r[0], parse_boxes(r[2:], ds.ndim), r[1])
+
+    def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
+        """The leaf grid ID holding each point (rows of stored dimension values).
+
+        One round trip: the points travel as arrays of degenerate boxes and are joined to
+        the grid table with <@ on the GiST index."""
+        cols = _box_columns(ds.ndim)
+        n = len(points)
+        per_col: list[list[str]] = [[] for _ in cols]
+        for p in points.tolist():
+            for j, lit in enumerate(box_literals(tuple((v, v) for v in p))):
+                per_col[j].append(lit)
+        aliases = [sql.Identifier(f"p{j}") for j in range(len(cols))]
+        stmt = sql.SQL(
+            "SELECT p.i, g.grid_id FROM unnest(%s::int[], {arrays}) AS p(i, {aliases}) "
+            "JOIN {table} g ON {conds}"
+        ).format(
+            arrays=sql.SQL(", ").join(sql.SQL("%s::text[]::box[]") for _ in cols),
+            aliases=sql.SQL(", ").join(aliases),
+            table=self.table(ds.name),
+            conds=sql.SQL(" AND ").join(
+                sql.SQL("p.{} <@ g.{}").format(a, sql.Identifier(c)) for a, c in zip(aliases, cols)
+            ),
+        )
+        with self.connection() as conn:
+            self.round_trips.add()
+            rows = conn.execute(stmt, (list(range(n)), *per_col)).fetchall()
+        out: list[str | None] = [None] * n
+        for i, gid in rows:
+            out[i] = gid
+        if None in out:
+            raise RuntimeError(f"grid directory of {ds.name} does not cover point {points[out.index(None)]}")
+        return out  # type: ignore[return-value]
+
+    def intersecting(self, ds: Dataset, box: Box) -> tuple[list[tuple[str, bool]], int]:
+        """(grid ID, fully inside) of every leaf that box touches, and the total number
+        of leaves of the dataset. One round trip."""
+        cols = _box_columns(ds.ndim)
+        q = box_literals(box)
+        ident = list(map(sql.Identifier, cols))
+        stmt = sql.SQL(
+            "WITH d AS (SELECT leaf_count FROM gridagg_datasets WHERE name = %s) "
+            "SELECT g.grid_id, {inside}, d.leaf_count FROM d LEFT JOIN {table} g ON {overlap}"
+        ).format(
+            inside=sql.SQL(" AND ").join(sql.SQL("g.{} <@ %s::box").format(c) for c in ident),
+            table=self.table(ds.name),
+            overlap=sql.SQL(" AND ").join(sql.SQL("g.{} && %s::box").format(c) for c in ident),
+        )
+        with self.connection() as conn:
+            self.round_trips.add()
+            rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
+        if not rows:
+            raise UnknownDataset(ds.name)
+        total = rows[0][2]
+        return [(r[0], r[1]) for r in rows if r[0] is not None], total
+
+    def replace_leaf(self, ds: Dataset, old: str, new_leaves: list[Grid]) -> None:
+        """Replace leaf `old` by new_leaves in one transaction (the caller holds the
+        dataset's writer lock, so `old` is still a leaf)."""
+        with self.connection() as conn, conn.transaction():
+            self.round_trips.add()
+            cur = conn.execute(sql.SQL("DELETE FROM {} WHERE grid_id = %s").format(self.table(ds.name)), (old,))
+            if cur.rowcount != 1:
+                raise RuntimeError(f"grid {old} of {ds.name} is not a leaf")
+            self._insert_leaves(conn, ds, new_leaves)
+            conn.execute(
+                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s WHERE name = %s",
+                (len(new_leaves) - 1, ds.name),
+            )
+
+    @contextmanager
+    def writer_lock(self, name: str):
+        """Hold the dataset's writer lock (a PostgreSQL advisory lock, so it spans
+        processes and dies with a crashed writer's connection)."""
+        with self.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"gridagg:{name}",))

@@ -1,0 +1,361 @@
+"""Datasets: their columns, the exact integer encoding of values, and grid parameters.
+
+Every value is stored as a 64-bit integer, as in the paper, so sums are exact:
+
+- a ``number`` column with scale k stores round-free ``value * 10**k``; a value with more
+  than k decimals is refused rather than rounded (rounding would lose data silently);
+- a ``time`` column stores whole seconds since the start of its domain.
+
+A dataset's dimensions span the grid space (each has a closed domain ``[min, max]``);
+every column, dimensions included, can be aggregated. Measures may give a domain too,
+which is then enforced.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+from .errors import InvalidInput
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+# PostgreSQL boxes hold float8 coordinates: integers up to 2**53 are exact there.
+MAX_ENCODED = 2**53 - 1
+TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidInput(
+            f"{what} {name!r} must be lowercase letters, digits and '_', "
+            "starting with a letter, at most 48 characters",
+            field=what,
+        )
+    return name
+
+
+def parse_timestamp(value: object, field_name: str) -> datetime:
+    """An aware UTC datetime from ISO 8601 text, a datetime or epoch seconds.
+
+    Text without a zone is read as UTC."""
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, str):
+        try:
+            ts = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInput(
+                f"{field_name}: {value!r} is not an ISO 8601 timestamp", field=field_name
+            ) from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{field_name}: {value!r} is not finite", field=field_name)
+        ts = datetime.fromtimestamp(value, tz=timezone.utc)
+    else:
+        raise InvalidInput(
+            f"{field_name}: expected a timestamp, got {type(value).__name__}", field=field_name
+        )
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc)
+
+
+def parse_duration(value: object, field_name: str) -> int:
+    """Seconds from an int or text such as '360d', '12h', '90m', '30s'."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", value)
+        if m and int(m.group(1)) > 0:
+            return int(m.group(1)) * TIME_UNITS[m.group(2)]
+    raise InvalidInput(
+        f"{field_name}: {value!r} is not a positive duration like '360d' or seconds",
+        field=field_name,
+    )
+
+
+def _to_decimal(value: object, field_name: str) -> Decimal:
+    if isinstance(value, bool) or value is None:
+        raise InvalidInput(f"{field_name}: missing or non-numeric value {value!r}", field=field_name)
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{field_name}: {value!r} is not a finite number", field=field_name)
+        return Decimal(repr(value))
+    if isinstance(value, (str, Decimal)):
+        try:
+            d = Decimal(str(value).strip())
+        except InvalidOperation:
+            raise InvalidInput(f"{field_name}: {value!r} is not a number", field=field_name) from None
+        if not d.is_finite():
+            raise InvalidInput(f"{field_name}: {value!r} is not a finite number", field=field_name)
+        return d
+    raise InvalidInput(
+        f"{field_name}: expected a number, got {type(value).__name__}", field=field_name
+    )
+
+
+@dataclass(frozen=True)
+class Column:
+    """One attribute of a dataset, with its exact integer encoding.
+
+    kind: "number" (scale = decimals kept) or "time" (seconds since domain start).
+    lo/hi: the domain in user units (numbers, or ISO text for time); None for an
+    unbounded measure.
+    """
+
+    name: str
+    kind: str = "number"
+    scale: int = 0
+    lo: object = None
+    hi: object = None
+    unit: str | None = None
+    # Encoded domain, derived in __post_init__.
+    enc_lo: int = field(init=False, default=-MAX_ENCODED)
+    enc_hi: int = field(init=False, default=MAX_ENCODED)
+    epoch: datetime | None = field(init=False, default=None, compare=False)
+
+    def __post_init__(self):
+        check_name(self.name, "column")
+        if self.kind not in ("number", "time"):
+            raise InvalidInput(f"column {self.name}: type must be 'number' or 'time'", field=self.name)
+        if not isinstance(self.scale, int) or isinstance(self.scale, bool) or not 0 <= self.scale <= 12:
+            raise InvalidInput(f"column {self.name}: scale must be an integer 0..12", field=self.name)
+        if self.kind == "time":
+            if self.lo is None or self.hi is None:
+                raise InvalidInput(f"column {self.name}: a time column needs min and max", field=self.name)
+            start = parse_timestamp(self.lo, f"{self.name}.min")
+            end = parse_timestamp(self.hi, f"{self.name}.max")
+            object.__setattr__(self, "epoch", start)
+            object.__setattr__(self, "scale", 0)
+            object.__setattr__(self, "enc_lo", 0)
+            object.__setattr__(self, "enc_hi", int((end - start).total_seconds()))
+        else:
+            if self.lo is not None:
+                object.__setattr__(self, "enc_lo", self._scaled(self.lo, f"{self.name}.min"))
+            if self.hi is not None:
+                object.__setattr__(self, "enc_hi", self._scaled(self.hi, f"{self.name}.max"))
+        if self.enc_lo > self.enc_hi:
+            raise InvalidInput(f"column {self.name}: min is greater than max", field=self.name)
+        if max(abs(self.enc_lo), abs(self.enc_hi)) > MAX_ENCODED:
+            raise InvalidInput(
+                f"column {self.name}: domain too large for exact storage at scale {self.scale}",
+                field=self.name,
+            )
+
+    @property
+    def bounded(self) -> bool:
+        return self.kind == "time" or (self.lo is not None and self.hi is not None)
+
+    def _scaled(self, value: object, field_name: str) -> int:
+        d = _to_decimal(value, field_name).scaleb(self.scale)
+        if d != d.to_integral_value():
+            raise InvalidInput(
+                f"{field_name}: {value!r} has more decimals than the column's scale ({self.scale})",
+                field=field_name,
+            )
+        return int(d)
+
+    def encode(self, value: object) -> int:
+        """The stored integer of a user value; InvalidInput if it cannot be stored exactly
+        or lies outside the column's domain."""
+        if self.kind == "time":
+            if value is None:
+                raise InvalidInput(f"{self.name}: missing value", field=self.name)
+            delta = parse_timestamp(value, self.name) - self.epoch
+            secs = delta.days * 86400 + delta.seconds
+            if delta.microseconds:
+                raise InvalidInput(f"{self.name}: {value!r} has fractions of a second", field=self.name)
+            enc = secs
+        else:
+            enc = self._scaled(value, self.name)
+        if not self.enc_lo <= enc <= self.enc_hi:
+            raise InvalidInput(
+                f"{self.name}: {value!r} is outside the domain [{self.lo}, {self.hi}]", field=self.name
+            )
+        return enc
+
+    def exact(self, value: object) -> Fraction:
+        """A user value in stored units, unrounded (for query bounds)."""
+        if self.kind == "time":
+            delta = parse_timestamp(value, self.name) - self.epoch
+            return Fraction(delta.days * 86400 + delta.seconds) + Fraction(delta.microseconds, 10**6)
+        return Fraction(_to_decimal(value, self.name)) * 10**self.scale
+
+    def encode_bound(self, value: object, upper: bool) -> int:
+        """A query bound as a stored integer: the smallest stored value >= a lower bound,
+        or the largest <= an upper bound. Bounds may lie outside the domain."""
+        f = self.exact(value)
+        return math.floor(f) if upper else math.ceil(f)
+
+    def decode(self, enc: int | Fraction | None):
+        """User units of a stored value (or of a sum/mean of stored values)."""
+        if enc is None:
+            return None
+        if self.kind == "time":
+            from datetime import timedelta
+
+            ts = self.epoch + timedelta(seconds=float(enc))
+            return ts.isoformat().replace("+00:00", "Z")
+        value = Fraction(enc) / 10**self.scale
+        return int(value) if value.denominator == 1 and self.scale == 0 else float(value)
+
+    def to_json(self) -> dict:
+        spec = {"name": self.name, "type": self.kind}
+        if self.kind == "number":
+            spec["scale"] = self.scale
+        if self.lo is not None:
+            spec["min"] = self.lo if not isinstance(self.lo, datetime) else self.lo.isoformat()
+        if self.hi is not None:
+            spec["max"] = self.hi if not isinstance(self.hi, datetime) else self.hi.isoformat()
+        if self.unit:
+            spec["unit"] = self.unit
+        return spec
+
+    @classmethod
+    def from_json(cls, spec: object, where: str) -> "Column":
+        if not isinstance(spec, dict):
+            raise InvalidInput(f"{where}: each column must be an object", field=where)
+        unknown = set(spec) - {"name", "type", "scale", "min", "max", "unit"}
+        if unknown:
+            raise InvalidInput(f"{where}: unknown keys {sorted(unknown)}", field=where)
+        return cls(
+            name=spec.get("name"),
+            kind=spec.get("type", "number"),
+            scale=spec.get("scale", 0),
+            lo=spec.get("min"),
+            hi=spec.get("max"),
+            unit=spec.get("unit"),
+        )
+
+
+@dataclass(frozen=True)
+class GridParams:
+    """N_size: a split recurses while a child holds more rows than this.
+    N_threshold: a leaf holding more rows than this is split.
+    L_time: the time axis is pre-split until each grid is at most this many seconds wide
+    (None: no pre-split)."""
+
+    n_size: int = 1000
+    n_threshold: int = 10000
+    l_time: int | None = None
+
+    def __post_init__(self):
+        for name in ("n_size", "n_threshold"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InvalidInput(f"grid.{name} must be a positive integer", field=f"grid.{name}")
+        if self.n_size > self.n_threshold:
+            raise InvalidInput("grid.n_size must not exceed grid.n_threshold", field="grid.n_size")
+
+    def to_json(self) -> dict:
+        return {"n_size": self.n_size, "n_threshold": self.n_threshold, "l_time": self.l_time}
+
+    @classmethod
+    def from_json(cls, spec: object) -> "GridParams":
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, dict):
+            raise InvalidInput("grid must be an object", field="grid")
+        n_size = spec.get("n_size", 1000)
+        l_time = spec.get("l_time")
+        return cls(
+            n_size=n_size,
+            n_threshold=spec.get("n_threshold", 10 * n_size if isinstance(n_size, int) else n_size),
+            l_time=None if l_time is None else parse_duration(l_time, "grid.l_time"),
+        )
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A named dataset: dimensions (the grid space), measures, grid parameters."""
+
+    name: str
+    dimensions: tuple[Column, ...]
+    measures: tuple[Column, ...] = ()
+    grid: GridParams = GridParams()
+
+    def __post_init__(self):
+        check_name(self.name, "dataset")
+        if not self.dimensions:
+            raise InvalidInput("a dataset needs at least one dimension", field="dimensions")
+        names = [c.name for c in self.columns]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise InvalidInput(f"duplicate column names {sorted(dupes)}", field="columns")
+        for c in self.dimensions:
+            if not c.bounded:
+                raise InvalidInput(f"dimension {c.name} needs min and max", field=c.name)
+        if self.grid.l_time is not None and self.time_axis is None:
+            raise InvalidInput("grid.l_time needs a time dimension", field="grid.l_time")
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """Dimensions first (axis i is column i), then measures."""
+        return self.dimensions + self.measures
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dimensions)
+
+    @property
+    def time_axis(self) -> int | None:
+        for i, c in enumerate(self.dimensions):
+            if c.kind == "time":
+                return i
+        return None
+
+    def column_index(self, name: object, field_name: str = "column") -> int:
+        for i, c in enumerate(self.columns):
+            if c.name == name:
+                return i
+        raise InvalidInput(f"dataset {self.name} has no column {name!r}", field=field_name)
+
+    def domain(self) -> tuple[tuple[int, int], ...]:
+        return tuple((c.enc_lo, c.enc_hi) for c in self.dimensions)
+
+    def encode_row(self, row: object) -> list[int]:
+        """Stored integers of one row given as a mapping of column name to value.
+        Every column is required; unknown keys are refused."""
+        if not isinstance(row, dict):
+            raise InvalidInput("a row must be an object of column values", field="row")
+        known = {c.name for c in self.columns}
+        unknown = [k for k in row if k not in known and k != "id"]
+        if unknown:
+            raise InvalidInput(f"unknown column {unknown[0]!r}", field=str(unknown[0]))
+        out = []
+        for c in self.columns:
+            if c.name not in row or row[c.name] is None:
+                raise InvalidInput(f"{c.name}: missing value", field=c.name)
+            out.append(c.encode(row[c.name]))
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "dimensions": [c.to_json() for c in self.dimensions],
+            "measures": [c.to_json() for c in self.measures],
+            "grid": self.grid.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, spec: object) -> "Dataset":
+        if not isinstance(spec, dict):
+            raise InvalidInput("a dataset definition must be an object", field="dataset")
+        dims = spec.get("dimensions")
+        if not isinstance(dims, list):
+            raise InvalidInput("dimensions must be a list", field="dimensions")
+        measures = spec.get("measures", [])
+        if not isinstance(measures, list):
+            raise InvalidInput("measures must be a list", field="measures")
+        return cls(
+            name=spec.get("name"),
+            dimensions=tuple(Column.from_json(c, f"dimensions[{i}]") for i, c in enumerate(dims)),
+            measures=tuple(Column.from_json(c, f"measures[{i}]") for i, c in enumerate(measures)),
+            grid=GridParams.from_json(spec.get("grid")),
+        )

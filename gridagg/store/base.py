@@ -1,0 +1,78 @@
+"""The CellStore interface every storage backend implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from ..aggregate import PartialAggregate
+from ..schema import Dataset
+from ..trips import TripCounter
+
+
+class RangeCondition(NamedTuple):
+    """Rows must have lo <= value <= hi in column `column` (stored integers)."""
+
+    column: int
+    lo: int
+    hi: int
+
+
+class CellStore(ABC):
+    """Raw rows and partial aggregates of datasets.
+
+    Raw rows are keyed by the paper's row key (salt + grid ID + "-" + element ID) and
+    hold one stored integer per dataset column. Partial aggregates are keyed by grid ID.
+    Every method is one round trip or a bounded number of them, counted per thread in
+    `round_trips`, so a query can report what it cost.
+    """
+
+    kind: str
+
+    def __init__(self):
+        self.round_trips = TripCounter()
+
+    @abstractmethod
+    def create_dataset(self, ds: Dataset) -> None:
+        """Create the dataset's tables (idempotent)."""
+
+    @abstractmethod
+    def drop_dataset(self, name: str) -> None:
+        """Remove the dataset's tables and everything in them (idempotent)."""
+
+    @abstractmethod
+    def put_rows(self, ds: Dataset, keys: list[bytes], values: np.ndarray) -> None:
+        """Write rows: keys[i] gets values[i] (an int64 row of len(ds.columns))."""
+
+    @abstractmethod
+    def delete_rows(self, ds: Dataset, keys: list[bytes]) -> None:
+        """Delete rows by key; missing keys are ignored."""
+
+    @abstractmethod
+    def existing_keys(self, ds: Dataset, keys: list[bytes]) -> set[bytes]:
+        """Which of these keys hold a row."""
+
+    @abstractmethod
+    def scan_rows(
+        self,
+        ds: Dataset,
+        start: bytes,
+        stop: bytes,
+        where: list[RangeCondition] = (),
+        batch_rows: int = 2000,
+    ) -> Iterator[tuple[list[bytes], np.ndarray]]:
+        """Rows with start <= key < stop that satisfy every condition, in key order, as
+        (keys, (k, ncols) int64 array) batches of at most batch_rows rows."""
+
+    @abstractmethod
+    def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:
+        """Stored aggregates of these grids; a grid with none stored is left out."""
+
+    @abstractmethod
+    def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:
+        """Store (replace) the aggregates of these grids."""
+
+    def close(self) -> None:
+        """Release connections or file handles."""

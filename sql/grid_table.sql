@@ -1,0 +1,10 @@
+-- The grid directory of one dataset, as in the paper: leaf grids only, ceil(n/2) box
+-- columns (two dimensions per box, the last one degenerate when n is odd) and one
+-- composite GiST index over all of them. {table}, {box_columns} and {index_columns} are
+-- filled in by gridagg.directory.
+CREATE TABLE {table} (
+    {box_columns},
+    grid_id   text PRIMARY KEY,
+    next_dim  integer NOT NULL
+);
+CREATE INDEX {index} ON {table} USING gist ({index_columns});
