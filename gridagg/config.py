@@ -7,7 +7,10 @@ GRIDAGG_DATA_DIR     where local servers keep their data and logs (default ~/.gr
 GRIDAGG_PG_URL       PostgreSQL URL; unset means the local server that
                      `gridagg services up` starts in the data dir
 GRIDAGG_PG_PORT      port of that local PostgreSQL (default 55432)
-GRIDAGG_HBASE        HBase Thrift gateway as host:port; unset means the embedded store
+GRIDAGG_STORE        where rows and aggregates live: "embedded" (LMDB in the data dir,
+                     the default) or "hbase"
+GRIDAGG_HBASE        Thrift gateway of an external HBase as host:port; unset means the
+                     local HBase that `gridagg services up` starts
 GRIDAGG_HBASE_PORT   Thrift port of the local HBase (default 9090)
 GRIDAGG_ZK_PORT      ZooKeeper port of the local HBase (default 2181)
 GRIDAGG_WRITE_TOKEN  bearer token required for writes over HTTP
@@ -26,6 +29,7 @@ class Settings:
     data_dir: Path
     pg_url: str | None
     pg_port: int
+    store: str
     hbase: str | None
     hbase_port: int
     zk_port: int
@@ -39,6 +43,7 @@ class Settings:
             data_dir=Path(env.get("GRIDAGG_DATA_DIR") or Path.home() / ".gridagg").resolve(),
             pg_url=env.get("GRIDAGG_PG_URL") or None,
             pg_port=int(env.get("GRIDAGG_PG_PORT", "55432")),
+            store=env.get("GRIDAGG_STORE") or "embedded",
             hbase=env.get("GRIDAGG_HBASE") or None,
             hbase_port=int(env.get("GRIDAGG_HBASE_PORT", "9090")),
             zk_port=int(env.get("GRIDAGG_ZK_PORT", "2181")),
@@ -61,6 +66,12 @@ class Settings:
     @property
     def local_hbase(self) -> str:
         return f"127.0.0.1:{self.hbase_port}"
+
+    @property
+    def effective_hbase(self) -> tuple[str, int]:
+        """(host, port) of the HBase Thrift gateway in use."""
+        host, _, port = (self.hbase or self.local_hbase).rpartition(":")
+        return host, int(port)
 
     @property
     def lmdb_dir(self) -> Path:

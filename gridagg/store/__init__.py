@@ -4,18 +4,20 @@ One interface (CellStore), two thin adapters: the embedded LMDB store (the defau
 server needed) and Apache HBase through its Thrift gateway (the production path).
 """
 
+from ..errors import InvalidInput
 from .base import CellStore, RangeCondition
 
 __all__ = ["CellStore", "RangeCondition", "open_store"]
 
 
 def open_store(settings) -> CellStore:
-    """The store the settings name: HBase when GRIDAGG_HBASE is set, else embedded."""
-    if settings.hbase:
+    """The store the settings name (GRIDAGG_STORE): "embedded" or "hbase"."""
+    if settings.store == "hbase":
         from .hbase import HBaseStore
 
-        host, _, port = settings.hbase.partition(":")
-        return HBaseStore(host, int(port or 9090))
-    from .embedded import EmbeddedStore
+        return HBaseStore(settings)
+    if settings.store == "embedded":
+        from .embedded import EmbeddedStore
 
-    return EmbeddedStore(settings.lmdb_dir)
+        return EmbeddedStore(settings.lmdb_dir)
+    raise InvalidInput(f"GRIDAGG_STORE must be 'embedded' or 'hbase', not {settings.store!r}", field="store")

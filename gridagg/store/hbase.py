@@ -1,0 +1,211 @@
+"""The HBase store: the paper's layout in Apache HBase, reached through the Thrift1
+gateway with happybase.
+
+One table per dataset, gridagg_<name>, with two column families:
+- "r": raw rows under salt + grid ID + "-" + element ID, one cell per column holding the
+  stored integer as 8 big-endian bytes with the sign bit flipped, so byte order is
+  numeric order and HBase's own filters can test ranges on the server;
+- "a": partial aggregates under salt + grid ID + "-", one cell per statistic: "a:n"
+  (count) and "a:sum:<col>", "a:min:<col>", "a:max:<col>" as signed 8-byte integers.
+Tables are pre-split into regions over the salt byte.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from contextlib import contextmanager
+from typing import Iterator
+
+import happybase
+import numpy as np
+from thriftpy2.transport import TTransportException
+
+from ..aggregate import PartialAggregate
+from ..errors import StoreUnavailable
+from ..grid import grid_prefix
+from ..schema import Dataset
+from .base import CellStore, RangeCondition
+
+SIGN = np.uint64(1 << 63)
+REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
+CHUNK = 1000  # keys per multi-get / batched mutation
+
+
+def table_name(name: str) -> str:
+    return f"gridagg_{name}"
+
+
+def encode_cells(values: np.ndarray) -> list[list[bytes]]:
+    """Order-preserving 8-byte cells of an (m, ncols) int64 array, row by row."""
+    m, ncols = values.shape
+    blob = (values.astype(np.int64).view(np.uint64) ^ SIGN).astype(">u8").tobytes()
+    return [[blob[(i * ncols + j) * 8 : (i * ncols + j + 1) * 8] for j in range(ncols)] for i in range(m)]
+
+
+def decode_cells(blob: bytes, nrows: int, ncols: int) -> np.ndarray:
+    flipped = np.frombuffer(blob, dtype=">u8").reshape(nrows, ncols)
+    return (flipped.astype(np.uint64) ^ SIGN).view(np.int64)
+
+
+def _quote(value: bytes) -> bytes:
+    # The Thrift filter language quotes with '...' and escapes a quote by doubling it.
+    return b"'" + value.replace(b"'", b"''") + b"'"
+
+
+class HBaseStore(CellStore):
+    """settings: gridagg Settings; the gateway is settings.effective_hbase."""
+
+    kind = "hbase"
+
+    def __init__(self, settings, pool_size: int = 4):
+        super().__init__()
+        self.settings = settings
+        host, port = settings.effective_hbase
+        self.address = f"{host}:{port}"
+        try:
+            self.pool = happybase.ConnectionPool(pool_size, host=host, port=port, timeout=120000)
+        except (TTransportException, OSError) as exc:
+            raise StoreUnavailable(f"HBase Thrift gateway at {self.address} is unreachable: {exc}") from exc
+
+    @contextmanager
+    def _table(self, ds_name: str):
+        try:
+            with self.pool.connection() as conn:
+                yield conn.table(table_name(ds_name))
+        except (TTransportException, socket.error, BrokenPipeError) as exc:
+            raise StoreUnavailable(f"HBase Thrift gateway at {self.address} failed: {exc}") from exc
+
+    def _cols(self, ds: Dataset) -> list[bytes]:
+        return [b"r:" + c.name.encode() for c in ds.columns]
+
+    def create_dataset(self, ds: Dataset) -> None:
+        with self.pool.connection() as conn:
+            if table_name(ds.name).encode() in conn.tables():
+                return
+            families = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
+            if self.settings.hbase is None:
+                from hbase.launcher import create_presplit_table
+
+                step = 256 // REGIONS
+                create_presplit_table(self.settings, table_name(ds.name), families,
+                                      [bytes([i * step]) for i in range(1, REGIONS)])
+            else:
+                # Thrift1 cannot pre-split; an external cluster splits regions as they grow.
+                conn.create_table(table_name(ds.name), families)
+
+    def drop_dataset(self, name: str) -> None:
+        with self.pool.connection() as conn:
+            if table_name(name).encode() in conn.tables():
+                conn.delete_table(table_name(name), disable=True)
+
+    def put_rows(self, ds, keys, values):
+        cols = self._cols(ds)
+        cells = encode_cells(values)
+        with self._table(ds.name) as table:
+            for start in range(0, len(keys), CHUNK):
+                self.round_trips.add()
+                with table.batch() as b:
+                    for key, row in zip(keys[start : start + CHUNK], cells[start : start + CHUNK]):
+                        b.put(key, dict(zip(cols, row)))
+
+    def delete_rows(self, ds, keys):
+        with self._table(ds.name) as table:
+            for start in range(0, len(keys), CHUNK):
+                self.round_trips.add()
+                with table.batch() as b:
+                    for key in keys[start : start + CHUNK]:
+                        b.delete(key, columns=[b"r"])
+
+    def existing_keys(self, ds, keys):
+        found: set[bytes] = set()
+        probe = self._cols(ds)[:1]
+        with self._table(ds.name) as table:
+            for start in range(0, len(keys), CHUNK):
+                self.round_trips.add()
+                found.update(k for k, _ in table.rows(keys[start : start + CHUNK], columns=probe))
+        return found
+
+    def _filter(self, ds: Dataset, where: list[RangeCondition]) -> bytes | None:
+        parts = []
+        for cond in where:
+            qual = ds.columns[cond.column].name.encode()
+            lo, hi = encode_cells(np.array([[cond.lo, cond.hi]]))[0]
+            for op, bound in ((b">=", lo), (b"<=", hi)):
+                parts.append(
+                    b"SingleColumnValueFilter ('r', '" + qual + b"', " + op + b", "
+                    + _quote(b"binary:" + bound) + b", true, true)"
+                )
+        return b" AND ".join(parts) or None
+
+    def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000) -> Iterator:
+        cols = self._cols(ds)
+        ncols = len(cols)
+        flt = self._filter(ds, list(where))
+        with self._table(ds.name) as table:
+            # Opening a scanner, each fetched batch and closing are round trips.
+            self.round_trips.add(2)
+            keys: list[bytes] = []
+            blob: list[bytes] = []
+            for key, data in table.scan(row_start=start, row_stop=stop, columns=cols, filter=flt,
+                                        batch_size=batch_rows):
+                keys.append(key)
+                blob.extend(data[c] for c in cols)
+                if len(keys) >= batch_rows:
+                    self.round_trips.add()
+                    yield keys, decode_cells(b"".join(blob), len(keys), ncols)
+                    keys, blob = [], []
+            if keys:
+                yield keys, decode_cells(b"".join(blob), len(keys), ncols)
+
+    def _agg_cols(self, ds: Dataset) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        names = [c.name.encode() for c in ds.columns]
+        return ([b"a:sum:" + n for n in names], [b"a:min:" + n for n in names], [b"a:max:" + n for n in names])
+
+    def get_aggregates(self, ds, grid_ids):
+        sums, mins, maxs = self._agg_cols(ds)
+        out: dict[str, PartialAggregate] = {}
+        by_key = {grid_prefix(g): g for g in grid_ids}
+        keys = list(by_key)
+        with self._table(ds.name) as table:
+            for start in range(0, len(keys), CHUNK):
+                self.round_trips.add()
+                for key, data in table.rows(keys[start : start + CHUNK], columns=[b"a"]):
+                    count = _int(data[b"a:n"])
+                    if count == 0:
+                        out[by_key[key]] = PartialAggregate.empty(len(sums))
+                        continue
+                    out[by_key[key]] = PartialAggregate(
+                        count,
+                        [_int(data[c]) for c in sums],
+                        [_int(data[c]) for c in mins],
+                        [_int(data[c]) for c in maxs],
+                    )
+        return out
+
+    def put_aggregates(self, ds, aggregates):
+        sums, mins, maxs = self._agg_cols(ds)
+        items = list(aggregates.items())
+        with self._table(ds.name) as table:
+            for start in range(0, len(items), CHUNK):
+                self.round_trips.add()
+                with table.batch() as b:
+                    for gid, agg in items[start : start + CHUNK]:
+                        cells = {b"a:n": _bytes(agg.count)}
+                        if agg.count:
+                            cells.update(zip(sums, map(_bytes, agg.sums)))
+                            cells.update(zip(mins, map(_bytes, agg.mins)))
+                            cells.update(zip(maxs, map(_bytes, agg.maxs)))
+                        b.put(grid_prefix(gid), cells)
+
+    def close(self):
+        # happybase pools have no close; dropping them closes their connections.
+        self.pool = None
+
+
+def _int(cell: bytes) -> int:
+    return struct.unpack(">q", cell)[0]
+
+
+def _bytes(v: int) -> bytes:
+    return struct.pack(">q", v)
