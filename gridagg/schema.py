@@ -14,6 +14,7 @@ which is then enforced.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -81,11 +82,13 @@ def parse_duration(value: object, field_name: str) -> int:
 def _to_decimal(value: object, field_name: str) -> Decimal:
     if isinstance(value, bool) or value is None:
         raise InvalidInput(f"{field_name}: missing or non-numeric value {value!r}", field=field_name)
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Integral):
+        return Decimal(int(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, Decimal):
+        value = float(value)
         if not math.isfinite(value):
             raise InvalidInput(f"{field_name}: {value!r} is not a finite number", field=field_name)
+        # repr gives the shortest text that reads back as the same float: 0.1, not 0.1000000000000000055.
         return Decimal(repr(value))
     if isinstance(value, (str, Decimal)):
         try:

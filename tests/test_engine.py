@@ -1,0 +1,189 @@
+"""The grid engine on the real PostgreSQL with each store: splits, statistics, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine_support import check_answer, check_tree, open_engine
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.errors import InvalidInput, UnknownDataset
+from gridagg.schema import Dataset
+
+
+@pytest.fixture(params=["embedded", "hbase"], scope="module")
+def engine(request, settings, services, tmp_path_factory):
+    return open_engine(settings, request.param, tmp_path_factory.mktemp("store"))
+
+
+@pytest.fixture
+def weather(engine, unique_name):
+    """A small 3-D weather dataset, dropped after the test."""
+    ds = engine.create_dataset(Dataset.from_json({
+        "name": unique_name,
+        "dimensions": [
+            {"name": "time", "type": "time", "min": "2012-01-01T00:00:00Z", "max": "2012-12-31T23:00:00Z"},
+            {"name": "temperature", "scale": 1, "min": -40, "max": 50, "unit": "C"},
+            {"name": "humidity", "min": 0, "max": 100},
+        ],
+        "measures": [{"name": "wind_speed", "scale": 1, "min": 0, "max": 70}],
+        "grid": {"n_size": 50, "n_threshold": 200, "l_time": "60d"},
+    }))
+    yield ds
+    engine.drop_dataset(ds.name)
+
+
+def weather_rows(n: int, seed: int = 7) -> tuple[list[dict], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    hours = rng.integers(0, 366 * 24 - 1, n)
+    temp = rng.integers(-100, 350, n)
+    hum = rng.integers(10, 100, n)
+    wind = rng.integers(0, 200, n)
+    rows = [
+        {"time": f"2012-01-01T00:00:00Z", "temperature": t / 10, "humidity": int(h), "wind_speed": w / 10}
+        for t, h, w in zip(temp, hum, wind)
+    ]
+    for row, hr in zip(rows, hours):
+        row["time"] = np.datetime_as_string(np.datetime64("2012-01-01T00:00:00") + np.timedelta64(int(hr), "h")) + "Z"
+    encoded = np.stack([hours * 3600, temp, hum, wind], axis=1).astype(np.int64)
+    return rows, encoded
+
+
+def test_inserts_split_and_queries_match_brute_force(engine, weather):
+    rows, encoded = weather_rows(3000)
+    for start in range(0, 3000, 750):
+        result = engine.insert(weather.name, rows[start : start + 750])
+        assert result.stored == 750 and not result.rejected
+    check_tree(engine, weather.name, encoded)
+    assert len(engine.leaves(weather.name)) > 3000 // 200
+    for where in [
+        {},
+        {"temperature": [15, 35]},
+        {"time": ["2012-03-01T00:00:00Z", "2012-08-31T23:00:00Z"], "humidity": [20, 40]},
+        {"temperature": [0.05, 0.15]},  # holds one stored value: 0.1
+        {"humidity": [200, 300]},  # outside the domain: empty
+    ]:
+        result = engine.query(weather.name, where, ["count", "sum:wind_speed", "min:wind_speed",
+                                                    "max:temperature", "avg:humidity"])
+        check_answer(result, encoded)
+
+
+def test_statistics_show_reuse_collapse_and_skipping(engine, weather):
+    rows, encoded = weather_rows(4000, seed=3)
+    engine.insert(weather.name, rows)
+    whole = engine.query(weather.name, {}, ["count"])
+    check_answer(whole, encoded)
+    plan = whole.plan
+    # The whole domain: every leaf reused, and 4.6.1 folds them all into the root.
+    assert plan.reused_grids_before == plan.total_grids and plan.reused_grids_after == 1
+    assert plan.scanned_grids_before == 0 and plan.rows_in_reused_grids == 4000
+
+    box = {"time": ["2012-02-01T00:00:00Z", "2012-11-30T00:00:00Z"], "temperature": [-5, 30]}
+    summed = engine.query(weather.name, box, ["sum:wind_speed"])
+    check_answer(summed, encoded)
+    assert summed.plan.scanned_grids_after == summed.plan.scanned_grids_before > 0
+    assert summed.plan.round_trips["postgresql"] == 1
+
+    lowest = engine.query(weather.name, box, ["min:wind_speed"])
+    check_answer(lowest, encoded)
+    assert lowest.plan.skip_rate > 0.5  # 4.6.2: most partial grids cannot beat the minimum
+    assert lowest.count is None  # skipped grids leave the count unknown; it was not asked
+
+
+def test_split_moves_on_when_an_axis_is_constant(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({
+        "name": unique_name,
+        "dimensions": [{"name": "x", "min": 0, "max": 100}, {"name": "y", "min": 0, "max": 100}],
+        "grid": {"n_size": 4, "n_threshold": 8},
+    }))
+    try:
+        # x is always 7: every split must use y.
+        rows = [{"x": 7, "y": y} for y in range(40)]
+        # 20 copies of one point: that leaf can never be split, and must not loop.
+        rows += [{"x": 50, "y": 50} for _ in range(20)]
+        result = engine.insert(ds.name, rows)
+        assert result.stored == 60
+        encoded = np.array([[r["x"], r["y"]] for r in rows], dtype=np.int64)
+        check_tree(engine, ds.name, encoded)
+        biggest = max(agg.count for _, agg in engine.leaves(ds.name))
+        assert biggest == 20  # the single-point leaf, left whole
+        check_answer(engine.query(ds.name, {"y": [10, 50]}, ["count", "sum:y", "max:x"]), encoded)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_empty_selection(engine, weather):
+    engine.insert(weather.name, weather_rows(10)[0])
+    result = engine.query(weather.name, {"humidity": [0, 5]}, ["count", "sum:wind_speed", "min:wind_speed",
+                                                               "max:wind_speed", "avg:wind_speed"])
+    assert result.to_user(weather) == {"count": 0, "sum:wind_speed": 0.0, "min:wind_speed": None,
+                                       "max:wind_speed": None, "avg:wind_speed": None}
+
+
+def test_element_ids_make_inserts_idempotent(engine, weather):
+    row = {"id": "station-1/2012-05-01T10", "time": "2012-05-01T10:00:00Z", "temperature": 21.5,
+           "humidity": 40, "wind_speed": 3.2}
+    assert engine.insert(weather.name, [row]).stored == 1
+    again = engine.insert(weather.name, [row, row])
+    assert again.stored == 0 and again.duplicates == 2
+    assert engine.query(weather.name, {}, ["count"]).values["count"] == 1
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"time": "2013-06-01T00:00:00Z", "temperature": 1, "humidity": 1, "wind_speed": 1}, "time"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": 99, "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "2012-06-01T00:00:00Z", "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": "warm", "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": float("nan"), "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": float("inf"), "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": 1.25, "humidity": 1, "wind_speed": 1}, "temperature"),
+    ({"time": "June", "temperature": 1, "humidity": 1, "wind_speed": 1}, "time"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": 1, "humidity": 1, "wind_speed": 1, "gust": 3}, "gust"),
+    ({"time": "2012-06-01T00:00:00Z", "temperature": 1, "humidity": True, "wind_speed": 1}, "humidity"),
+])
+def test_bad_rows_are_refused_by_name_and_nothing_is_written(engine, weather, row, field):
+    good = {"time": "2012-06-01T00:00:00Z", "temperature": 1, "humidity": 1, "wind_speed": 1}
+    result = engine.insert(weather.name, [good, row])
+    assert result.stored == 1
+    assert [(i, f) for i, f, _ in result.rejected] == [(1, field)]
+    assert field in result.rejected[0][2]
+    assert engine.query(weather.name, {}, ["count"]).values["count"] == 1
+
+
+@pytest.mark.parametrize("where, aggregates, field", [
+    ({"pressure": [1, 2]}, ["count"], "where.pressure"),
+    ({"wind_speed": [1, 2]}, ["count"], "where.wind_speed"),
+    ({"temperature": [30, 10]}, ["count"], "where.temperature"),
+    ({"temperature": [10]}, ["count"], "where.temperature"),
+    ({"time": ["yesterday", None]}, ["count"], "time"),
+    ({}, ["median:temperature"], "aggregates"),
+    ({}, ["sum:pressure"], "aggregates"),
+    ({}, ["sum"], "aggregates"),
+    ({}, [], "aggregates"),
+])
+def test_bad_queries_name_the_problem(engine, weather, where, aggregates, field):
+    with pytest.raises(InvalidInput) as err:
+        engine.query(weather.name, where, aggregates)
+    assert err.value.field == field
+
+
+def test_unknown_dataset(engine):
+    with pytest.raises(UnknownDataset):
+        engine.query("no_such_dataset", {}, ["count"])
+    with pytest.raises(UnknownDataset):
+        engine.insert("no_such_dataset", [{}])
+
+
+def test_definitions_survive_a_new_engine_and_datasets_live_side_by_side(engine, weather, settings, unique_name):
+    other = engine.create_dataset(Dataset.from_json({
+        "name": unique_name + "_b", "dimensions": [{"name": "x", "min": 0, "max": 9}]}))
+    try:
+        engine.insert(other.name, [{"x": 3}, {"x": 4}])
+        engine.insert(weather.name, weather_rows(5)[0])
+        fresh = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+        assert fresh.dataset(weather.name) == weather
+        assert fresh.query(other.name, {}, ["sum:x"]).values["sum:x"] == 7
+        assert fresh.query(weather.name, {}, ["count"]).values["count"] == 5
+    finally:
+        engine.drop_dataset(other.name)
