@@ -22,7 +22,7 @@ import numpy as np
 from thriftpy2.transport import TTransportException
 
 from ..aggregate import PartialAggregate
-from ..errors import StoreUnavailable
+from ..errors import GridaggError, StoreUnavailable
 from ..grid import grid_prefix
 from ..schema import Dataset
 from .base import CellStore, RangeCondition
@@ -208,4 +208,6 @@ def _int(cell: bytes) -> int:
 
 
 def _bytes(v: int) -> bytes:
+    if not -(2**63) <= v < 2**63:
+        raise GridaggError(f"an aggregate ({v}) no longer fits the store's 8-byte cells")
     return struct.pack(">q", v)
