@@ -119,6 +119,8 @@ class GridDirectory:
     def drop_dataset(self, name: str) -> None:
         with self.connection() as conn, conn.transaction():
             conn.execute("DELETE FROM gridagg_datasets WHERE name = %s", (name,))
+            conn.execute("DELETE FROM gridagg_retired WHERE dataset = %s", (name,))
+            conn.execute("DELETE FROM gridagg_intents WHERE dataset = %s", (name,))
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table(name)))
 
     def dataset(self, name: str) -> Dataset:
@@ -228,20 +230,6 @@ class GridDirectory:
         total = rows[0][2]
         return [(r[0], r[1]) for r in rows if r[0] is not None], total
 
-    def replace_leaf(self, ds: Dataset, old: str, new_leaves: list[Grid]) -> None:
-        """Replace leaf `old` by new_leaves in one transaction (the caller holds the
-        dataset's writer lock, so `old` is still a leaf)."""
-        with self.connection() as conn, conn.transaction():
-            self.round_trips.add()
-            cur = conn.execute(sql.SQL("DELETE FROM {} WHERE grid_id = %s").format(self.table(ds.name)), (old,))
-            if cur.rowcount != 1:
-                raise RuntimeError(f"grid {old} of {ds.name} is not a leaf")
-            self._insert_leaves(conn, ds, new_leaves)
-            conn.execute(
-                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s WHERE name = %s",
-                (len(new_leaves) - 1, ds.name),
-            )
-
     @contextmanager
     def writer_lock(self, name: str):
         """Hold the dataset's writer lock (a PostgreSQL advisory lock, so it spans
@@ -252,3 +240,70 @@ class GridDirectory:
                 yield
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
+
+    def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid]) -> None:
+        """Replace leaves by others in one transaction: delete the leaves `old` (each
+        must still be a leaf), insert new_leaves, adjust leaf_count, and mark `old` as
+        retired so their rows are purged once no reader can need them. Used by splits
+        and bulk loads (the caller holds the writer lock)."""
+        with self.connection() as conn, conn.transaction():
+            self.round_trips.add()
+            if old:
+                cur = conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE grid_id = ANY(%s)").format(self.table(ds.name)), (list(old),)
+                )
+                if cur.rowcount != len(set(old)):
+                    raise RuntimeError(f"some of {len(old)} grids of {ds.name} are no longer leaves")
+                conn.execute(
+                    "INSERT INTO gridagg_retired (dataset, grid_id) SELECT %s, unnest(%s::text[]) "
+                    "ON CONFLICT DO NOTHING",
+                    (ds.name, list(old)),
+                )
+            if new_leaves:
+                self._insert_leaves(conn, ds, new_leaves)
+            conn.execute(
+                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s WHERE name = %s",
+                (len(new_leaves) - len(set(old)), ds.name),
+            )
+
+    # -- crash safety -----------------------------------------------------------------
+
+    def begin_intent(self, name: str, grid_ids: list[str]) -> int:
+        """Record that a write will touch these leaves; returns the intent's ID."""
+        with self.connection() as conn:
+            self.round_trips.add()
+            return conn.execute(
+                "INSERT INTO gridagg_intents (dataset, grids) VALUES (%s, %s) RETURNING id", (name, grid_ids)
+            ).fetchone()[0]
+
+    def end_intent(self, intent_id: int) -> None:
+        with self.connection() as conn:
+            self.round_trips.add()
+            conn.execute("DELETE FROM gridagg_intents WHERE id = %s", (intent_id,))
+
+    def pending_intents(self, name: str) -> list[tuple[int, list[str]]]:
+        """Intents of writers that did not finish (call while holding the writer lock)."""
+        with self.connection() as conn:
+            self.round_trips.add()
+            return conn.execute(
+                "SELECT id, grids FROM gridagg_intents WHERE dataset = %s ORDER BY id", (name,)
+            ).fetchall()
+
+    def retired_before(self, name: str, seconds: float) -> list[str]:
+        """Retired grids whose rows no query can need any more: retired more than
+        `seconds` ago, by PostgreSQL's clock."""
+        with self.connection() as conn:
+            self.round_trips.add()
+            rows = conn.execute(
+                "SELECT grid_id FROM gridagg_retired WHERE dataset = %s "
+                "AND retired_at < now() - make_interval(secs => %s)",
+                (name, seconds),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def forget_retired(self, name: str, grid_ids: list[str]) -> None:
+        with self.connection() as conn:
+            self.round_trips.add()
+            conn.execute(
+                "DELETE FROM gridagg_retired WHERE dataset = %s AND grid_id = ANY(%s)", (name, grid_ids)
+            )

@@ -1,8 +1,20 @@
 """The grid engine: the paper's Algorithms 1 (insert), 2 (split) and 3 (query).
 
 GridEngine ties the grid directory (PostgreSQL) to a cell store (embedded or HBase).
-Writers of one dataset take its writer lock, so concurrent inserts from several
-processes never lose an update and a grid is never split twice.
+
+Concurrency and crashes:
+- Writers of one dataset take its writer lock (a PostgreSQL advisory lock), so
+  concurrent inserts from several processes never lose an update and a grid is never
+  split twice.
+- A split writes the children's rows and aggregates, then switches the directory in one
+  transaction, and leaves the old rows in place: they are purged only after
+  2 x max_query_seconds. A query that listed the old leaf finishes (or is aborted) within
+  max_query_seconds, so it always finds every row it expects, counted once.
+- Each write records an intent (the leaves it touches) before writing and clears it
+  after. The next writer (or `repair`) finds intents left by a crashed writer and
+  recomputes those leaves' aggregates from their rows, and their ancestors from their
+  children: a crashed write's rows end up either fully counted or, if never stored, not
+  at all.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from .grid import (
     prefix_range,
     presplit,
     row_key,
+    subtree_range,
 )
 from .query import QueryPlan, QueryResult, QuerySpec
 from .schema import Dataset
@@ -48,11 +61,23 @@ class InsertResult:
 class GridEngine:
     """directory: a GridDirectory; store: a CellStore. Both stay owned by the caller."""
 
-    def __init__(self, directory: GridDirectory, store: CellStore, max_scan_rows: int | None = None):
+    def __init__(
+        self,
+        directory: GridDirectory,
+        store: CellStore,
+        max_scan_rows: int | None = None,
+        max_query_seconds: float = 60.0,
+    ):
         self.directory = directory
         self.store = store
         self.max_scan_rows = max_scan_rows
+        self.max_query_seconds = max_query_seconds
         self._datasets: dict[str, Dataset] = {}
+
+    @property
+    def purge_after_seconds(self) -> float:
+        """How long the rows of a split leaf outlive the split."""
+        return 2 * self.max_query_seconds
 
     # -- datasets ---------------------------------------------------------------------
 
@@ -103,6 +128,7 @@ class GridEngine:
         """Insert already encoded rows (an (m, ncols) int64 array inside the domain)."""
         result = InsertResult()
         with self.directory.writer_lock(ds.name):
+            self._recover(ds)
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
@@ -117,6 +143,7 @@ class GridEngine:
             values = values[keep]
             keys = [keys[i] for i in keep]
             leaf_of = [leaf_of[i] for i in keep]
+            intent = self.directory.begin_intent(ds.name, sorted(set(leaf_of)))
             self.store.put_rows(ds, keys, values)
             result.stored = len(keep)
 
@@ -137,6 +164,8 @@ class GridEngine:
             for g in by_leaf:
                 if merged[g].count > ds.grid.n_threshold:
                     result.splits += self._split(ds, g, merged[g])
+            self.directory.end_intent(intent)
+            self._purge_retired(ds)
         return result
 
     # -- Algorithm 2: split ------------------------------------------------------------
@@ -147,6 +176,10 @@ class GridEngine:
         grid = self.directory.grid(ds, grid_id)
         if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
             return 0
+        # Rows a crashed earlier split left under this leaf's descendants would be
+        # counted twice once a child with that ID exists: clear them first.
+        self._delete_range_rows(ds, *subtree_range(grid_id + "0"))
+        self._delete_range_rows(ds, *subtree_range(grid_id + "1"))
         keys: list[bytes] = []
         parts: list[np.ndarray] = []
         for k, v in self.store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
@@ -162,12 +195,11 @@ class GridEngine:
         for leaf, idx in final:
             for i in idx:
                 new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
-        # New rows and aggregates first, then the directory switch, then old rows go:
-        # until the switch, readers see the old leaf and its rows, all still present.
+        # New rows and aggregates first, then the directory switch; the old rows stay
+        # for queries that still see the old leaf, and are purged later.
         self.store.put_rows(ds, new_keys, values)
         self.store.put_aggregates(ds, new_aggs)
-        self.directory.replace_leaf(ds, grid_id, [leaf for leaf, _ in final])
-        self.store.delete_rows(ds, keys)
+        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _ in final])
         return splits
 
     def _partition(self, ds, grid, idx, values, agg, new_aggs, final) -> int:
@@ -214,7 +246,7 @@ class GridEngine:
                     total.merge(aggs[g])
             plan.rows_in_reused_grids = total.count
             plan.scanned_grids_before = len(partial)
-            count_known = self._scan_partial(ds, spec, partial, aggs, total, plan)
+            count_known = self._scan_partial(ds, spec, partial, aggs, total, plan, started)
         else:
             plan.total_grids = self.directory.leaf_count(ds.name)
         values = {a.label: a.value(total) for a in spec.aggregates}
@@ -225,7 +257,7 @@ class GridEngine:
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
         return QueryResult(spec, values, total.count if count_known else None, plan)
 
-    def _scan_partial(self, ds, spec, partial, aggs, total, plan) -> bool:
+    def _scan_partial(self, ds, spec, partial, aggs, total, plan, started) -> bool:
         """Scan the partially overlapping grids into total. Returns whether total.count
         is exact (it is not when min/max-only queries skipped grids with rows)."""
         ncols = len(ds.columns)
@@ -258,7 +290,97 @@ class GridEngine:
                 if len(rows):
                     plan.rows_matched_by_scans += len(rows)
                     total.merge(PartialAggregate.of_rows(rows, ncols))
+            self._check_deadline(started)
         return not skipped_with_rows
+
+    def _check_deadline(self, started: float) -> None:
+        # Rows of split leaves are kept for 2 x max_query_seconds; a query running
+        # longer could miss them, so it stops instead of answering wrongly.
+        if time.perf_counter() - started > self.max_query_seconds:
+            raise WorkLimitExceeded(
+                f"the query ran longer than {self.max_query_seconds:g} s; narrow the box"
+            )
+
+    # -- crash safety -------------------------------------------------------------------
+
+    def _recover(self, ds: Dataset) -> None:
+        """Finish what crashed writers left (the caller holds the writer lock)."""
+        for intent_id, grids in self.directory.pending_intents(ds.name):
+            leaves = {g.grid_id for g in self.directory.leaves(ds)}
+            self._rebuild_aggregates(ds, [g for g in grids if g in leaves])
+            self.directory.end_intent(intent_id)
+
+    def _rebuild_aggregates(self, ds: Dataset, leaf_ids: list[str]) -> None:
+        """Recompute these leaves' aggregates from their rows, then every ancestor's
+        from its two children, deepest first."""
+        ncols = len(ds.columns)
+        fresh: dict[str, PartialAggregate] = {}
+        for g in leaf_ids:
+            self._delete_range_rows(ds, *subtree_range(g + "0"))
+            self._delete_range_rows(ds, *subtree_range(g + "1"))
+            agg = PartialAggregate.empty(ncols)
+            for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g))):
+                agg.merge(PartialAggregate.of_rows(rows, ncols))
+            fresh[g] = agg
+        self.store.put_aggregates(ds, fresh)
+        for a in sorted({a for g in leaf_ids for a in ancestors(g)}, key=len, reverse=True):
+            kids = self.store.get_aggregates(ds, [a + "0", a + "1"])
+            merged = PartialAggregate.empty(ncols)
+            for k in kids.values():
+                merged.merge(k)
+            self.store.put_aggregates(ds, {a: merged})
+
+    def _purge_retired(self, ds: Dataset) -> None:
+        """Delete the rows of leaves split long enough ago that no query needs them."""
+        due = self.directory.retired_before(ds.name, self.purge_after_seconds)
+        for g in due:
+            self._delete_range_rows(ds, *prefix_range(grid_prefix(g)))
+        if due:
+            self.directory.forget_retired(ds.name, due)
+
+    def _delete_range_rows(self, ds: Dataset, start: bytes, stop: bytes) -> int:
+        keys = [k for batch, _ in self.store.scan_rows(ds, start, stop) for k in batch]
+        if keys:
+            self.store.delete_rows(ds, keys)
+        return len(keys)
+
+    def check(self, name: str) -> list[str]:
+        """Differences between the stored aggregates and the rows (a full scan): an empty
+        list means every leaf's and ancestor's aggregate is exact and every row lies
+        under a leaf (or under a split leaf awaiting its purge)."""
+        ds = self.dataset(name)
+        ncols = len(ds.columns)
+        expected = {g.grid_id: PartialAggregate.empty(ncols) for g in self.directory.leaves(ds)}
+        retired = set(self.directory.retired_before(name, 0))
+        stray = 0
+        for keys, rows in self.store.scan_rows(ds, b"", b"\xff" * 2):
+            owners = np.array([k[1 : k.index(b"-", 1)].decode() for k in keys])
+            for owner in np.unique(owners):
+                if owner in expected:
+                    expected[owner].merge(PartialAggregate.of_rows(rows[owners == owner], ncols))
+                elif owner not in retired:
+                    stray += int((owners == owner).sum())
+        for leaf, agg in list(expected.items()):
+            for a in ancestors(leaf):
+                expected.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
+        stored = self.store.get_aggregates(ds, list(expected))
+        problems = [f"{stray} rows lie under no leaf"] if stray else []
+        for g in sorted(expected, key=lambda x: (len(x), x)):
+            have = stored.get(g, PartialAggregate.empty(ncols))
+            if have != expected[g]:
+                problems.append(f"grid {g}: stored count {have.count}, its rows {expected[g].count}")
+        return problems
+
+    def repair(self, name: str) -> int:
+        """Recompute every aggregate from the rows (under the writer lock) and clear
+        leftover intents. Returns the number of leaves rebuilt."""
+        ds = self.dataset(name)
+        with self.directory.writer_lock(name):
+            leaves = [g.grid_id for g in self.directory.leaves(ds)]
+            self._rebuild_aggregates(ds, leaves)
+            for intent_id, _ in self.directory.pending_intents(name):
+                self.directory.end_intent(intent_id)
+        return len(leaves)
 
     # -- inspection ---------------------------------------------------------------------
 

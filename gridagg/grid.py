@@ -135,3 +135,15 @@ def collapse_siblings(grid_ids: set[str]) -> set[str]:
 def prefix_range(prefix: bytes) -> tuple[bytes, bytes]:
     """[start, stop) of the keys that start with prefix (prefix never ends in 0xff here)."""
     return prefix, prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def subtree_range(grid_id: str) -> tuple[bytes, bytes]:
+    """[start, stop) holding the rows of grid_id and of all its descendants, and no other
+    grid's rows. Above depth 8 a subtree spans whole salt values after its own first
+    keys; from depth 8 on (9 bits) it shares one salt and is a plain prefix range."""
+    v0 = salt(grid_id)
+    start = bytes([v0]) + grid_id.encode()
+    if len(grid_id) >= 9:
+        return prefix_range(start)
+    v_end = v0 + 2 ** (9 - len(grid_id))
+    return start, (bytes([v_end]) if v_end < 256 else b"\xff" * 2)

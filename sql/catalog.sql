@@ -6,3 +6,21 @@ CREATE TABLE IF NOT EXISTS gridagg_datasets (
     leaf_count  integer NOT NULL DEFAULT 0,
     created_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- Leaves replaced by a split. Their rows stay under the old keys until no query that
+-- may still see the old directory can be running (see GridEngine), then are purged.
+CREATE TABLE IF NOT EXISTS gridagg_retired (
+    dataset     text NOT NULL,
+    grid_id     text NOT NULL,
+    retired_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (dataset, grid_id)
+);
+
+-- Write intents: the leaves a write is about to touch. A row left here means a writer
+-- died mid-write; recovery recomputes those leaves' aggregates from their rows.
+CREATE TABLE IF NOT EXISTS gridagg_intents (
+    id          bigserial PRIMARY KEY,
+    dataset     text NOT NULL,
+    grids       text[] NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT now()
+);

@@ -14,6 +14,7 @@ from gridagg.grid import (
     presplit,
     row_key,
     salt,
+    subtree_range,
 )
 
 
@@ -80,3 +81,21 @@ def test_sibling_pairs_collapse_recursively():
     assert collapse_siblings({"000", "001", "010"}) == {"00", "010"}
     assert collapse_siblings({"0110", "01111", "01110"}) == {"011"}
     assert collapse_siblings(set()) == set()
+
+
+def test_subtree_range_holds_exactly_the_subtree():
+    ids = {"0"}
+    frontier = ["0"]
+    for _ in range(11):
+        frontier = [c for g in frontier[:40] for c in (g + "0", g + "1")]
+        ids.update(frontier)
+    probes = ["0", "00", "01", "0010", "00111", "0110011", "01100110", "011001100", "0110011001"]
+    for p in probes:  # each probe, its ancestors, their siblings and a few descendants
+        ids.update(p[:i] for i in range(1, len(p) + 1))
+        ids.update(p[:i - 1] + ("1" if p[i - 1] == "0" else "0") for i in range(2, len(p) + 1))
+        ids.update(p + tail for tail in ("0", "1", "00", "0111", "101010101"))
+    for s in probes:
+        start, stop = subtree_range(s)
+        for g in ids:
+            key = row_key(g, b"e")
+            assert (start <= key < stop) == g.startswith(s), (s, g)
