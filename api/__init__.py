@@ -1,0 +1,5 @@
+"""gridagg's HTTP API for dashboards: a Flask app served by gunicorn (`gridagg serve`)."""
+
+from .app import create_app
+
+__all__ = ["create_app"]

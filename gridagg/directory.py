@@ -208,17 +208,18 @@ class GridDirectory:
             raise RuntimeError(f"grid directory of {ds.name} does not cover point {points[out.index(None)]}")
         return out  # type: ignore[return-value]
 
-    def intersecting(self, ds: Dataset, box: Box) -> tuple[list[tuple[str, bool]], int]:
-        """(grid ID, fully inside) of every leaf that box touches, and the total number
+    def intersecting(self, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
+        """(leaf, fully inside box) for every leaf that box touches, and the total number
         of leaves of the dataset. One round trip."""
         cols = _box_columns(ds.ndim)
         q = box_literals(box)
         ident = list(map(sql.Identifier, cols))
         stmt = sql.SQL(
             "WITH d AS (SELECT leaf_count FROM gridagg_datasets WHERE name = %s) "
-            "SELECT g.grid_id, {inside}, d.leaf_count FROM d LEFT JOIN {table} g ON {overlap}"
+            "SELECT d.leaf_count, g.grid_id, g.next_dim, {inside}, {texts} FROM d LEFT JOIN {table} g ON {overlap}"
         ).format(
             inside=sql.SQL(" AND ").join(sql.SQL("g.{} <@ %s::box").format(c) for c in ident),
+            texts=sql.SQL(", ").join(sql.SQL("g.{}::text").format(c) for c in ident),
             table=self.table(ds.name),
             overlap=sql.SQL(" AND ").join(sql.SQL("g.{} && %s::box").format(c) for c in ident),
         )
@@ -227,8 +228,8 @@ class GridDirectory:
             rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
         if not rows:
             raise UnknownDataset(ds.name)
-        total = rows[0][2]
-        return [(r[0], r[1]) for r in rows if r[0] is not None], total
+        leaves = [(Grid(r[1], parse_boxes(r[4:], ds.ndim), r[2]), r[3]) for r in rows if r[1] is not None]
+        return leaves, rows[0][0]
 
     @contextmanager
     def writer_lock(self, name: str):

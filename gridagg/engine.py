@@ -236,8 +236,8 @@ class GridEngine:
         count_known = True
         if not spec.empty:
             grids, plan.total_grids = self.directory.intersecting(ds, spec.box)
-            inside = {g for g, full in grids if full}
-            partial = [g for g, full in grids if not full]
+            inside = {g.grid_id for g, full in grids if full}
+            partial = [g.grid_id for g, full in grids if not full]
             reused = collapse_siblings(inside)
             plan.reused_grids_before, plan.reused_grids_after = len(inside), len(reused)
             aggs = self.store.get_aggregates(ds, [*reused, *partial]) if (reused or partial) else {}

@@ -1,0 +1,37 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from gridagg.config import Settings
+from gridagg.engine import GridEngine
+
+from . import metrics, problems
+from .blueprints import datasets, ops, queries
+from .config import ApiConfig
+from .state import EngineHolder
+
+
+def create_app(settings: Settings | None = None, engine: GridEngine | None = None, **overrides) -> Flask:
+    """The gridagg HTTP API.
+
+    settings: gridagg Settings (default: from the environment); engine: a GridEngine to
+    serve (default: built lazily from settings in each process); overrides: API knobs
+    (max_body_bytes, max_scan_rows, max_points, max_grids; see api.config)."""
+    settings = settings or Settings.from_env()
+    cfg = ApiConfig.from_settings(settings, **overrides)
+    app = Flask("gridagg.api")
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
+    app.json.sort_keys = False
+    app.url_map.strict_slashes = False
+    app.extensions["gridagg"] = EngineHolder(cfg, engine)
+    problems.register(app)
+    metrics.register(app)
+    app.register_blueprint(datasets.bp)
+    app.register_blueprint(queries.bp)
+    app.register_blueprint(ops.bp)
+    logging.getLogger("gridagg.api").setLevel(logging.INFO)
+    return app

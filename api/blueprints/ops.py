@@ -1,0 +1,73 @@
+"""Operations: health, Prometheus metrics, the OpenAPI document."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify
+
+from .. import metrics
+from ..openapi import document
+from ..problems import RETRY_AFTER_SECONDS, TRANSPORT_ERRORS
+from ..state import state
+
+bp = Blueprint("ops", __name__)
+
+
+def _check_store(store) -> None:
+    """A real round trip to the cell store where it has a server (HBase)."""
+    if getattr(store, "kind", None) == "hbase":
+        from gridagg.errors import StoreUnavailable
+
+        try:
+            with store.pool.connection() as conn:
+                conn.tables()
+        except TRANSPORT_ERRORS + (OSError,) as exc:
+            raise StoreUnavailable(f"HBase Thrift gateway at {store.address} failed: {exc}") from exc
+
+
+@bp.get("/healthz")
+def healthz():
+    from gridagg.errors import StoreUnavailable
+
+    checks = {"postgresql": "ok", "store": "ok"}
+    status = 200
+    try:
+        eng = state().get()
+    except StoreUnavailable as exc:
+        failed = getattr(exc, "component", None)
+        checks = {"postgresql": "unknown", "store": "unknown"}
+        if failed in checks:
+            checks[failed] = "unreachable"
+        checks["store_kind"] = state().config.settings.store
+        return _down(checks, exc.detail)
+    try:
+        with eng.directory.connection() as conn:
+            conn.execute("SELECT 1")
+    except (StoreUnavailable, *TRANSPORT_ERRORS) as exc:
+        checks["postgresql"] = "unreachable"
+        status, detail = 503, str(getattr(exc, "detail", exc))
+    try:
+        _check_store(eng.store)
+    except StoreUnavailable as exc:
+        checks["store"] = "unreachable"
+        status, detail = 503, exc.detail
+    checks["store_kind"] = eng.store.kind
+    if status != 200:
+        return _down(checks, detail)
+    return jsonify({"status": "ok", "checks": checks})
+
+
+def _down(checks: dict, detail: str):
+    resp = jsonify({"status": "unavailable", "checks": checks, "detail": detail})
+    resp.status_code = 503
+    resp.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return resp
+
+
+@bp.get("/metrics")
+def prometheus():
+    return metrics.exposition()
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(document())

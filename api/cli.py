@@ -1,0 +1,94 @@
+"""`gridagg serve`: the HTTP API under gunicorn.
+
+Hook into gridagg/cli.py with: from api.cli import register; COMMANDS.append(register)
+(register(subparsers) adds the subcommand and sets func(settings, args) -> exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+SERVE_HELP = """\
+API settings (environment, all optional):
+  GRIDAGG_WRITE_TOKEN     bearer token for writes (unset: writes are refused with 403)
+  GRIDAGG_READ_TOKEN      bearer token for reads (unset: reads are open)
+  GRIDAGG_MAX_BODY_BYTES  largest request body (default 16 MiB)
+  GRIDAGG_MAX_SCAN_ROWS   most raw rows one request may scan (default 5000000)
+  GRIDAGG_MAX_POINTS      most points of one series (default 10000)
+  GRIDAGG_STORE           embedded (default) or hbase; see `gridagg --help` for the servers
+
+endpoints: /v1/datasets, /v1/datasets/NAME{,/query,/series,/rows,/grids}, /healthz,
+/metrics, /openapi.json
+"""
+
+
+def default_workers() -> int:
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def gunicorn_argv(args: argparse.Namespace) -> list[str]:
+    from . import gunicorn_conf
+
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--config", f"python:{gunicorn_conf.__name__}",
+        "--bind", f"{args.host}:{args.port}",
+        "--workers", str(args.workers),
+        "--threads", str(args.threads),
+        "--timeout", str(args.timeout),
+        "--log-level", args.log_level,
+        "api.wsgi:app",
+    ]
+
+
+def _serve(settings, args: argparse.Namespace) -> int:
+    import subprocess
+
+    env = dict(os.environ)
+    metrics_dir = tempfile.mkdtemp(prefix="gridagg-metrics-")
+    env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    if not settings.write_token:
+        print("gridagg serve: no GRIDAGG_WRITE_TOKEN set: writes (create, ingest) are refused", file=sys.stderr)
+    argv = gunicorn_argv(args)
+    print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers, store {settings.store}); "
+          "Ctrl-C stops it", file=sys.stderr)
+    proc = subprocess.Popen(argv, env=env)
+    # A SIGTERM to `gridagg serve` stops gunicorn gracefully too.
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "serve", help="serve the HTTP API (gunicorn, several workers)",
+        description="Serve the gridagg HTTP API for dashboards with gunicorn: several worker "
+                    "processes, each with pooled connections to PostgreSQL and the cell store "
+                    "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics.",
+        epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    p.add_argument("--workers", type=int, default=default_workers(),
+                   help="worker processes (default 2 per core, 2..8: %(default)s here)")
+    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--timeout", type=int, default=120,
+                   help="seconds before a silent worker is restarted (default 120)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="gunicorn log level (default info)")
+    p.set_defaults(func=_serve)
+    return p

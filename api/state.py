@@ -1,0 +1,68 @@
+"""The engine behind the API: built lazily, once per process, from the Settings.
+
+Lazily, so that a worker forked by gunicorn opens its own connection pools and LMDB
+handles, and so that a server that is down at start answers 503 and recovers by itself:
+the next request tries again. Once built, the pools (psycopg_pool, happybase) reconnect
+on their own.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from flask import current_app
+
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.errors import StoreUnavailable
+from gridagg.store import open_store
+
+from .config import ApiConfig
+
+
+class EngineHolder:
+    def __init__(self, config: ApiConfig, engine: GridEngine | None = None):
+        self.config = config
+        self._engine = engine
+        self._lock = threading.Lock()
+        if engine is not None and config.max_scan_rows is not None and engine.max_scan_rows is None:
+            engine.max_scan_rows = config.max_scan_rows
+
+    @property
+    def built(self) -> bool:
+        return self._engine is not None
+
+    def get(self) -> GridEngine:
+        if self._engine is not None:
+            return self._engine
+        with self._lock:
+            if self._engine is None:
+                settings = self.config.settings
+                try:
+                    store = open_store(settings)
+                except StoreUnavailable as exc:
+                    exc.component = "store"
+                    raise
+                try:
+                    directory = GridDirectory(settings.effective_pg_url)
+                except StoreUnavailable as exc:
+                    exc.component = "postgresql"
+                    store.close()
+                    raise
+                except BaseException:
+                    store.close()
+                    raise
+                self._engine = GridEngine(directory, store, max_scan_rows=self.config.max_scan_rows)
+        return self._engine
+
+
+def state() -> EngineHolder:
+    return current_app.extensions["gridagg"]
+
+
+def engine() -> GridEngine:
+    return state().get()
+
+
+def config() -> ApiConfig:
+    return state().config

@@ -1,0 +1,302 @@
+"""The HTTP API's errors: problem details with the right status for everything a client
+can send, tokens, limits, and unreachable stores (503 + Retry-After)."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from thriftpy2.transport import TTransportException
+
+from api import create_app
+from engine_support import open_engine
+from gridagg.errors import StoreUnavailable
+from gridagg.schema import Dataset
+
+TOKEN = "w-secret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+DEFINITION = {
+    "dimensions": [
+        {"name": "time", "type": "time", "min": "2012-01-01T00:00:00Z", "max": "2012-12-31T23:00:00Z"},
+        {"name": "lon", "scale": 2, "min": -10, "max": 10},
+        {"name": "lat", "scale": 2, "min": 40, "max": 60},
+    ],
+    "measures": [{"name": "temperature", "scale": 1, "min": -40, "max": 50}],
+    "grid": {"n_size": 10, "n_threshold": 40},
+}
+SQUARE = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
+
+
+@pytest.fixture(scope="module")
+def engine(settings, services, tmp_path_factory):
+    return open_engine(settings, "embedded", tmp_path_factory.mktemp("api-err"))
+
+
+@pytest.fixture(scope="module")
+def dataset(engine):
+    name = "t_apie_" + uuid.uuid4().hex[:8]
+    ds = engine.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
+    rows = [{"time": f"2012-{m:02d}-{d:02d}T00:00:00Z", "lon": (d % 20) - 9.5, "lat": 41 + m, "temperature": d}
+            for m in range(1, 13) for d in range(1, 28)]
+    engine.insert(name, rows)
+    # A dataset without lon/lat and one without time, for region and series errors.
+    plain = engine.create_dataset(Dataset.from_json({"name": name + "_x", "dimensions": [
+        {"name": "x", "min": 0, "max": 9}]}))
+    engine.insert(plain.name, [{"x": 1}, {"x": 2}])
+    yield ds
+    engine.drop_dataset(name)
+    engine.drop_dataset(plain.name)
+
+
+@pytest.fixture(scope="module")
+def client(settings, engine, dataset):
+    return create_app(settings.with_(write_token=TOKEN, read_token=None), engine=engine).test_client()
+
+
+def assert_problem(resp, status: int, field: str | None = "any"):
+    body = resp.get_json()
+    assert resp.status_code == status, body
+    assert resp.mimetype == "application/problem+json"
+    assert set(body) == {"type", "title", "status", "detail", "field"}
+    assert body["status"] == status and body["detail"] and body["title"]
+    if field != "any":
+        assert body["field"] == field, body
+    return body
+
+
+def q(client, ds, body, path="query"):
+    return client.post(f"/v1/datasets/{ds.name}/{path}", json=body)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"where": {"pressure": [1, 2]}, "aggregates": ["count"]}, "where.pressure"),
+    ({"where": {"temperature": [1, 2]}, "aggregates": ["count"]}, "where.temperature"),
+    ({"where": {"lon": [5, -5]}, "aggregates": ["count"]}, "where.lon"),
+    ({"where": {"lon": [5]}, "aggregates": ["count"]}, "where.lon"),
+    ({"where": {"lon": "5,6"}, "aggregates": ["count"]}, "where.lon"),
+    ({"where": {"time": ["yesterday", None]}, "aggregates": ["count"]}, "time"),
+    ({"where": {"lon": [True, 3]}, "aggregates": ["count"]}, "lon"),
+    ({"where": [], "aggregates": ["count"]}, "where"),
+    ({"aggregates": ["median:temperature"]}, "aggregates"),
+    ({"aggregates": ["sum:pressure"]}, "aggregates"),
+    ({"aggregates": [3]}, "aggregates"),
+    ({"aggregates": []}, "aggregates"),
+    ({}, "aggregates"),
+    ({"aggregates": ["count"], "limit": 3}, "limit"),
+    ({"aggregates": ["count"], "region": {"type": "Point", "coordinates": [0, 50]}}, "region"),
+    ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": [[[0, 40], [1, 41], [0, 40]]]}},
+     "region"),
+    ({"aggregates": ["count"], "region": {"type": "Polygon",
+                                          "coordinates": [[[0, 40], [2, 42], [2, 40], [0, 42], [0, 40]]]}},
+     "region"),  # a bow-tie: self-intersecting
+    ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": [[[0, "a"], [1, 2], [2, 0], [0, 0]]]}},
+     "region"),
+    ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": []}}, "region"),
+    ({"aggregates": ["count"], "region": "square"}, "region"),
+])
+def test_bad_queries_are_400_naming_the_field(client, dataset, body, field):
+    assert_problem(q(client, dataset, body), 400, field)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"aggregates": ["count"]}, "step"),
+    ({"aggregates": ["count"], "step": "1 fortnight"}, "step"),
+    ({"aggregates": ["count"], "step": 0}, "step"),
+    ({"aggregates": ["count"], "step": "2d", "window": "3d"}, "window"),
+    ({"aggregates": ["count"], "step": "1s"}, "step"),  # too many points
+    ({"aggregates": ["count"], "step": "1d", "start": "2012-05-01T00:00:00Z", "end": "2012-04-01T00:00:00Z"},
+     "start"),
+    ({"aggregates": ["count"], "step": "1d", "start": "May"}, "time"),
+    ({"aggregates": ["count"], "step": "1d", "region": {"type": "Polygon", "coordinates": [[[0, 0]]]}}, "region"),
+])
+def test_bad_series_are_400(client, dataset, body, field):
+    assert_problem(q(client, dataset, body, "series"), 400, field)
+
+
+def test_region_and_series_need_their_dimensions(client, dataset):
+    plain = dataset.name + "_x"
+    r = client.post(f"/v1/datasets/{plain}/query", json={"aggregates": ["count"], "region": SQUARE})
+    assert "lon" in assert_problem(r, 400, "region")["detail"]
+    r = client.post(f"/v1/datasets/{plain}/series", json={"aggregates": ["count"], "step": "1d"})
+    assert_problem(r, 400, "step")
+
+
+def test_malformed_bodies(client, dataset):
+    url = f"/v1/datasets/{dataset.name}/query"
+    assert_problem(client.post(url, data="{not json", content_type="application/json"), 400, "body")
+    assert_problem(client.post(url, data="", content_type="application/json"), 400, "body")
+    assert_problem(client.post(url, data="[" * 100000 + "]" * 100000, content_type="application/json"), 400)
+    assert_problem(client.post(url, data='{"aggregates": ["count"]}', content_type="text/plain"), 400,
+                   "Content-Type")
+    assert_problem(client.post(url, data='{"aggregates": ["count"]}'), 400, "Content-Type")
+    assert_problem(client.post(url, json=["count"]), 400, "body")
+    rows = f"/v1/datasets/{dataset.name}/rows"
+    assert_problem(client.post(rows, json={"x": 1}, headers=AUTH), 400, "body")
+    assert_problem(client.post(rows, data=b"\xff\xfe", content_type="text/csv", headers=AUTH), 400, "body")
+    assert_problem(client.post(rows, data="", content_type="text/csv", headers=AUTH), 400, "body")
+    assert_problem(client.post(rows, data="a,a\n1,2\n", content_type="text/csv", headers=AUTH), 400, "body")
+    assert_problem(client.post(rows, data="<xml/>", content_type="application/xml", headers=AUTH), 400,
+                   "Content-Type")
+    assert_problem(client.post("/v1/datasets", json={"name": "Bad Name", "dimensions": []}, headers=AUTH), 400)
+    assert_problem(client.post("/v1/datasets", json={"name": "ok_name", "dimensions": [{"name": "x"}]},
+                               headers=AUTH), 400, "x")
+
+
+@pytest.mark.parametrize("query, field", [
+    ("", "aggregates"),
+    ("aggregates=count&where.lon=1", "where.lon"),
+    ("aggregates=count&where.lon=1,2,3", "where.lon"),
+    ("aggregates=count&colour=red", "colour"),
+    ("aggregates=count&aggregates=sum:lon", "aggregates"),
+    ("aggregates=count&region=%7Bnot", "region"),
+    ("aggregates=avg", "aggregates"),
+])
+def test_bad_get_queries(client, dataset, query, field):
+    assert_problem(client.get(f"/v1/datasets/{dataset.name}/query?{query}"), 400, field)
+
+
+def test_unknown_things_are_404_and_wrong_methods_405(client, dataset):
+    for resp in [
+        client.get("/v1/datasets/no_such_set"),
+        client.get("/v1/datasets/no_such_set/grids"),
+        client.get("/v1/datasets/Not-A-Name"),
+        client.post("/v1/datasets/no_such_set/query", json={"aggregates": ["count"]}),
+        client.get("/v1/datasets/no_such_set/query?aggregates=count"),
+        client.post("/v1/datasets/no_such_set/series", json={"aggregates": ["count"], "step": "1d"}),
+        client.post("/v1/datasets/no_such_set/rows", json=[], headers=AUTH),
+    ]:
+        assert_problem(resp, 404, "dataset")
+    assert_problem(client.get("/v2/anything"), 404)
+    resp = client.delete(f"/v1/datasets/{dataset.name}")
+    assert_problem(resp, 405)
+    assert "GET" in resp.headers["Allow"]
+    assert_problem(client.put("/v1/datasets", json={}), 405)
+
+
+def test_create_dataset_conflict(client, engine):
+    name = "t_apic_" + uuid.uuid4().hex[:8]
+    try:
+        resp = client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH)
+        assert resp.status_code == 201 and resp.headers["Location"] == f"/v1/datasets/{name}"
+        assert_problem(client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH), 409, "name")
+        assert client.get(f"/v1/datasets/{name}").get_json()["row_count"] == 0
+    finally:
+        engine.drop_dataset(name)
+
+
+def test_write_tokens(settings, engine, dataset):
+    rows = f"/v1/datasets/{dataset.name}/rows"
+    secured = create_app(settings.with_(write_token=TOKEN, read_token=None), engine=engine).test_client()
+    resp = secured.post(rows, json=[])
+    assert_problem(resp, 401, "Authorization")
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert_problem(secured.post(rows, json=[], headers={"Authorization": "Bearer wrong"}), 401)
+    assert_problem(secured.post(rows, json=[], headers={"Authorization": f"Basic {TOKEN}"}), 401)
+    assert_problem(secured.post("/v1/datasets", json={}), 401)
+    assert secured.post(rows, json=[], headers=AUTH).status_code == 200
+    # No write token configured: writes are refused and the message says how to enable them.
+    closed = create_app(settings.with_(write_token=None, read_token=None), engine=engine).test_client()
+    body = assert_problem(closed.post(rows, json=[], headers=AUTH), 403)
+    assert "GRIDAGG_WRITE_TOKEN" in body["detail"]
+    # Reads stay open.
+    assert closed.get(f"/v1/datasets/{dataset.name}").status_code == 200
+
+
+def test_read_token(settings, engine, dataset):
+    app = create_app(settings.with_(write_token=TOKEN, read_token="r-secret"), engine=engine).test_client()
+    url = f"/v1/datasets/{dataset.name}/query"
+    assert_problem(app.post(url, json={"aggregates": ["count"]}), 401)
+    assert_problem(app.get("/v1/datasets"), 401)
+    assert app.post(url, json={"aggregates": ["count"]}, headers={"Authorization": "Bearer r-secret"}).status_code == 200
+    assert app.post(url, json={"aggregates": ["count"]}, headers=AUTH).status_code == 200
+    assert app.get("/healthz").status_code == 200  # probes need no token
+
+
+def test_oversized_body_is_413(settings, engine, dataset):
+    app = create_app(settings.with_(write_token=TOKEN), engine=engine, max_body_bytes=1000).test_client()
+    big = [{"time": "2012-01-01T00:00:00Z", "lon": 0, "lat": 50, "temperature": 1}] * 100
+    assert_problem(app.post(f"/v1/datasets/{dataset.name}/rows", json=big, headers=AUTH), 413, "body")
+    assert_problem(app.post(f"/v1/datasets/{dataset.name}/query", json={"aggregates": ["count"] * 200}), 413)
+
+
+
+
+def test_scan_cap_refuses_big_scans(settings, services, dataset, tmp_path):
+    # A separate engine: the cap lives on the engine (GridEngine.max_scan_rows).
+    eng = open_engine(settings, "embedded", tmp_path)
+    # Same PostgreSQL directory, but this store is empty: use a dataset of its own.
+    name = "t_apil_" + uuid.uuid4().hex[:8]
+    eng.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
+    try:
+        rows = [{"time": f"2012-{m:02d}-01T00:00:00Z", "lon": d / 4 - 9, "lat": 41 + m, "temperature": d % 40}
+                for m in range(1, 13) for d in range(60)]
+        assert eng.insert(name, rows).stored == len(rows)
+        app = create_app(settings.with_(write_token=TOKEN), engine=eng, max_scan_rows=5).test_client()
+        url = f"/v1/datasets/{name}"
+        partial = {"where": {"lon": [-3.1, 2.9]}, "aggregates": ["sum:temperature"]}
+        body = assert_problem(app.post(url + "/query", json=partial), 422)
+        assert "limit of 5" in body["detail"]
+        assert_problem(app.post(url + "/query", json={**partial, "region": SQUARE}), 422)
+        assert_problem(app.post(url + "/series", json={**partial, "step": "7d"}), 422)
+        # Whole-domain answers come from partial aggregates alone and stay within the cap.
+        ok = app.post(url + "/query", json={"aggregates": ["count"]})
+        assert ok.status_code == 200 and ok.get_json()["results"]["count"] == len(rows)
+    finally:
+        eng.drop_dataset(name)
+
+
+class _Down:
+    """An engine (and its directory and store) whose every call fails like an
+    unreachable server."""
+
+    max_scan_rows = None
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [
+    StoreUnavailable("PostgreSQL is unreachable: connection refused"),
+    psycopg.OperationalError("server closed the connection unexpectedly"),
+    TTransportException(message="Could not connect to 127.0.0.1:9090"),
+    ConnectionResetError("reset by peer"),
+])
+def test_unreachable_stores_are_503_with_retry_after(settings, exc):
+    client = create_app(settings.with_(write_token=TOKEN), engine=_Down(exc)).test_client()
+    for resp in [
+        client.get("/v1/datasets"),
+        client.get("/v1/datasets/anything"),
+        client.post("/v1/datasets/anything/query", json={"aggregates": ["count"]}),
+        client.post("/v1/datasets/anything/rows", json=[], headers=AUTH),
+    ]:
+        assert_problem(resp, 503)
+        assert int(resp.headers["Retry-After"]) > 0
+
+
+def test_a_dead_hbase_gives_503_and_health_says_so(settings, services, pg_conn):
+    # Real PostgreSQL, and an HBase Thrift address where nothing listens.
+    app = create_app(settings.with_(store="hbase", hbase="127.0.0.1:1", write_token=TOKEN))
+    client = app.test_client()
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.headers["Retry-After"]
+    assert health.get_json()["checks"]["store"] == "unreachable"
+    name = "t_apih_" + uuid.uuid4().hex[:8]
+    resp = client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH)
+    assert_problem(resp, 503)
+    assert_problem(client.get(f"/v1/datasets/{name}"), 503)
+    # Nothing was half-created in PostgreSQL.
+    assert pg_conn.execute("SELECT count(*) FROM gridagg_datasets WHERE name = %s", (name,)).fetchone()[0] == 0
+
+
+def test_internal_errors_leak_nothing(settings):
+    client = create_app(settings, engine=_Down(ZeroDivisionError("secret internals"))).test_client()
+    body = assert_problem(client.get("/v1/datasets"), 500)
+    assert "secret" not in body["detail"]
