@@ -1,0 +1,7 @@
+"""python -m ingest CONFIG INPUT... (the same as `gridagg ingest`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
