@@ -1,0 +1,181 @@
+"""`gridagg demo`: the main job, end to end on one machine.
+
+Starts the local PostgreSQL (and HBase with --hbase), bulk-loads the real weather
+archives with the Spark job, serves the HTTP API in the background, asks it a few
+dashboard questions (a box, a polygon, a 7-day moving average) and prints the answers
+with their plan statistics. The API keeps running; `gridagg demo --stop` stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "ingest" / "examples" / "weather.toml"
+WEATHER = ROOT.parent / "shared" / "data" / "weather"
+
+
+def _pid_file(settings) -> Path:
+    return settings.data_dir / "demo-api.pid"
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _stop(settings) -> int:
+    pid_file = _pid_file(settings)
+    if not pid_file.exists():
+        _say("no demo API is running")
+        return 0
+    pid = int(pid_file.read_text())
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        _say(f"stopped the demo API (process group {pid})")
+    except ProcessLookupError:
+        _say("the demo API had already stopped")
+    pid_file.unlink()
+    return 0
+
+
+def _start_api(settings, port: int) -> str:
+    """Serve the API in the background (its own process group); returns its URL."""
+    import requests
+
+    url = f"http://127.0.0.1:{port}"
+    _stop_quietly(settings)
+    log = settings.data_dir / "demo-api.log"
+    env = dict(os.environ, GRIDAGG_STORE=settings.store, GRIDAGG_DATA_DIR=str(settings.data_dir))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port), "--workers", "2"],
+        stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    _pid_file(settings).write_text(str(proc.pid))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gridagg demo: the API did not start; see {log}")
+        try:
+            if requests.get(f"{url}/healthz", timeout=2).ok:
+                return url
+        except requests.RequestException:
+            time.sleep(0.5)
+    raise SystemExit(f"gridagg demo: the API did not answer within 60 s; see {log}")
+
+
+def _stop_quietly(settings) -> None:
+    if _pid_file(settings).exists():
+        try:
+            os.killpg(int(_pid_file(settings).read_text()), signal.SIGTERM)
+            time.sleep(1)
+        except ProcessLookupError:
+            pass
+        _pid_file(settings).unlink()
+
+
+def _show(title: str, request: dict, answer: dict) -> None:
+    _say(f"\n== {title}")
+    _say("   request: " + json.dumps(request))
+    if "results" in answer:
+        _say("   answer:  " + json.dumps(answer["results"]) + f"  (rows selected: {answer.get('count')})")
+    plan = answer.get("plan", {})
+    keep = ["total_grids", "reused_grids_before", "reused_grids_after", "rows_in_reused_grids",
+            "scanned_grids_before", "scanned_grids_after", "rows_in_scanned_grids", "reuse_rate",
+            "round_trips", "elapsed_ms"]
+    _say("   plan:    " + ", ".join(f"{k}={plan[k]}" for k in keep if k in plan))
+
+
+def _queries(url: str) -> None:
+    import requests
+
+    def post(path: str, body: dict) -> dict:
+        r = requests.post(f"{url}/v1/datasets/weather/{path}", json=body, timeout=120)
+        if not r.ok:
+            raise SystemExit(f"gridagg demo: {path} failed: {r.status_code} {r.text}")
+        return r.json()
+
+    span = post("query", {"aggregates": ["min:time", "max:time", "count"]})["results"]
+    first = datetime.fromisoformat(span["min:time"].replace("Z", "+00:00"))
+    week = [first.isoformat(), (first + timedelta(days=7)).isoformat()]
+
+    box = {"where": {"time": [first.isoformat(), (first + timedelta(days=365 * 30)).isoformat()],
+                     "temperature": [15, 35], "humidity": [20, 80]},
+           "aggregates": ["count", "min:wind_speed", "sum:wind_speed", "avg:temperature"]}
+    _show("Box: wind and temperature on warm, not too humid hours, all years", box, post("query", box))
+
+    carolina = {"type": "Polygon", "coordinates": [[[-84.5, 33.8], [-75.5, 33.8], [-75.5, 36.6],
+                                                    [-84.5, 36.6], [-84.5, 33.8]]]}
+    polygon = {"where": {}, "region": carolina, "aggregates": ["count", "avg:temperature", "max:wind_speed"]}
+    _show("Polygon: North Carolina (Greensboro's station inside, Alaska's outside)", polygon,
+          post("query", polygon))
+
+    series = {"where": {}, "aggregates": ["avg:temperature"], "start": week[0],
+              "end": (first + timedelta(days=28)).isoformat(), "step": "1d", "window": "7d"}
+    answer = post("series", series)
+    _say("\n== Series: 7-day moving average of temperature, one point per day, first 4 weeks")
+    _say("   request: " + json.dumps(series))
+    for point in answer["points"]:
+        value = point["results"]["avg:temperature"]
+        _say(f"   {point['time']}  {'-' if value is None else round(value, 2)}")
+    _show("   series plan", {}, {"plan": answer.get("plan", {})})
+
+
+def _demo(settings, args: argparse.Namespace) -> int:
+    if args.stop:
+        return _stop(settings)
+    from gridagg import services
+
+    if args.hbase:
+        settings = settings.with_(store="hbase")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    _say(f"== Servers (data in {settings.data_dir})")
+    for report in services.up(settings, hbase=args.hbase):
+        _say("   " + report.line())
+    if not settings.pg_url:
+        os.environ.setdefault("GRIDAGG_PG_PORT", str(settings.pg_port))
+
+    _say(f"\n== Bulk load of {args.input} with Spark (store: {settings.store})")
+    from ingest.config import load_config
+    from ingest.job import Progress, run_ingest, spark_session
+
+    spark = spark_session(None)
+    progress = Progress(spark=spark, quiet=False)
+    try:
+        summary = run_ingest(spark, settings, load_config(str(CONFIG)), [str(args.input)], progress=progress)
+    finally:
+        progress.close()
+        spark.stop()
+    for line in summary.lines():
+        _say("   " + line)
+
+    _say("\n== HTTP API")
+    url = _start_api(settings, args.port)
+    _say(f"   serving on {url} (store {settings.store}); OpenAPI document at {url}/openapi.json")
+    _queries(url)
+    _say(f"\nThe API keeps running at {url}. Try:\n"
+         f"   curl -s {url}/v1/datasets/weather\n"
+         f"   curl -s '{url}/v1/datasets/weather/query?aggregates=avg:temperature,count&where.temperature=15,35'\n"
+         f"Stop it with `gridagg demo --stop` and the servers with `gridagg services down`.")
+    return 0
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "demo", help="load the real weather archives, serve the API, run dashboard queries",
+        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--hbase", action="store_true",
+                   help="use the local real HBase instead of the embedded store (started if needed)")
+    p.add_argument("--input", type=Path, default=WEATHER,
+                   help=f"archives to load (default {WEATHER})")
+    p.add_argument("--port", type=int, default=8080, help="port of the API (default 8080)")
+    p.add_argument("--stop", action="store_true", help="stop the API a previous demo left running")
+    p.set_defaults(func=_demo)
+    return p

@@ -1,0 +1,638 @@
+"""Run a real Apache HBase (standalone) plus its Thrift1 gateway from Maven jars.
+
+Layout under ``<data_dir>/hbase``::
+
+    conf/      hbase-site.xml and log4j2.properties (first on the classpath)
+    data/      hbase.rootdir (local filesystem)
+    tmp/       hbase.tmp.dir
+    zk/        data dir of the in-process ZooKeeper
+    logs/      master.log, thrift.log (log4j2) and master.out, thrift.out (stdout/stderr)
+    run/       master.pid, thrift.pid
+    tools/     the small Java admin helper (pre-split table creation)
+    cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
+
+The HMaster runs in standalone mode: one JVM with an in-process ZooKeeper, the master
+and one region server. The Thrift1 gateway is a second JVM (threadpool server, buffered
+transport, binary protocol: what happybase speaks by default).
+
+Errors are raised as :class:`LauncherError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "pom.xml"
+LOG4J2 = HERE / "log4j2.properties"
+
+MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+
+START_TIMEOUT = 180.0
+
+# What bin/hbase adds on JDK 11+ (HBase 2.6 on JDK 17).
+JDK17_FLAGS = [
+    "-XX:+UseG1GC",
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
+]
+
+# Heap per JVM: modest, this runs next to PostgreSQL and Spark on a small machine.
+HEAPS = {"master": "-Xmx1g", "thrift": "-Xmx512m", "admin": "-Xmx256m"}
+# Short-lived admin JVMs: the C1 compiler only (starts faster).
+EXTRA_FLAGS = {"admin": ["-XX:TieredStopAtLevel=1"]}
+
+
+class LauncherError(RuntimeError):
+    """A local HBase could not be set up, started, stopped or reached."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "conf"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def zk(self) -> Path:
+        return self.root / "zk"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def tools(self) -> Path:
+        return self.root / "tools"
+
+    @property
+    def cp_file(self) -> Path:
+        return self.root / "cp.txt"
+
+    @property
+    def cp_key(self) -> Path:
+        return self.root / "cp.key"
+
+    def pid_file(self, role: str) -> Path:
+        return self.run / f"{role}.pid"
+
+    def log_file(self, role: str) -> Path:
+        return self.logs / f"{role}.log"
+
+    def out_file(self, role: str) -> Path:
+        return self.logs / f"{role}.out"
+
+
+def paths(settings) -> Paths:
+    return Paths(Path(settings.data_dir) / "hbase")
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def java_bin() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise LauncherError(
+            "java not found: install a JDK 17 (Debian: apt-get install -y openjdk-17-jdk-headless)"
+        )
+    return found
+
+
+def _mvn_bin() -> str:
+    found = shutil.which("mvn")
+    if not found:
+        raise LauncherError(
+            "mvn not found: Maven is needed once to fetch the HBase jars "
+            "(Debian: apt-get install -y maven)"
+        )
+    return found
+
+
+def _pom_key() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def resolve_classpath(settings) -> str:
+    """The runtime classpath of hbase/pom.xml, cached under the data dir.
+
+    The cache is reused while the pom is unchanged and every jar still exists. Maven runs
+    offline first (nothing to download when ~/.m2 has everything), online only if needed.
+    """
+    p = paths(settings)
+    key = _pom_key()
+    if p.cp_file.exists() and p.cp_key.exists() and p.cp_key.read_text().strip() == key:
+        cp = p.cp_file.read_text().strip()
+        if cp and all(Path(j).exists() for j in cp.split(os.pathsep)):
+            return cp
+    p.root.mkdir(parents=True, exist_ok=True)
+    mvn = _mvn_bin()
+    tmp = p.root / "cp.txt.tmp"
+    log = p.logs / "maven.log"
+    p.logs.mkdir(parents=True, exist_ok=True)
+    base = [
+        mvn, "-B", "-q", "-f", str(POM), "dependency:build-classpath",
+        "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={tmp}",
+    ]
+    with open(log, "wb") as out:
+        ok = subprocess.run([*base[:1], "-o", *base[1:]], stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL).returncode == 0
+        if not ok:
+            out.write(b"\n--- offline resolution failed, resolving online ---\n")
+            out.flush()
+            ok = subprocess.run(base, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL).returncode == 0
+    if not ok or not tmp.exists():
+        raise LauncherError(f"Maven could not resolve the HBase classpath; see {log}")
+    cp = tmp.read_text().strip()
+    tmp.replace(p.cp_file)
+    p.cp_key.write_text(key + "\n")
+    return cp
+
+
+# --------------------------------------------------------------------------- config
+
+
+def site_properties(settings) -> dict[str, str]:
+    p = paths(settings)
+    return {
+        "hbase.cluster.distributed": "false",
+        "hbase.rootdir": p.data.as_uri(),
+        "hbase.tmp.dir": str(p.tmp),
+        "hbase.zookeeper.quorum": "localhost",
+        "hbase.zookeeper.property.clientPort": str(settings.zk_port),
+        "hbase.zookeeper.property.dataDir": str(p.zk),
+        # The local filesystem has no hflush/hsync; HBase refuses it unless told.
+        "hbase.unsafe.stream.capability.enforce": "false",
+        "hbase.wal.provider": "filesystem",
+        "hbase.wal.meta_provider": "filesystem",
+        # No web UIs (they need more JDK 17 opens and are not used).
+        "hbase.master.info.port": "-1",
+        "hbase.regionserver.info.port": "-1",
+        "hbase.thrift.info.port": "-1",
+        # Master and region server RPC on ephemeral ports: no clash with other HBases.
+        "hbase.localcluster.assign.random.ports": "true",
+        # A 2-core machine: few handler threads.
+        "hbase.regionserver.handler.count": "8",
+        "hbase.master.handler.count": "8",
+        "hbase.regionserver.metahandler.count": "4",
+        "hbase.regionserver.executor.openregion.threads": "2",
+        # Thrift1 gateway: loopback only, threadpool server, buffered transport,
+        # binary protocol (happybase defaults), idle clients are not dropped.
+        "hbase.regionserver.thrift.ipaddress": "127.0.0.1",
+        "hbase.regionserver.thrift.port": str(settings.hbase_port),
+        "hbase.regionserver.thrift.server.type": "threadpool",
+        "hbase.regionserver.thrift.framed": "false",
+        "hbase.regionserver.thrift.compact": "false",
+        "hbase.thrift.server.socket.read.timeout": str(7 * 24 * 3600 * 1000),
+        "hbase.thrift.minWorkerThreads": "4",
+        "hbase.thrift.maxWorkerThreads": "64",
+    }
+
+
+def write_conf(settings) -> Path:
+    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}; return the dir."""
+    p = paths(settings)
+    for d in (p.conf, p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
+        d.mkdir(parents=True, exist_ok=True)
+    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
+             "<configuration>"]
+    for k, v in site_properties(settings).items():
+        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
+    lines.append("</configuration>")
+    _write_if_changed(p.conf / "hbase-site.xml", "\n".join(lines) + "\n")
+    _write_if_changed(p.conf / "log4j2.properties", LOG4J2.read_text())
+    return p.conf
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomic replace, and only when different: JVMs may be reading the file."""
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
+    p = paths(settings)
+    return [
+        java_bin(), HEAPS[role], *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
+        "-Djava.net.preferIPv4Stack=true",
+        f"-Dlog4j2.configurationFile={p.conf / 'log4j2.properties'}",
+        f"-Dgridagg.log.dir={p.logs}",
+        f"-Dgridagg.log.file={role}.log",
+        f"-Dhbase.log.dir={p.logs}",
+        f"-Dhbase.log.file={role}.log",
+        "-cp", f"{p.conf}{os.pathsep}{cp}",
+        *main,
+    ]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int, main_class: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if main_class.encode() not in cmdline:
+        return False  # pid reused by something else
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    except (OSError, IndexError):
+        pass
+    return True
+
+
+def running_pid(settings, role: str) -> int | None:
+    """Pid of the local master/thrift JVM if it runs, else None."""
+    pid = _read_pid(paths(settings).pid_file(role))
+    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
+    if pid is not None and _alive(pid, main_class):
+        return pid
+    return None
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def thrift_answers(host: str, port: int, timeout_ms: int = 10000) -> bool:
+    """True when the Thrift1 gateway at host:port answers a tables() call."""
+    import happybase
+
+    try:
+        conn = happybase.Connection(host, port, timeout=timeout_ms, autoconnect=False)
+        try:
+            conn.open()
+            conn.tables()
+            return True
+        finally:
+            conn.close()
+    except Exception:  # noqa: BLE001 - any failure means "not (yet) serving"
+        return False
+
+
+def _jvm_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Hadoop's local filesystem shells out to chmod & co.
+    parts = [d for d in env.get("PATH", "").split(os.pathsep) if d]
+    env["PATH"] = os.pathsep.join(parts + [d for d in ("/usr/bin", "/bin") if d not in parts])
+    return env
+
+
+# Lines in master.log that mean the standalone HMaster will never serve.
+_FATAL_MARKERS = ("***** ABORTING master", "Failed to become active master", "Master exiting")
+
+
+def _fatal_log_line(log: Path, offset: int) -> str | None:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    if not any(m in text for m in _FATAL_MARKERS):
+        return None
+    lines = text.splitlines()
+    for i, line in enumerate(lines):  # the first exception message says most
+        if " ERROR " in line and i + 1 < len(lines) and not lines[i + 1][:4].isdigit():
+            return lines[i + 1].strip()
+    return next((ln for ln in lines if any(m in ln for m in _FATAL_MARKERS)), None)
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _spawn(settings, role: str, cmd: list[str]) -> int:
+    p = paths(settings)
+    with open(p.out_file(role), "ab") as out:
+        out.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {role} ---\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=p.root, env=_jvm_env(), start_new_session=True, close_fds=True)
+    p.pid_file(role).write_text(f"{proc.pid}\n")
+    # The java launcher may re-exec itself; wait until /proc shows the main class.
+    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
+    until = time.monotonic() + 10
+    while proc.poll() is None and not _alive(proc.pid, main_class) and time.monotonic() < until:
+        time.sleep(0.05)
+    return proc.pid
+
+
+def _fail(settings, role: str, what: str, cleanup: bool = True) -> LauncherError:
+    """The error for a failed start; stops whatever this start left running."""
+    p = paths(settings)
+    if cleanup:
+        try:
+            stop(settings, orderly=False)
+        except Exception:  # noqa: BLE001 - the original failure matters more
+            pass
+    return LauncherError(f"HBase {role} {what}; see {p.log_file(role)} and {p.out_file(role)}")
+
+
+def start(settings, timeout: float = START_TIMEOUT) -> None:
+    """Start master and thrift (whichever is not running) and wait until Thrift answers.
+
+    On failure nothing is left running and the error names the log to read.
+    """
+    host, port = "127.0.0.1", settings.hbase_port
+    p = paths(settings)
+    cp = resolve_classpath(settings)
+    write_conf(settings)
+    deadline = time.monotonic() + timeout
+    master_log_offset = _log_size(p.log_file("master"))
+
+    if running_pid(settings, "master") is None:
+        if port_open("127.0.0.1", settings.zk_port):
+            raise LauncherError(
+                f"ZooKeeper port {settings.zk_port} is already taken by another process "
+                "(set GRIDAGG_ZK_PORT to a free port)")
+        _spawn(settings, "master", _java_cmd(settings, "master", cp, [MASTER_CLASS, "start"]))
+        # The in-process ZooKeeper comes up first; the gateway needs it.
+        while not port_open("127.0.0.1", settings.zk_port):
+            if running_pid(settings, "master") is None:
+                raise _fail(settings, "master", "exited during startup")
+            if time.monotonic() > deadline:
+                raise _fail(settings, "master", f"did not open ZooKeeper port {settings.zk_port} "
+                                                f"within {timeout:.0f}s")
+            time.sleep(0.5)
+
+    if running_pid(settings, "thrift") is None:
+        if port_open(host, port):
+            raise LauncherError(
+                f"Thrift port {port} is already taken by another process "
+                "(set GRIDAGG_HBASE_PORT to a free port)")
+        _spawn(settings, "thrift", _java_cmd(
+            settings, "thrift", cp,
+            [THRIFT_CLASS, "-b", host, "-p", str(port), "-threadpool", "start"]))
+
+    while not thrift_answers(host, port):
+        for role in ("master", "thrift"):
+            if running_pid(settings, role) is None:
+                raise _fail(settings, role, "exited during startup")
+        fatal = _fatal_log_line(p.log_file("master"), master_log_offset)
+        if fatal:
+            raise _fail(settings, "master", f"failed to start ({fatal[:200]})")
+        if time.monotonic() > deadline:
+            raise _fail(settings, "thrift", f"did not answer on {host}:{port} within {timeout:.0f}s "
+                                            f"(master log: {p.log_file('master')})")
+        time.sleep(1.0)
+
+
+def _stop_one(settings, role: str, grace: float) -> bool:
+    pid = running_pid(settings, role)
+    pid_file = paths(settings).pid_file(role)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return False
+    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _alive(pid, main_class) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if _alive(pid, main_class):
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the JVM leads its own session/group
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+        while _alive(pid, main_class):
+            time.sleep(0.1)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def stop(settings, orderly: bool = True) -> list[str]:
+    """Stop thrift, then the master (SIGTERM; SIGKILL after a grace period).
+
+    The master is first asked for an orderly cluster shutdown: the region server closes
+    its regions (flushing the memstores), so the data survives a restart.
+    With orderly=False (cleanup after a failed start) only signals are used.
+    Returns the roles that were running.
+    """
+    stopped = []
+    if _stop_one(settings, "thrift", grace=30):
+        stopped.append("thrift")
+    pid = running_pid(settings, "master")
+    if pid is not None:
+        if orderly:
+            _request_cluster_shutdown(settings, pid)
+        _stop_one(settings, "master", grace=60)
+        stopped.append("master")
+    return stopped
+
+
+def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
+    """Ask for an orderly cluster shutdown (`HMaster stop --shutDownCluster`, Admin.shutdown).
+
+    Plain SIGTERM also works but its shutdown hooks stop the in-process ZooKeeper before
+    the region server has finished, which then spends ~20 s retrying ZooKeeper. Best
+    effort: whatever is still running afterwards gets SIGTERM/SIGKILL from the caller.
+    """
+    try:
+        cp = resolve_classpath(settings)
+        cmd = _java_cmd(settings, "admin", cp, [MASTER_CLASS, "stop", "--shutDownCluster"])
+        proc = subprocess.Popen(cmd, cwd=paths(settings).root, stdin=subprocess.DEVNULL, env=_jvm_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except (LauncherError, OSError):
+        return
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and _alive(pid, MASTER_CLASS):
+            if proc.poll() is not None and proc.returncode != 0:
+                break
+            time.sleep(0.3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- admin
+
+
+_PRESPLIT_JAVA = """\
+import java.util.HexFormat;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
+import org.apache.hadoop.hbase.client.Connection;
+import org.apache.hadoop.hbase.client.ConnectionFactory;
+import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+
+/** args: table, then family specs "name:maxVersions", then "--", then split keys in hex. */
+public class CreatePresplitTable {
+  public static void main(String[] args) throws Exception {
+    Configuration conf = HBaseConfiguration.create();
+    TableName name = TableName.valueOf(args[0]);
+    TableDescriptorBuilder table = TableDescriptorBuilder.newBuilder(name);
+    int i = 1;
+    for (; i < args.length && !args[i].equals("--"); i++) {
+      String[] spec = args[i].split(":", 2);
+      table.setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(spec[0].getBytes("UTF-8"))
+          .setMaxVersions(Integer.parseInt(spec[1])).build());
+    }
+    i++;
+    byte[][] splits = new byte[Math.max(0, args.length - i)][];
+    for (int j = 0; i < args.length; i++, j++) {
+      splits[j] = HexFormat.of().parseHex(args[i]);
+    }
+    try (Connection conn = ConnectionFactory.createConnection(conf); Admin admin = conn.getAdmin()) {
+      if (admin.tableExists(name)) {
+        System.err.println("table already exists: " + name);
+        System.exit(3);
+      }
+      if (splits.length == 0) {
+        admin.createTable(table.build());
+      } else {
+        admin.createTable(table.build(), splits);
+      }
+    }
+  }
+}
+"""
+
+
+def _compile_tool(settings, class_name: str, source: str, cp: str) -> Path:
+    """Compile a helper class once (javac) into tools/classes; return that dir."""
+    p = paths(settings)
+    classes = p.tools / "classes"
+    src = p.tools / f"{class_name}.java"
+    stamp = p.tools / f"{class_name}.key"
+    key = hashlib.sha256((source + "\0" + cp).encode()).hexdigest()
+    if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
+        return classes
+    javac = Path(java_bin()).resolve().parent / "javac"
+    if not javac.exists():
+        found = shutil.which("javac")
+        if not found:
+            raise LauncherError("javac not found: a full JDK 17 is needed "
+                                "(Debian: apt-get install -y openjdk-17-jdk-headless)")
+        javac = Path(found)
+    classes.mkdir(parents=True, exist_ok=True)
+    src.write_text(source)
+    res = subprocess.run([str(javac), "-nowarn", "-cp", cp, "-d", str(classes), str(src)],
+                         capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
+    if res.returncode != 0:
+        err = (res.stderr or res.stdout).decode(errors="replace").strip().splitlines()
+        raise LauncherError(f"compiling {src} failed: {err[0] if err else res.returncode}")
+    stamp.write_text(key)
+    return classes
+
+
+def create_presplit_table(settings, name: str, families, split_keys) -> None:
+    """Create table `name` pre-split at `split_keys` in the local HBase.
+
+    Thrift1's createTable has no split keys, so this runs a tiny Java Admin client
+    (compiled once with javac into tools/classes) against the local HBase's ZooKeeper.
+    `families`: iterable of names, or a dict name -> {"max_versions": n} (happybase style).
+    `split_keys`: iterable of bytes (or str), the start keys of the 2nd..nth regions.
+    """
+    if settings.hbase:
+        raise LauncherError("create_presplit_table works only with the local HBase "
+                            "(GRIDAGG_HBASE points to an external gateway)")
+    if running_pid(settings, "master") is None:
+        raise LauncherError("the local HBase is not running (gridagg services up)")
+    if isinstance(families, dict):
+        specs = [f"{fam}:{int((opts or {}).get('max_versions', 1))}" for fam, opts in families.items()]
+    else:
+        specs = [f"{fam}:1" for fam in families]
+    if not specs:
+        raise LauncherError("at least one column family is needed")
+    keys = []
+    for k in split_keys:
+        kb = k.encode() if isinstance(k, str) else bytes(k)
+        if not kb:
+            raise LauncherError("split keys must not be empty")
+        keys.append(kb.hex())
+    p = paths(settings)
+    write_conf(settings)
+    cp = resolve_classpath(settings)
+    classes = _compile_tool(settings, "CreatePresplitTable", _PRESPLIT_JAVA, cp)
+    cmd = _java_cmd(settings, "admin", f"{classes}{os.pathsep}{cp}",
+                    ["CreatePresplitTable", name, *specs, "--", *keys])
+    for attempt in (1, 2):  # one retry: a busy small machine can drop the first ZK/RPC session
+        res = subprocess.run(cmd, cwd=p.root, stdin=subprocess.DEVNULL, capture_output=True,
+                             timeout=300, env=_jvm_env())
+        if res.returncode == 0:
+            return
+        if attempt == 2 and res.returncode == 3:
+            return  # the first attempt's create went through on the server
+        if res.returncode == 3:
+            break
+        with open(p.out_file("admin"), "a") as fh:
+            fh.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} create {name} attempt {attempt}: "
+                     f"exit {res.returncode}\n{(res.stderr + res.stdout).decode(errors='replace')}")
+    if res.returncode != 0:
+        text = (res.stderr + res.stdout).decode(errors="replace")
+        if res.returncode == 3:
+            raise LauncherError(f"table {name} already exists")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "Exception" in ln and not ln.startswith("at ")),
+                     lines[-1] if lines else f"exit code {res.returncode}")
+        raise LauncherError(f"creating pre-split table {name} failed: {cause[:300]} "
+                            f"(see {p.out_file('admin')} and {p.log_file('admin')})")

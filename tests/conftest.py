@@ -1,0 +1,57 @@
+"""Shared fixtures: settings, the real servers, connections to them, unique names.
+
+The servers are started once per session if needed (`services.ensure_up`) and are left
+running afterwards; `.ci/run` stops them. Point GRIDAGG_DATA_DIR at a throwaway dir to
+keep test servers apart from your own (CI uses .gridagg-ci in the checkout).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from gridagg import services as services_mod
+from gridagg.config import Settings
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def services(settings):
+    """PostgreSQL and HBase are up (started here if they were not)."""
+    return services_mod.ensure_up(settings, hbase=True)
+
+
+@pytest.fixture(scope="session")
+def pg_conn(settings, services):
+    import psycopg
+
+    conn = psycopg.connect(settings.effective_pg_url, autocommit=True)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def hbase_address(settings) -> tuple[str, int]:
+    host, _, port = (settings.hbase or settings.local_hbase).rpartition(":")
+    return host, int(port)
+
+
+@pytest.fixture(scope="session")
+def hbase_conn(hbase_address, services):
+    import happybase
+
+    host, port = hbase_address
+    conn = happybase.Connection(host, port, timeout=60000)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A fresh lowercase identifier (valid as SQL and HBase table name)."""
+    return "t_" + uuid.uuid4().hex[:10]

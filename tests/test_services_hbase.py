@@ -1,0 +1,146 @@
+"""Against the real local HBase through its Thrift1 gateway (happybase)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from thriftpy2.transport import TTransportException  # noqa: F401 - documents the error family
+
+from hbase import launcher
+
+SPLITS = [b"\x40", b"\x80", b"\xc0"]  # first key byte: 4 regions
+
+
+@pytest.fixture
+def table(settings, hbase_conn, unique_name):
+    if settings.hbase:
+        pytest.skip("pre-split creation needs the local HBase (GRIDAGG_HBASE is set)")
+    launcher.create_presplit_table(settings, unique_name, {"m": {}, "h": {"max_versions": 3}}, SPLITS)
+    yield hbase_conn.table(unique_name)
+    hbase_conn.delete_table(unique_name, disable=True)
+
+
+def be(v: int) -> bytes:
+    """Signed int -> 8 bytes big-endian, sign bit flipped: byte order == numeric order."""
+    return struct.pack(">Q", (v + (1 << 63)) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def unbe(b: bytes) -> int:
+    return struct.unpack(">Q", b)[0] - (1 << 63)
+
+
+def literal(value: bytes) -> bytes:
+    """A quoted filter-language literal: single quotes are escaped by doubling."""
+    return b"'" + value.replace(b"'", b"''") + b"'"
+
+
+def value_range_filter(family: bytes, qualifier: bytes, lo: int, hi: int) -> bytes:
+    def scvf(op: bytes, v: int) -> bytes:
+        return (b"SingleColumnValueFilter(" + literal(family) + b"," + literal(qualifier) + b"," + op
+                + b"," + literal(b"binary:" + be(v)) + b",true,true)")
+
+    return scvf(b">=", lo) + b" AND " + scvf(b"<", hi)
+
+
+def test_presplit_regions(table):
+    regions = table.regions()
+    assert len(regions) == 4
+    assert sorted(r["start_key"] for r in regions) == [b"", *SPLITS]
+    assert set(table.families()) == {b"m", b"h"}
+    assert table.families()[b"h"]["max_versions"] == 3
+
+
+def test_presplit_rejects_existing_table(settings, table):
+    with pytest.raises(launcher.LauncherError, match="already exists"):
+        launcher.create_presplit_table(settings, table.name.decode(), ["m"], SPLITS)
+
+
+def test_put_get_delete(table):
+    rows = {bytes([b]) + b"-row": {b"m:v": bytes([b]) * 3, b"h:x": b"x"} for b in (0x01, 0x41, 0x81, 0xC1)}
+    for key, data in rows.items():
+        table.put(key, data)
+    for key, data in rows.items():  # one row in each region
+        assert table.row(key) == data
+    assert table.row(b"\x41-row", columns=[b"m"]) == {b"m:v": b"AAA"}
+    table.delete(b"\x41-row", columns=[b"h:x"])
+    assert table.row(b"\x41-row") == {b"m:v": b"AAA"}
+    table.delete(b"\x41-row")
+    assert table.row(b"\x41-row") == {}
+    assert len(list(table.scan())) == 3
+
+
+def test_versions(table):
+    for i in range(4):
+        table.put(b"v", {b"h:c": b"%d" % i}, timestamp=1000 + i)
+    assert table.cells(b"v", b"h:c") == [b"3", b"2", b"1"]  # family keeps 3 versions
+
+
+def test_prefix_scan_across_regions(table):
+    with table.batch(batch_size=200) as b:
+        for first in (0x3F, 0x40, 0x41, 0x80):
+            for i in range(50):
+                b.put(bytes([first]) + b"p" + struct.pack(">H", i), {b"m:i": b"%d" % i})
+        b.put(b"\x40q", {b"m:i": b"x"})
+    got = [k for k, _ in table.scan(row_prefix=b"\x40p")]
+    assert len(got) == 50 and all(k.startswith(b"\x40p") for k in got)
+    assert got == sorted(got)
+    assert len(list(table.scan(row_start=b"\x3f", row_stop=b"\x41"))) == 101  # crosses a split
+
+
+def test_counter(table):
+    assert table.counter_inc(b"c", b"m:n") == 1
+    assert table.counter_inc(b"c", b"m:n", value=41) == 42
+    assert table.counter_dec(b"c", b"m:n", value=2) == 40
+    assert table.counter_get(b"c", b"m:n") == 40
+    # Counters are stored as 8-byte big-endian signed integers.
+    assert table.row(b"c")[b"m:n"] == struct.pack(">q", 40)
+
+
+VALUES = [-(1 << 63), -300, -1, 0, 1, 39, 0x27, 0x2727, 255, 256, 10**12, 0x27 << 56, (1 << 63) - 1]
+
+
+def test_binary_filter_on_big_endian_values(table):
+    """A `bytes` filter string reaches HBase unchanged: raw non-ASCII comparator bytes work.
+
+    Values containing a single quote (0x27) only need the quote doubled.
+    """
+    for i, v in enumerate(VALUES):
+        table.put(b"%c-%03d" % (0x10 + i * 19, i), {b"m:v": be(v), b"h:other": b"x"})
+    for lo, hi in [(-1, 41), (39, 257), (0, 10**13), (-(1 << 63), 0), (0x2727, 0x2728),
+                   (-5, 1 << 62), (1 << 40, 1 << 41)]:
+        f = value_range_filter(b"m", b"v", lo, hi)
+        got = sorted(unbe(d[b"m:v"]) for _, d in table.scan(filter=f))
+        assert got == sorted(v for v in VALUES if lo <= v < hi), (lo, hi)
+
+
+def test_filter_combined_with_prefix_and_columns(table):
+    for i in range(20):
+        table.put(b"\x90" + bytes([i]), {b"m:v": be(i * 10), b"m:w": b"w"})
+        table.put(b"\x91" + bytes([i]), {b"m:v": be(i * 10)})
+    f = value_range_filter(b"m", b"v", 50, 100)
+    got = list(table.scan(row_prefix=b"\x90", filter=f, columns=[b"m:v"]))
+    assert [unbe(d[b"m:v"]) for _, d in got] == [50, 60, 70, 80, 90]
+    assert all(set(d) == {b"m:v"} for _, d in got)
+
+
+def test_str_filter_is_utf8_encoded(table):
+    """A `str` filter is UTF-8 encoded by thriftpy2: '\\xff' becomes b'\\xc3\\xbf'.
+
+    So binary comparators must be given as bytes, never as str.
+    """
+    table.put(b"a", {b"m:v": b"\xff"})
+    table.put(b"b", {b"m:v": b"\xc3\xbf"})
+    as_str = "SingleColumnValueFilter('m','v',=,'binary:\xff',true,true)"
+    as_bytes = as_str.encode("latin-1")
+    assert [k for k, _ in table.scan(filter=as_str)] == [b"b"]
+    assert [k for k, _ in table.scan(filter=as_bytes)] == [b"a"]
+
+
+def test_unescaped_quote_in_filter_is_an_error(table):
+    table.put(b"a", {b"m:v": be(0x27)})
+    bad = b"SingleColumnValueFilter('m','v',=,'binary:" + be(0x27) + b"',true,true)"
+    with pytest.raises(Exception):
+        list(table.scan(filter=bad))
+    good = b"SingleColumnValueFilter('m','v',=," + literal(b"binary:" + be(0x27)) + b",true,true)"
+    assert [k for k, _ in table.scan(filter=good)] == [b"a"]
