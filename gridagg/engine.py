@@ -165,7 +165,7 @@ class GridEngine:
                 if merged[g].count > ds.grid.n_threshold:
                     result.splits += self._split(ds, g, merged[g])
             self.directory.end_intent(intent)
-            self._purge_retired(ds)
+            self.purge_retired(ds)
         return result
 
     # -- Algorithm 2: split ------------------------------------------------------------
@@ -330,8 +330,9 @@ class GridEngine:
                 merged.merge(k)
             self.store.put_aggregates(ds, {a: merged})
 
-    def _purge_retired(self, ds: Dataset) -> None:
-        """Delete the rows of leaves split long enough ago that no query needs them."""
+    def purge_retired(self, ds: Dataset) -> None:
+        """Delete the rows of leaves split long enough ago that no query needs them
+        (the caller holds the writer lock; every write does this at its end)."""
         due = self.directory.retired_before(ds.name, self.purge_after_seconds)
         for g in due:
             self._delete_range_rows(ds, *prefix_range(grid_prefix(g)))

@@ -15,15 +15,16 @@ per-leaf summaries, never raw rows):
 5. write new rows and moved rows under their final keys (executors, in batches);
 6. write aggregates: every touched leaf's recomputed from its full content, every
    ancestor's as the merge of its leaves (no deltas anywhere);
-7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in);
-8. delete moved rows' old keys, and sweep rows left under internal grids by an
-   interrupted run.
+7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
+   old leaves marked retired). Moved rows' old keys stay for queries that still see the
+   old leaves; the engine purges retired leaves' rows once no query can need them
+   (GridEngine.purge_retired, run by every later write, this job's start included).
 
 Crash safety: before step 7 nothing a reader uses has changed except rows under live
 leaves (which are then also in the aggregates recomputed on the rerun); since step 3
 derives everything from input + store, a rerun of the same input recomputes the same
 tree, rewrites the same keys, and ends exact. After step 7 a rerun finds every row
-stored and only finishes step 8.
+stored and has nothing left to do.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def _scan_fn(settings, ds):
     return fn
 
 
-def _write_fn(settings, ds, ncols, delete: bool = False):
+def _write_fn(settings, ds, ncols):
     def fn(batches):
         import pandas as pd
 
@@ -215,13 +216,9 @@ def _write_fn(settings, ds, ncols, delete: bool = False):
             for pdf in batches:
                 for start in range(0, len(pdf), WRITE_BATCH):
                     part = pdf.iloc[start:start + WRITE_BATCH]
-                    if delete:
-                        keys = [row_key(g, e.encode()) for g, e in zip(part["orig_leaf"], part["_eid"])]
-                        store.delete_rows(ds, keys)
-                    else:
-                        keys = [row_key(g, e.encode()) for g, e in zip(part["leaf"], part["_eid"])]
-                        values = part[[f"c{i}" for i in range(ncols)]].to_numpy(dtype=np.int64)
-                        store.put_rows(ds, keys, values)
+                    keys = [row_key(g, e.encode()) for g, e in zip(part["leaf"], part["_eid"])]
+                    values = part[[f"c{i}" for i in range(ncols)]].to_numpy(dtype=np.int64)
+                    store.put_rows(ds, keys, values)
                     n += len(part)
             yield pd.DataFrame({"n": [n]})
         finally:
@@ -277,6 +274,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         created = ensure_dataset(engine, cfg)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
+            engine.purge_retired(ds)
             leaves = directory.leaves(ds)
             summary.leaves_before = len(leaves)
             grids: dict[str, Grid] = {g.grid_id: g for g in leaves}
@@ -404,13 +402,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
                 directory.replace_leaves(ds, split_leaves, new_leaves)
             progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
 
-            # 8. old keys of moved rows; rows left under internal grids by a crashed run.
-            to_delete = rows.filter((F.col("existing") == 1) & (F.col("leaf") != F.col("orig_leaf")))
-            deleted = to_delete.mapInPandas(_write_fn(settings, ds, ncols, delete=True), "n long") \
-                .agg(F.sum("n")).collect()[0][0]
-            summary.rows_moved = int(deleted or 0)
-            swept = _sweep(store, ds, {a for g in final for a in ancestors(g)})
-            progress(f"old keys deleted: {summary.rows_moved}" + (f"; swept {swept} stale rows" if swept else ""))
+            summary.rows_moved = rows.filter((F.col("existing") == 1) & (F.col("leaf") != F.col("orig_leaf"))).count()
             summary.leaves_after = directory.leaf_count(ds.name)
     finally:
         for df in persisted:
@@ -428,17 +420,6 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
 def grids_after(leaves: list[Grid], split: list[str], new: list[Grid]) -> list[str]:
     gone = set(split)
     return [g.grid_id for g in leaves if g.grid_id not in gone] + [g.grid_id for g in new]
-
-
-def _sweep(store, ds, internal: set[str]) -> int:
-    """Delete rows stored under internal grids' own keys (left by an interrupted load
-    between its directory switch and its deletes). Normally every range is empty."""
-    n = 0
-    for g in sorted(internal):
-        for keys, _ in store.scan_rows(ds, *prefix_range(grid_prefix(g))):
-            store.delete_rows(ds, keys)
-            n += len(keys)
-    return n
 
 
 def _reason_kind(reason: str) -> str:
