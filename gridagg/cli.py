@@ -122,8 +122,9 @@ def _commands():
     from api.cli import register as add_serve
     from gridagg.demo import register as add_demo
     from ingest.cli import register as add_ingest
+    from loadtest.cli import register as add_bench
 
-    return [add_demo, add_services, add_ingest, add_serve, add_check]
+    return [add_demo, add_services, add_ingest, add_serve, add_check, add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

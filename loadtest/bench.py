@@ -1,0 +1,597 @@
+"""`gridagg bench`: the paper's experiment, gridagg vs PostgreSQL alone vs HBase alone,
+side by side in one run.
+
+Steps (each prints its progress to stderr):
+1. build the extended real-weather archive (loadtest/table3.py: TMY3 station-years
+   replayed over 2011-2031, stations replicated --copies times; --rows N keeps N rows
+   evenly spread over the whole archive);
+2. load it into gridagg (one dataset per N_size and store, Algorithm 1 batches) and into
+   both baselines (PostgreSQL COPY + B-tree; HBase batched puts), timing each (Table 2);
+3. run the paper's workload in-process on every gridagg dataset for the Table 3
+   statistics and the measured selectivity, and check that all systems agree on the
+   answers of a sample of the workload;
+4. serve everything with gunicorn on 127.0.0.1 and run headless locust at each client
+   count, min and sum as separate runs, each bounded by requests and seconds;
+5. write report.md, runs.csv, load.csv, table3.csv and PNG plots to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gridagg.baselines import BaselineRegistry, open_backend
+from gridagg.config import Settings
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.errors import UnknownDataset
+from gridagg.store import open_store
+
+from . import table3, workload
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
+ROWS_PER_COPY = 367_920
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- archive
+
+
+def build_archive(copies: int | None, rows: int | None) -> tuple[list[bytes], np.ndarray]:
+    """(element IDs, encoded rows) of the extended archive; rows=N keeps N rows evenly
+    spread over the archive (every year and station keeps its share)."""
+    if copies is None:
+        copies = max(1, math.ceil((rows or ROWS_PER_COPY) / ROWS_PER_COPY))
+    ids: list[bytes] = []
+    parts = []
+    for i, r in table3.archive(copies):
+        ids.extend(i)
+        parts.append(r)
+    values = np.concatenate(parts)
+    if rows is not None and rows < len(values):
+        keep = np.linspace(0, len(values) - 1, rows).round().astype(np.int64)
+        values = values[keep]
+        ids = [ids[k] for k in keep.tolist()]
+    return ids, values
+
+
+def batches(ids: list[bytes], values: np.ndarray, size: int):
+    for s in range(0, len(values), size):
+        yield ids[s : s + size], values[s : s + size]
+
+
+# --------------------------------------------------------------------------- systems
+
+
+@dataclass
+class System:
+    """One thing measured: a gridagg dataset (store, N_size) or a baseline view."""
+
+    label: str
+    dataset: str
+    kind: str  # "gridagg" or "pg" / "hbase"
+    store: str | None = None
+    n_size: int | None = None
+    rows: int = 0
+    load_seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def load_rate(self) -> float:
+        return self.rows / self.load_seconds if self.load_seconds else 0.0
+
+
+def load_gridagg(settings: Settings, store: str, n_size: int, ids, values, batch: int, prefix: str) -> System:
+    name = f"{prefix}_{'hb' if store == 'hbase' else 'em'}_n{n_size}"
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings.with_(store=store)))
+    try:
+        try:
+            engine.drop_dataset(name)
+        except UnknownDataset:
+            pass
+        ds = table3.definition(name, n_size)
+        engine.create_dataset(ds)
+        t0 = time.perf_counter()
+        n = 0
+        next_report = 0.0
+        for bi, bv in batches(ids, values, batch):
+            engine.insert_encoded(ds, bi, bv)
+            n += len(bv)
+            if time.perf_counter() > next_report:
+                log(f"  gridagg {store} N_size={n_size}: {n:,}/{len(values):,} rows")
+                next_report = time.perf_counter() + 15
+        secs = time.perf_counter() - t0
+        system = System(f"gridagg-{store} N={n_size}", name, "gridagg", store, n_size, n, secs)
+        system.stats["grids"] = engine.directory.leaf_count(name)
+        return system
+    finally:
+        engine.store.close()
+        engine.directory.close()
+
+
+def load_baseline(settings: Settings, kind: str, source: str, ids, values, batch: int) -> System:
+    reg = BaselineRegistry(settings.effective_pg_url)
+    backend = open_backend(kind, settings)
+    try:
+        ds = reg.register(table3.definition(source, 1000), kind, 0, None)
+        backend.create(ds)
+        log(f"  {kind} alone: loading {len(values):,} rows")
+        t0 = time.perf_counter()
+        n = backend.load(ds, batches(ids, values, batch))
+        secs = time.perf_counter() - t0
+        reg.register(table3.definition(source, 1000), kind, n, secs)
+        return System(f"{kind}-alone", ds.name, kind, rows=n, load_seconds=secs)
+    finally:
+        backend.close()
+        reg.close()
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def table3_stats(settings: Settings, system: System, queries: list[dict], total_rows: int) -> dict:
+    """The paper's Table 3 quantities averaged over the workload, in-process."""
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings.with_(store=system.store)))
+    try:
+        s = [engine.query(system.dataset, w, workload.AGGREGATES["sum"]) for w in queries]
+        m = [engine.query(system.dataset, w, workload.AGGREGATES["min"]) for w in queries]
+    finally:
+        engine.store.close()
+        engine.directory.close()
+    mean = lambda xs: statistics.fmean(xs) if xs else 0.0  # noqa: E731
+    sel = mean([r.count for r in s])
+    return {
+        "selected_rows": sel,
+        "selectivity_pct": 100 * sel / total_rows if total_rows else 0.0,
+        "reused_before": mean([r.plan.reused_grids_before for r in s]),
+        "reused_after": mean([r.plan.reused_grids_after for r in s]),
+        "rows_reused": mean([r.plan.rows_in_reused_grids for r in s]),
+        "reuse_rate_pct": 100 * mean([r.plan.rows_in_reused_grids / r.count for r in s if r.count]),
+        "scanned_before": mean([r.plan.scanned_grids_before for r in s]),
+        "scanned_after_min": mean([r.plan.scanned_grids_after for r in m]),
+        "rows_scanned_sum": mean([r.plan.rows_in_scanned_grids for r in s]),
+        "skip_rate_min_pct": 100 * mean([r.plan.skip_rate or 0 for r in m]),
+        "total_grids": mean([r.plan.total_grids for r in s]),
+        "inproc_sum_ms_p50": statistics.median([r.plan.elapsed_ms for r in s]),
+        "inproc_min_ms_p50": statistics.median([r.plan.elapsed_ms for r in m]),
+    }
+
+
+# --------------------------------------------------------------------------- server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """gunicorn serving api.wsgi:app on 127.0.0.1 (as `gridagg serve` does)."""
+
+    def __init__(self, settings: Settings, store: str, workers: int, threads: int, logdir: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.metrics_dir = tempfile.mkdtemp(prefix="gridagg-bench-metrics-")
+        env = dict(os.environ, GRIDAGG_STORE=store, PROMETHEUS_MULTIPROC_DIR=self.metrics_dir,
+                   GRIDAGG_DATA_DIR=str(settings.data_dir), GRIDAGG_PG_PORT=str(settings.pg_port),
+                   GRIDAGG_HBASE_PORT=str(settings.hbase_port), GRIDAGG_ZK_PORT=str(settings.zk_port))
+        env.pop("GRIDAGG_READ_TOKEN", None)
+        argv = [sys.executable, "-m", "gunicorn", "--config", "python:api.gunicorn_conf",
+                "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
+                "--timeout", "300", "--log-level", "warning", "--access-logfile", "/dev/null", "api.wsgi:app"]
+        self.log = open(logdir / f"gunicorn-{store}.log", "w")
+        self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._wait()
+
+    def _wait(self, timeout: float = 60) -> None:
+        import requests
+
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=2).status_code < 500:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
+
+
+def warm(url: str, dataset: str, queries: list[dict]) -> None:
+    import requests
+
+    with requests.Session() as s:
+        for w in queries:
+            for agg in ("min", "sum"):
+                s.post(f"{url}/v1/datasets/{dataset}/query",
+                       json={"where": w, "aggregates": workload.AGGREGATES[agg]}, timeout=300)
+
+
+def agreement(servers: dict, systems: list[System], queries: list[dict]) -> list[str]:
+    """Differences between the systems' HTTP answers on these queries (empty: all agree)."""
+    import requests
+
+    problems = []
+    for agg in ("min", "sum"):
+        for i, w in enumerate(queries):
+            answers = {}
+            for sys_ in systems:
+                url = servers[sys_.store or "baselines"].url
+                r = requests.post(f"{url}/v1/datasets/{sys_.dataset}/query",
+                                  json={"where": w, "aggregates": workload.AGGREGATES[agg]}, timeout=300)
+                if r.status_code != 200:
+                    problems.append(f"{sys_.label}: HTTP {r.status_code} {r.text[:200]}")
+                    continue
+                answers[sys_.label] = json.dumps(r.json()["results"], sort_keys=True)
+            if len(set(answers.values())) > 1:
+                problems.append(f"{agg} query {i}: answers differ: {answers}")
+    return problems
+
+
+def run_locust(url: str, dataset: str, agg: str, clients: int, max_requests: int, seconds: float,
+               seed: int, outdir: Path, tag: str, mix: str = "paper") -> dict:
+    prefix = outdir / "locust" / tag
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, LOADTEST_DATASET=dataset, LOADTEST_AGG=agg, LOADTEST_MIX=mix,
+               LOADTEST_MAX_REQUESTS=str(max_requests), LOADTEST_SEED=str(seed),
+               LOADTEST_RESULT=str(prefix) + ".json")
+    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(clients),
+            "-r", str(clients), "--run-time", f"{max(1, int(math.ceil(seconds)))}s", "--stop-timeout", "10",
+            "--host", url, "--only-summary", "--loglevel", "WARNING"]
+    t0 = time.perf_counter()
+    with open(str(prefix) + ".log", "w") as out:
+        proc = subprocess.run(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                              timeout=seconds + 120)
+    wall = time.perf_counter() - t0
+    try:
+        with open(str(prefix) + ".json") as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        raise RuntimeError(f"locust wrote no result (exit {proc.returncode}); see {prefix}.log") from None
+    return {"requests": res["requests"], "failures": res["failures"], "rps": round(res["rps"], 2),
+            "p50_ms": round(res["p50_ms"], 1), "p95_ms": round(res["p95_ms"], 1), "p99_ms": round(res["p99_ms"], 1),
+            "mean_ms": round(res["mean_ms"], 1), "seconds": round(res["seconds"], 2), "wall_s": round(wall, 2),
+            "locust_rc": proc.returncode}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[dict], disagree: list[str]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(runs[0]) if runs else ["system"])
+        w.writeheader()
+        w.writerows(runs)
+    with open(out / "load.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["system", "dataset", "rows", "load_seconds", "rows_per_second", "grids"])
+        for s in systems:
+            w.writerow([s.label, s.dataset, s.rows, round(s.load_seconds, 2), round(s.load_rate), s.stats.get("grids", "")])
+    grid_systems = [s for s in systems if s.kind == "gridagg"]
+    t3_keys = list(grid_systems[0].stats.get("table3", {})) if grid_systems else []
+    with open(out / "table3.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["system", *t3_keys])
+        for s in grid_systems:
+            w.writerow([s.label, *[round(s.stats["table3"][k], 3) for k in t3_keys]])
+
+    def rps(label, agg, c):
+        for r in runs:
+            if r["system"] == label and r["agg"] == agg and r["clients"] == c:
+                return r["rps"]
+        return None
+
+    lines = [f"# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
+             f"Command: `{meta['command']}`", "",
+             f"Machine: {meta['machine']}", "",
+             f"Started {meta['started']}, took {meta['minutes']:.1f} min. Rows: {meta['rows']:,}. "
+             f"Server: gunicorn {args.workers} workers x {args.threads} threads on 127.0.0.1; load: headless "
+             f"locust on the same machine, each run bounded by {args.requests} requests and {args.seconds:g} s; "
+             f"{args.warmup} warm-up queries per system before its runs.", ""]
+    sel = [s.stats["table3"]["selectivity_pct"] for s in grid_systems if "table3" in s.stats]
+    if sel:
+        lines += [f"Measured selectivity of the paper's workload: {statistics.fmean(sel):.2f}% "
+                  f"({statistics.fmean([s.stats['table3']['selected_rows'] for s in grid_systems]):,.0f} rows per "
+                  f"query on average; paper: 1.0%).", ""]
+    lines += ["Answers: " + ("all systems agreed on every checked query." if not disagree else
+                             "DISAGREEMENTS: " + "; ".join(disagree[:5])), ""]
+    # Ratios
+    base = {k: next((s for s in systems if s.kind == k), None) for k in ("pg", "hbase")}
+    lines += ["## Throughput ratios (best gridagg N_size per client count)", "",
+              "| aggregate | clients | best gridagg (queries/s) | PostgreSQL alone | HBase alone | gridagg / PostgreSQL | gridagg / HBase |",
+              "|---|---|---|---|---|---|---|"]
+    for agg in args.aggs:
+        for c in args.clients:
+            best = max(((rps(s.label, agg, c) or 0, s) for s in grid_systems), key=lambda x: x[0], default=(0, None))
+            p = rps(base["pg"].label, agg, c) if base["pg"] else None
+            h = rps(base["hbase"].label, agg, c) if base["hbase"] else None
+            fmt = lambda a, b: f"{a / b:.1f}x" if a and b else "-"  # noqa: E731
+            lines.append(f"| {agg} | {c} | {best[0]:.1f} ({best[1].label if best[1] else '-'}) | "
+                         f"{p or 0:.1f} | {h or 0:.1f} | {fmt(best[0], p)} | {fmt(best[0], h)} |")
+    lines += ["", "## Throughput (queries/s) per system and client count", "",
+              "| system | aggregate | " + " | ".join(f"{c} clients" for c in args.clients) + " |",
+              "|---|---|" + "---|" * len(args.clients)]
+    for s in systems:
+        for agg in args.aggs:
+            lines.append(f"| {s.label} | {agg} | " + " | ".join(
+                f"{rps(s.label, agg, c):.1f}" if rps(s.label, agg, c) is not None else "-" for c in args.clients) + " |")
+    lines += ["", "## Latency (ms, p50 / p95 / p99)", "",
+              "| system | aggregate | clients | requests | failures | p50 | p95 | p99 |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['system']} | {r['agg']} | {r['clients']} | {r['requests']} | {r['failures']} | "
+                     f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} |")
+    lines += ["", "## Load throughput (the paper's Table 2)", "",
+              "| system | rows | seconds | rows/s | leaf grids |", "|---|---|---|---|---|"]
+    for s in systems:
+        lines.append(f"| {s.label} | {s.rows:,} | {s.load_seconds:.1f} | {s.load_rate:,.0f} | {s.stats.get('grids', '')} |")
+    lines.append("")
+    lines.append("gridagg loads with Algorithm 1 batches (engine.insert_encoded, splits included); PostgreSQL "
+                 "alone with COPY then CREATE INDEX + ANALYZE; HBase alone with batched puts and a major "
+                 "compaction request.")
+    if grid_systems and t3_keys:
+        labels = {
+            "selected_rows": "selected rows", "selectivity_pct": "selectivity %",
+            "reused_before": "(1) reused grids, before 4.6.1", "reused_after": "(2) reused grids, after 4.6.1",
+            "rows_reused": "(3) rows in reused grids", "reuse_rate_pct": "(4) reuse rate %",
+            "scanned_before": "(5) scanned grids, before", "scanned_after_min": "(6) scanned grids, after (min)",
+            "rows_scanned_sum": "(7) rows in scanned grids (sum)", "skip_rate_min_pct": "(8) skip rate % (min)",
+            "total_grids": "(9) total grids", "inproc_sum_ms_p50": "in-process sum query ms (median)",
+            "inproc_min_ms_p50": "in-process min query ms (median)"}
+        lines += ["", f"## Table 3 statistics (averages over {args.stat_queries} workload queries)", "",
+                  "| statistic | " + " | ".join(s.label for s in grid_systems) + " |",
+                  "|---|" + "---|" * len(grid_systems)]
+        for k in t3_keys:
+            lines.append(f"| {labels.get(k, k)} | " + " | ".join(f"{s.stats['table3'][k]:,.1f}" for s in grid_systems) + " |")
+    plots = make_plots(out, args, systems, runs)
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return out / "report.md"
+
+
+def make_plots(out: Path, args, systems: list[System], runs: list[dict]) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no plots")
+        return []
+    paths = []
+    for agg in args.aggs:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for s in systems:
+            pts = sorted((r["clients"], r["rps"]) for r in runs if r["system"] == s.label and r["agg"] == agg)
+            if pts:
+                style = "-o" if s.kind == "gridagg" else "--s"
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=s.label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("queries / s")
+        ax.set_title(f"{agg} of wind speed: throughput vs clients")
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        p = out / f"throughput_{agg}.png"
+        fig.tight_layout()
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    grid = sorted({s.n_size for s in systems if s.kind == "gridagg"})
+    if len(grid) > 1:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for agg in args.aggs:
+            for c in args.clients:
+                for store in sorted({s.store for s in systems if s.kind == "gridagg"}):
+                    ys = [next((r["rps"] for r in runs if r["system"] == f"gridagg-{store} N={n}" and r["agg"] == agg
+                                and r["clients"] == c), float("nan")) for n in grid]
+                    ax.plot(grid, ys, "-o", label=f"{agg} {store} {c} clients")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N_size")
+        ax.set_ylabel("queries / s")
+        ax.set_title("gridagg throughput vs N_size")
+        ax.legend(fontsize=6)
+        ax.grid(True, which="both", alpha=0.3)
+        p = out / "throughput_vs_nsize.png"
+        fig.tight_layout()
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = float("nan")
+    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}"
+
+
+def run(settings: Settings, args) -> dict:
+    started = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log(f"building the archive ({'--rows ' + str(args.rows) if args.rows else '--copies ' + str(args.copies)})")
+    ids, values = build_archive(args.copies, args.rows)
+    total = len(values)
+    log(f"archive: {total:,} rows")
+
+    systems: list[System] = []
+    for store in args.stores:
+        for n in args.nsize:
+            log(f"loading gridagg ({store} store) N_size={n}, N_threshold={10 * n}, L_time=360d")
+            s = load_gridagg(settings, store, n, ids, values, args.batch, args.prefix)
+            log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s, {s.stats['grids']:,} leaves")
+            systems.append(s)
+    for kind in args.baselines:
+        log(f"loading {kind} alone")
+        s = load_baseline(settings, kind, args.prefix, ids, values, args.batch)
+        log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s")
+        systems.append(s)
+    del ids
+
+    stat_queries = workload.paper_queries(args.stat_queries, args.seed + 999)
+    for s in systems:
+        if s.kind == "gridagg":
+            log(f"Table 3 statistics: {s.label}")
+            s.stats["table3"] = table3_stats(settings, s, stat_queries, total)
+            t3 = s.stats["table3"]
+            log(f"  selectivity {t3['selectivity_pct']:.2f}%, reuse {t3['reuse_rate_pct']:.1f}%, "
+                f"skip {t3['skip_rate_min_pct']:.1f}%, {t3['total_grids']:,.0f} grids")
+
+    servers: dict[str, Server] = {}
+    runs: list[dict] = []
+    disagree: list[str] = []
+    try:
+        logdir = out / "logs"
+        logdir.mkdir(exist_ok=True)
+        for store in args.stores or ["embedded"]:
+            log(f"starting gunicorn (store {store})")
+            servers[store] = Server(settings, store, args.workers, args.threads, logdir)
+        servers["baselines"] = servers[(args.stores or ["embedded"])[0]]
+        check = workload.paper_queries(args.check_queries, args.seed + 7)
+        log(f"checking that all systems agree on {len(check)} queries x (min, sum)")
+        disagree = agreement(servers, systems, check)
+        log("  all agree" if not disagree else f"  {len(disagree)} disagreements, e.g. {disagree[0]}")
+        nruns = len(systems) * len(args.aggs) * len(args.clients)
+        i = 0
+        for s in systems:
+            url = servers[s.store or "baselines"].url
+            if args.warmup:
+                warm(url, s.dataset, workload.paper_queries(args.warmup, args.seed + 3))
+            for agg in args.aggs:
+                for c in args.clients:
+                    i += 1
+                    tag = f"{s.dataset}_{agg}_c{c}"
+                    r = run_locust(url, s.dataset, agg, c, args.requests, args.seconds, args.seed, out, tag)
+                    row = {"system": s.label, "kind": s.kind, "store": s.store or s.kind, "n_size": s.n_size or "",
+                           "agg": agg, "clients": c, **r}
+                    runs.append(row)
+                    log(f"run {i}/{nruns} {s.label} {agg} {c} clients: {r['rps']:.1f} q/s, p50 {r['p50_ms']:.0f} ms, "
+                        f"p99 {r['p99_ms']:.0f} ms, {r['requests']} requests, {r['failures']} failures")
+    finally:
+        for key, srv in servers.items():
+            if key != "baselines":
+                srv.stop()
+    meta = {"command": args.command_line, "machine": machine(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+            "minutes": (time.time() - started) / 60, "rows": total}
+    report = write_report(out, args, meta, systems, runs, disagree)
+    log(f"report: {report}")
+    if not args.keep:
+        drop_all(settings, systems)
+    return {"systems": systems, "runs": runs, "disagreements": disagree, "report": report}
+
+
+def drop_all(settings: Settings, systems: list[System]) -> None:
+    reg = BaselineRegistry(settings.effective_pg_url)
+    try:
+        for s in systems:
+            if s.kind == "gridagg":
+                engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings.with_(store=s.store)))
+                try:
+                    engine.drop_dataset(s.dataset)
+                finally:
+                    engine.store.close()
+                    engine.directory.close()
+            else:
+                b = open_backend(s.kind, settings)
+                try:
+                    b.drop(s.dataset)
+                finally:
+                    b.close()
+                reg.unregister(s.dataset)
+    finally:
+        reg.close()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--copies", type=int, default=None,
+                      help=f"copies of each station ({ROWS_PER_COPY:,} rows each; default 1)")
+    size.add_argument("--rows", type=int, default=None, help="keep this many rows, evenly spread over the archive")
+    p.add_argument("--nsize", type=int, nargs="+", default=[50, 125, 250, 500, 1000, 2000, 4000, 8000],
+                   help="N_size sweep (N_threshold = 10 x N_size, L_time = 360 days)")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 96], help="concurrent clients per run")
+    p.add_argument("--aggs", nargs="+", default=["min", "sum"], choices=["min", "sum"])
+    p.add_argument("--stores", nargs="*", default=["embedded"], choices=["embedded", "hbase"],
+                   help="gridagg cell stores to measure (default embedded)")
+    p.add_argument("--baselines", nargs="*", default=["pg", "hbase"], choices=["pg", "hbase"])
+    p.add_argument("--requests", type=int, default=2000, help="most requests per run (default 2000)")
+    p.add_argument("--seconds", type=float, default=30, help="most seconds per run (default 30)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up queries per system (default 10)")
+    p.add_argument("--stat-queries", type=int, default=50, help="queries for the Table 3 statistics")
+    p.add_argument("--check-queries", type=int, default=5, help="queries every system must agree on")
+    p.add_argument("--workers", type=int, default=4, help="gunicorn workers (default 4)")
+    p.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker (default 4)")
+    p.add_argument("--batch", type=int, default=8760, help="rows per load batch (default 8760, a station-year)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--prefix", default="bench", help="dataset name prefix (default bench)")
+    p.add_argument("--out", default="bench-report", help="report directory (default ./bench-report)")
+    p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="gridagg bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    args.command_line = "gridagg bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.copies is None and args.rows is None:
+        args.copies = 1
+    run(Settings.from_env(), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
