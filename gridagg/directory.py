@@ -80,7 +80,8 @@ class GridDirectory:
     @contextmanager
     def connection(self):
         try:
-            with self.pool.connection(timeout=15) as conn:
+            # Short: while PostgreSQL is down, callers should hear so quickly.
+            with self.pool.connection(timeout=5) as conn:
                 yield conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc

@@ -1,0 +1,65 @@
+"""A store stopped while the API runs: requests fail fast with 503 + Retry-After, and the
+same app answers again once the server is back, without a restart."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from api import create_app
+from gridagg import services as svc
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.store import open_store
+
+DEFINITION = {"dimensions": [{"name": "x", "min": 0, "max": 100}], "measures": [{"name": "v", "min": 0, "max": 9}],
+              "grid": {"n_size": 5, "n_threshold": 10}}
+
+
+def wait_for(client, path: str, body: dict, seconds: float = 60):
+    """Ask until the answer is no longer 503; returns the last response."""
+    deadline = time.monotonic() + seconds
+    while True:
+        resp = client.post(path, json=body)
+        if resp.status_code != 503 or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("store, stop, start", [
+    ("embedded", svc.pg_down, svc.pg_up),
+    ("hbase", svc.hbase_down, svc.hbase_up),
+])
+def test_a_stopped_server_gives_503_then_the_api_recovers(settings, services, unique_name, store, stop, start):
+    if store == "hbase" and settings.hbase:
+        pytest.skip("an external HBase is not ours to stop")
+    app_settings = settings.with_(store=store, write_token="t")
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(app_settings))
+    client = create_app(app_settings, engine=engine).test_client()
+    auth = {"Authorization": "Bearer t"}
+    created = client.post("/v1/datasets", json={"name": unique_name, **DEFINITION}, headers=auth)
+    assert created.status_code in (200, 201), created.get_json()
+    rows = [{"x": i, "v": i % 10} for i in range(40)]
+    assert client.post(f"/v1/datasets/{unique_name}/rows", json=rows, headers=auth).get_json()["stored"] == 40
+    query = {"aggregates": ["count", "sum:v"], "where": {"x": [10, 29]}}
+    path = f"/v1/datasets/{unique_name}/query"
+    assert client.post(path, json=query).get_json()["results"] == {"count": 20, "sum:v": 90}
+
+    stop(settings)
+    try:
+        started = time.monotonic()
+        resp = client.post(path, json=query)
+        assert resp.status_code == 503, resp.get_json()
+        assert resp.headers["Retry-After"]
+        assert resp.get_json()["title"]
+        assert time.monotonic() - started < 12  # fails fast, does not hang
+        write = client.post(f"/v1/datasets/{unique_name}/rows", json=[{"x": 1, "v": 1}], headers=auth)
+        assert write.status_code == 503
+    finally:
+        start(settings)
+    resp = wait_for(client, path, query)
+    assert resp.status_code == 200, resp.get_json()
+    assert resp.get_json()["results"] == {"count": 20, "sum:v": 90}  # the refused write wrote nothing
+    engine.drop_dataset(unique_name)
+    engine.store.close()
