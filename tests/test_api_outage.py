@@ -1,8 +1,10 @@
-"""A store stopped while the API runs: requests fail fast with 503 + Retry-After, and the
-same app answers again once the server is back, without a restart."""
+"""A store stopped while the API is under load: requests fail fast with 503 +
+Retry-After, never anything else, and the same app answers again once the server is
+back, without a restart."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -46,6 +48,19 @@ def test_a_stopped_server_gives_503_then_the_api_recovers(settings, services, un
     path = f"/v1/datasets/{unique_name}/query"
     assert client.post(path, json=query).get_json()["results"] == {"count": 20, "sum:v": 90}
 
+    # Background load through the whole outage: only 200 and 503 may come back.
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def hammer():
+        own = client.application.test_client()
+        while not done.is_set():
+            statuses.append(own.post(path, json=query).status_code)
+            time.sleep(0.05)
+
+    load = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in load:
+        t.start()
     stop(settings)
     try:
         started = time.monotonic()
@@ -59,7 +74,11 @@ def test_a_stopped_server_gives_503_then_the_api_recovers(settings, services, un
     finally:
         start(settings)
     resp = wait_for(client, path, query)
+    done.set()
+    for t in load:
+        t.join()
     assert resp.status_code == 200, resp.get_json()
+    assert set(statuses) <= {200, 503} and 503 in statuses
     assert resp.get_json()["results"] == {"count": 20, "sum:v": 90}  # the refused write wrote nothing
     engine.drop_dataset(unique_name)
     engine.store.close()
