@@ -317,7 +317,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                 return r["rps"]
         return None
 
-    lines = [f"# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
+    lines = ["# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
              f"Command: `{meta['command']}`", "",
              f"Machine: {meta['machine']}", "",
              f"Started {meta['started']}, took {meta['minutes']:.1f} min. Rows: {meta['rows']:,}. "

@@ -70,7 +70,6 @@ def _writer(settings, name, writer, deadline, out):
 
 def _reader(settings, name, reader, deadline, out):
     engine = _engine(settings)
-    ds = engine.dataset(name)
     rng = np.random.default_rng(1000 + reader)
     log = []
     while time.time() < deadline:

@@ -3,7 +3,6 @@ split leaves keep their rows for running queries, and `check` finds what is wron
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from engine_support import check_answer, check_tree, open_engine
+from engine_support import check_tree, open_engine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import Dataset
 

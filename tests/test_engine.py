@@ -41,7 +41,7 @@ def weather_rows(n: int, seed: int = 7) -> tuple[list[dict], np.ndarray]:
     hum = rng.integers(10, 100, n)
     wind = rng.integers(0, 200, n)
     rows = [
-        {"time": f"2012-01-01T00:00:00Z", "temperature": t / 10, "humidity": int(h), "wind_speed": w / 10}
+        {"time": "2012-01-01T00:00:00Z", "temperature": t / 10, "humidity": int(h), "wind_speed": w / 10}
         for t, h, w in zip(temp, hum, wind)
     ]
     for row, hr in zip(rows, hours):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import csv
 
-import pytest
-
 from loadtest import bench, workload
 from loadtest.cli import register
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from thriftpy2.transport import TTransportException  # noqa: F401 - documents the error family
 
 from hbase import launcher
 
