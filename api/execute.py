@@ -119,6 +119,7 @@ def evaluate(
             if len(rows):
                 plan.rows_matched_by_scans += len(rows)
                 on_rows(rows)
+        engine.check_deadline(started)
     return _finish(ev, engine, pg0, kv0, started)
 
 

@@ -290,10 +290,12 @@ class GridEngine:
                 if len(rows):
                     plan.rows_matched_by_scans += len(rows)
                     total.merge(PartialAggregate.of_rows(rows, ncols))
-            self._check_deadline(started)
+            self.check_deadline(started)
         return not skipped_with_rows
 
-    def _check_deadline(self, started: float) -> None:
+    def check_deadline(self, started: float) -> None:
+        """Raise WorkLimitExceeded when a query that began at `started`
+        (time.perf_counter) has run past max_query_seconds."""
         # Rows of split leaves are kept for 2 x max_query_seconds; a query running
         # longer could miss them, so it stops instead of answering wrongly.
         if time.perf_counter() - started > self.max_query_seconds:
@@ -305,8 +307,11 @@ class GridEngine:
 
     def _recover(self, ds: Dataset) -> None:
         """Finish what crashed writers left (the caller holds the writer lock)."""
-        for intent_id, grids in self.directory.pending_intents(ds.name):
-            leaves = {g.grid_id for g in self.directory.leaves(ds)}
+        pending = self.directory.pending_intents(ds.name)
+        if not pending:
+            return
+        leaves = {g.grid_id for g in self.directory.leaves(ds)}
+        for intent_id, grids in pending:
             self._rebuild_aggregates(ds, [g for g in grids if g in leaves])
             self.directory.end_intent(intent_id)
 
