@@ -9,6 +9,8 @@ it.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
+from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
@@ -100,18 +102,22 @@ class EmbeddedStore(CellStore):
             cursor = txn.cursor()
             if not cursor.set_range(start):
                 return
-            keys: list[bytes] = []
-            chunks: list[bytes] = []
-            for key, value in cursor:
-                if key >= stop:
-                    break
-                keys.append(bytes(key))
-                chunks.append(bytes(value))
-                if len(keys) >= batch_rows:
-                    yield _filtered(keys, chunks, ncols, where)
-                    keys, chunks = [], []
-            if keys:
-                yield _filtered(keys, chunks, ncols, where)
+            items = cursor.iternext(keys=True, values=True)
+            # Pull growing chunks at C speed and cut the last one at `stop`, instead of
+            # testing every key in Python; small grids read only a little past their end.
+            size = min(256, batch_rows)
+            while True:
+                chunk = list(islice(items, size))
+                if not chunk:
+                    return
+                last = chunk[-1][0] >= stop
+                if last:
+                    chunk = chunk[: bisect_left(chunk, (stop,))]
+                if chunk:
+                    yield _filtered([k for k, _ in chunk], [v for _, v in chunk], ncols, where)
+                if last:
+                    return
+                size = min(size * 4, batch_rows)
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
