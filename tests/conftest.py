@@ -26,8 +26,9 @@ def services(settings):
     return services_mod.ensure_up(settings, hbase=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def pg_conn(settings, services):
+    """A fresh autocommit connection per test (a test may restart the server)."""
     import psycopg
 
     conn = psycopg.connect(settings.effective_pg_url, autocommit=True)
@@ -41,8 +42,9 @@ def hbase_address(settings) -> tuple[str, int]:
     return host, int(port)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def hbase_conn(hbase_address, services):
+    """A fresh Thrift connection per test (a test may restart the server)."""
     import happybase
 
     host, port = hbase_address
