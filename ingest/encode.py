@@ -131,19 +131,37 @@ def _fast_path(df, cfg: IngestConfig, resolved, out_cols):
 
     ds = cfg.dataset
     # First the stored integers (and fraction digits) of every column, then the reasons.
+    # Built in stages (trimmed text; its parts; the integer), each stage a projection of
+    # the previous one's columns: one huge nested expression per column would repeat
+    # every sub-expression, and its generated code grows too big to be JIT-compiled.
+    nums = [i for i, col in enumerate(ds.columns) if col.kind != "time"]
+    df = df.select("*", *[F.trim(F.col(f"`{cfg.sources[i].source}`")).alias(f"_s{i}") for i in nums])
+    stage = []
+    for i in nums:
+        # _s matches PLAIN here (or is null/empty, and then the reason is "missing"):
+        # plain string functions split it, no regular expressions (they dominate the cost).
+        s = F.col(f"_s{i}")
+        signed = s.startswith("-") | s.startswith("+")
+        stage += [F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit("")).alias(f"_g{i}"),
+                  F.when(signed, F.substring(s, 2, 64)).otherwise(s).alias(f"_b{i}")]
+    df = df.select("*", *stage)
+    stage = []
+    for i in nums:
+        body = F.col(f"_b{i}")
+        dot = F.instr(body, ".")
+        stage += [F.when(dot == 0, body).otherwise(body.substr(F.lit(1), dot - 1)).alias(f"_i{i}"),
+                  F.rtrim(F.when(dot == 0, F.lit("")).otherwise(body.substr(dot + 1, F.lit(64))),
+                          F.lit("0")).alias(f"_f{i}")]
+    df = df.select("*", *stage)
     pre = []
     for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
-        s = F.trim(F.col(f"`{src.source}`"))
         if col.kind == "time":
             pre += [(F.col(f"_t{i}") - F.lit(int(col.epoch.timestamp()))).alias(f"_e{i}"),
                     F.lit(0).alias(f"_d{i}")]
             continue
-        sign = F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit(""))
-        body = F.regexp_replace(s, r"^[+-]", "")
-        int_part = F.regexp_extract(body, r"^([0-9]*)", 1)
-        frac_sig = F.regexp_replace(F.regexp_extract(body, r"\.([0-9]*)$", 1), "0+$", "")
+        int_part, frac_sig = F.col(f"_i{i}"), F.col(f"_f{i}")
         digits = F.concat(int_part, F.rpad(frac_sig, col.scale, "0")) if col.scale else int_part
-        unscaled = F.concat(sign, F.when(digits == "", F.lit("0")).otherwise(digits))
+        unscaled = F.concat(F.col(f"_g{i}"), F.when(digits == "", F.lit("0")).otherwise(digits))
         # More decimals than the scale: no value (the reason says why).
         pre += [F.when(F.length(frac_sig) <= col.scale, unscaled.try_cast("long")).alias(f"_e{i}"),
                 F.length(frac_sig).alias(f"_d{i}")]

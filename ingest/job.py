@@ -4,17 +4,21 @@ Steps (the driver holds the dataset's writer lock throughout and only ever handl
 per-leaf summaries, never raw rows):
 
 1. read and encode the inputs in Spark; bad rows go to the quarantine output;
-2. locate every good row's current leaf (leaf boxes broadcast, numpy descent);
-3. read the rows already stored in the touched leaves (executors scan the store) and
-   deduplicate by element ID: a row whose ID is stored already is a duplicate, and a
-   touched leaf's content after the load is exactly (stored rows + new rows);
-4. split level by level: per-leaf count/sum/min/max by a Spark aggregation, cuts chosen
-   on the driver with gridagg.grid.choose_cut, rows reassigned by a broadcast join;
-   a leaf splits while it holds more than N_size rows if it was empty before the load,
-   or if it holds more than N_threshold (then down to N_size, like Algorithm 2);
-5. write new rows and moved rows under their final keys (executors, in batches);
-6. write aggregates: every touched leaf's recomputed from its full content, every
-   ancestor's as the merge of its leaves (no deltas anywhere);
+2. keep one row per element ID (Spark aggregation; a deterministic choice among repeats)
+   and locate each row's current leaf (leaf boxes broadcast, numpy descent);
+3. group the rows by leaf (groupBy(leaf).applyInPandas): one task per touched leaf reads
+   the leaf's stored rows from the store, drops new rows whose element ID is stored
+   already (a touched leaf's content after the load is exactly stored rows + new rows),
+   and builds the leaf's whole subtree on numpy arrays with Algorithm 2's semantics
+   (gridagg.grid.choose_cut / children): a leaf splits while it holds more than N_size
+   rows if it was empty before the load, or if it holds more than N_threshold (then
+   down to N_size);
+4. the same task writes new rows and moved rows under their final keys (in batches,
+   its own store connection) and returns only a summary: counts, and every resulting
+   leaf's box and aggregate (recomputed from its full content);
+5. (driver) nothing but those summaries comes back;
+6. write aggregates: every touched leaf's as recomputed in step 3, every ancestor's as
+   the merge of its leaves (no deltas anywhere);
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
    old leaves; the engine purges retired leaves' rows once no query can need them
@@ -43,7 +47,7 @@ from gridagg.aggregate import PartialAggregate
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
-from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range, row_key
+from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range
 from gridagg.store import open_store
 
 from .config import IngestConfig
@@ -51,7 +55,7 @@ from .encode import encode
 from .readers import expand_inputs, read_source
 from .tree import LeafIndex
 
-WRITE_BATCH = 5000
+WRITE_BATCH = 20000
 
 
 @dataclass
@@ -187,66 +191,116 @@ def _assign_fn(bindex, ndim):
     return fn
 
 
-def _scan_fn(settings, ds):
-    def fn(leaf_ids):
-        from gridagg.grid import element_of
-
-        leaf_ids = list(leaf_ids)
-        if not leaf_ids:
-            return
-        store = open_store(settings)
-        try:
-            for g in leaf_ids:
-                for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(g))):
-                    for k, v in zip(keys, values.tolist()):
-                        yield (element_of(k).decode(), g, 1, *v)
-        finally:
-            store.close()
-
-    return fn
+def _agg_json(values: np.ndarray, ncols: int) -> list:
+    agg = PartialAggregate.of_rows(values, ncols)
+    return [agg.count, agg.sums, agg.mins, agg.maxs]
 
 
-def _write_fn(settings, ds, ncols):
-    def fn(batches):
+def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggregate, limit: int,
+               n_size: int, ndim: int, ncols: int, final: list) -> None:
+    """Algorithm 2 on numpy arrays: split `grid` (holding values[idx], aggregate agg)
+    while it holds more than `limit` rows, its children while they hold more than
+    n_size; appends (leaf, idx, agg) of every resulting leaf to `final`."""
+    stack = [(grid, idx, agg, limit)]
+    while stack:
+        g, ix, a, lim = stack.pop()
+        cut = choose_cut(g.next_axis, a.count, a.sums, a.mins, a.maxs, ndim) if a.count > lim else None
+        if cut is None:
+            final.append((g, ix, a))
+            continue
+        axis, at = cut
+        low = values[ix, axis] <= at
+        kids = children(g, axis, at, ndim)
+        # Pushed high child first so that leaves come out in grid-ID order.
+        for child, part in ((kids[1], ix[~low]), (kids[0], ix[low])):
+            stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
+
+
+def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray, write_batch: int) -> dict:
+    """One touched leaf, all of it in this task: its stored rows (scanned), the new rows
+    located in it (deduplicated against the stored ones by element ID), the subtree they
+    make (Algorithm 2 semantics), and the rows written under their final keys. Returns a
+    small summary: counts and every resulting leaf's box and aggregate."""
+    ncols, ndim = len(ds.columns), ds.ndim
+    n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
+
+    old_keys: list[bytes] = []
+    parts: list[np.ndarray] = []
+    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))):
+        old_keys.extend(keys)
+        parts.append(values)
+    n_old = len(old_keys)
+    eid_bytes = [e.encode() for e in eids]
+    if n_old:
+        start = len(grid_prefix(grid.grid_id))
+        old_eids = [k[start:] for k in old_keys]
+        stored = set(old_eids)
+        keep = np.fromiter((e not in stored for e in eid_bytes), dtype=bool, count=len(eid_bytes))
+        if not keep.all():
+            new_values = new_values[keep]
+            eid_bytes = [e for e, k in zip(eid_bytes, keep) if k]
+        values = np.concatenate(parts + [new_values]) if len(new_values) else np.concatenate(parts)
+        all_eids = old_eids + eid_bytes
+    else:
+        values = new_values
+        all_eids = eid_bytes
+    n_new = len(eid_bytes)
+    limit = n_size if n_old == 0 else n_threshold
+
+    final: list = []
+    _partition(grid, np.arange(len(values)), values, PartialAggregate.of_rows(values, ncols), limit,
+               n_size, ndim, ncols, final)
+    split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
+
+    # Rows to write: every new row, and stored rows whose leaf changed.
+    keys_out: list[bytes] = []
+    idx_out: list[np.ndarray] = []
+    moved = 0
+    for leaf, ix, _ in final:
+        if split:
+            sel = ix
+            moved += int((ix < n_old).sum())
+        else:
+            sel = ix[ix >= n_old]
+        prefix = grid_prefix(leaf.grid_id)
+        keys_out.extend(prefix + all_eids[i] for i in sel.tolist())
+        idx_out.append(sel)
+    if keys_out:
+        sel = np.concatenate(idx_out)
+        order = sorted(range(len(keys_out)), key=keys_out.__getitem__)
+        keys_sorted = [keys_out[i] for i in order]
+        vals_sorted = values[sel[np.asarray(order, dtype=np.int64)]]
+        for s in range(0, len(keys_sorted), write_batch):
+            store.put_rows(ds, keys_sorted[s:s + write_batch], vals_sorted[s:s + write_batch])
+    return {
+        "n_old": n_old, "n_new": n_new, "written": len(keys_out), "moved": moved, "split": split,
+        "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
+                   for leaf, _, a in final],
+    }
+
+
+def _build_fn(settings, ds, bgrids, write_batch):
+    ncols = len(ds.columns)
+    cols = [f"c{i}" for i in range(ncols)]
+
+    def fn(key, pdf):
         import pandas as pd
 
+        g = key[0]
+        box, next_axis = bgrids.value[g]
+        grid = Grid(g, tuple(tuple(b) for b in box), next_axis)
         store = open_store(settings)
         try:
-            n = 0
-            for pdf in batches:
-                for start in range(0, len(pdf), WRITE_BATCH):
-                    part = pdf.iloc[start:start + WRITE_BATCH]
-                    keys = [row_key(g, e.encode()) for g, e in zip(part["leaf"], part["_eid"])]
-                    values = part[[f"c{i}" for i in range(ncols)]].to_numpy(dtype=np.int64)
-                    store.put_rows(ds, keys, values)
-                    n += len(part)
-            yield pd.DataFrame({"n": [n]})
+            info = _build_leaf(store, ds, grid, pdf["_eid"].to_numpy(dtype=object),
+                               pdf[cols].to_numpy(dtype=np.int64), write_batch)
         finally:
             store.close()
+        return pd.DataFrame({"leaf": [g], "info": [json.dumps(info)]})
 
     return fn
 
 
 # -------------------------------------------------------------------- driver side
-
-
-def _stats_exprs(ncols: int):
-    from pyspark.sql import functions as F
-
-    exprs = [F.count(F.lit(1)).alias("n"), F.sum("existing").alias("n_old")]
-    for i in range(ncols):
-        exprs += [F.sum(F.col(f"c{i}").cast("decimal(38,0)")).alias(f"s{i}"),
-                  F.min(f"c{i}").alias(f"lo{i}"), F.max(f"c{i}").alias(f"hi{i}")]
-    return exprs
-
-
-def _collect_stats(df, ncols) -> dict[str, tuple[PartialAggregate, int]]:
-    out = {}
-    for r in df.groupBy("leaf").agg(*_stats_exprs(ncols)).collect():
-        agg = PartialAggregate(int(r["n"]), [int(r[f"s{i}"]) for i in range(ncols)],
-                               [int(r[f"lo{i}"]) for i in range(ncols)], [int(r[f"hi{i}"]) for i in range(ncols)])
-        out[r["leaf"]] = (agg, int(r["n_old"]))
-    return out
 
 
 def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine: str | None = None,
@@ -265,6 +319,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     store = store or open_store(settings)
     ds = cfg.dataset
     ndim, ncols = ds.ndim, len(ds.columns)
+    cols = [f"c{i}" for i in range(ncols)]
     summary = Summary(ds.name)
     persisted = []
     try:
@@ -277,7 +332,6 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             engine.purge_retired(ds)
             leaves = directory.leaves(ds)
             summary.leaves_before = len(leaves)
-            grids: dict[str, Grid] = {g.grid_id: g for g in leaves}
 
             # 1. read + encode; quarantine.
             enc = encode(read_source(spark, cfg, paths), cfg).persist(StorageLevel.MEMORY_AND_DISK)
@@ -301,91 +355,48 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
                 summary.quarantine_path = qpath
                 progress(f"quarantine written to {qpath}")
 
-            good = enc.filter(F.col("_reason").isNull()).select("_eid", *[f"c{i}" for i in range(ncols)])
-
-            # 2. locate current leaves.
+            # 2. one row per element ID (a deterministic choice among repeats), located
+            #    in its current leaf.
+            good = enc.filter(F.col("_reason").isNull())
+            good = (good.groupBy("_eid").agg(F.max(F.struct(*[F.col(c) for c in cols])).alias("b"))
+                    .select("_eid", *[F.col(f"b.{c}").alias(c) for c in cols]))
             bindex = spark.sparkContext.broadcast(LeafIndex(leaves, ndim))
             assigned_schema = T.StructType(
                 [T.StructField("_eid", T.StringType())]
-                + [T.StructField(f"c{i}", T.LongType()) for i in range(ncols)]
+                + [T.StructField(c, T.LongType()) for c in cols]
                 + [T.StructField("leaf", T.StringType())])
             assigned = good.mapInPandas(_assign_fn(bindex, ndim), assigned_schema)
-            assigned = assigned.withColumn("existing", F.lit(0))
 
-            # 3. stored rows of touched leaves; dedupe by element ID (stored row wins).
-            touched = sorted(r["leaf"] for r in assigned.select("leaf").distinct().collect())
-            stored_schema = T.StructType(
-                [T.StructField("_eid", T.StringType()), T.StructField("leaf", T.StringType()),
-                 T.StructField("existing", T.IntegerType())]
-                + [T.StructField(f"c{i}", T.LongType()) for i in range(ncols)])
-            nslices = max(1, min(len(touched), spark.sparkContext.defaultParallelism * 4))
-            stored = spark.createDataFrame(
-                spark.sparkContext.parallelize(touched, nslices).mapPartitions(_scan_fn(settings, ds)),
-                stored_schema)
-            both = assigned.unionByName(stored)
-            cols = [f"c{i}" for i in range(ncols)]
-            best = F.max(F.struct(F.col("existing"), F.col("leaf"), *[F.col(c) for c in cols])).alias("b")
-            rows = (both.groupBy("_eid").agg(best)
-                    .select("_eid", F.col("b.existing").alias("existing"), F.col("b.leaf").alias("leaf"),
-                            F.col("b.leaf").alias("orig_leaf"), *[F.col(f"b.{c}").alias(c) for c in cols])
-                    .persist(StorageLevel.MEMORY_AND_DISK))
-            persisted.append(rows)
-            cached = rows
-
-            stats = _collect_stats(rows, ncols)
-            valid = summary.read - summary.quarantined
-            summary.loaded = sum(agg.count - n_old for agg, n_old in stats.values())
-            summary.duplicates = valid - summary.loaded
-            progress(f"{summary.loaded} new rows, {summary.duplicates} duplicates, in {len(touched)} leaves")
-
-            # 4. split level by level.
+            # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
+            bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
+            built = (assigned.groupBy("leaf")
+                     .applyInPandas(_build_fn(settings, ds, bgrids, WRITE_BATCH), "leaf string, info string")
+                     .collect())
             final: dict[str, PartialAggregate] = {}
-            pending = {g: (agg, ds.grid.n_size if n_old == 0 else ds.grid.n_threshold)
-                       for g, (agg, n_old) in stats.items()}
-            level = 0
-            while pending:
-                splits = []
-                for g, (agg, limit) in pending.items():
-                    cut = choose_cut(grids[g].next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ndim) \
-                        if agg.count > limit else None
-                    if cut is None:
-                        final[g] = agg
-                        continue
-                    for child in children(grids[g], cut[0], cut[1], ndim):
-                        grids[child.grid_id] = child
-                    splits.append((g, cut[0], cut[1]))
-                if not splits:
-                    break
-                level += 1
-                split_df = F.broadcast(spark.createDataFrame(splits, "split_leaf string, axis int, cut long"))
-                point = F.element_at(F.array(*[F.col(f"c{i}") for i in range(ndim)]), F.col("axis") + 1)
-                nxt = (rows.join(split_df, rows["leaf"] == split_df["split_leaf"], "left")
-                       .withColumn("moving", F.col("axis").isNotNull())
-                       .withColumn("leaf", F.when(F.col("moving"), F.concat(
-                           F.col("leaf"), F.when(point <= F.col("cut"), F.lit("0")).otherwise(F.lit("1"))))
-                           .otherwise(F.col("leaf")))
-                       .drop("split_leaf", "axis", "cut")
-                       .persist(StorageLevel.MEMORY_AND_DISK))
-                child_stats = _collect_stats(nxt.filter("moving"), ncols)
-                cached.unpersist()
-                persisted.remove(cached)
-                cached = nxt
-                persisted.append(nxt)
-                rows = nxt.drop("moving")
-                pending = {g: (agg, ds.grid.n_size) for g, (agg, _) in child_stats.items()}
-                progress(f"level {level}: split {len(splits)} leaves into {len(child_stats)}")
-
-            split_leaves = sorted({g for g in stats if g not in final})
-            new_leaves = [grids[g] for g in sorted(final) if g not in stats]
+            split_leaves: list[str] = []
+            new_leaves: list[Grid] = []
+            written = 0
+            for r in built:
+                info = json.loads(r["info"])
+                summary.loaded += info["n_new"]
+                summary.rows_moved += info["moved"]
+                written += info["written"]
+                if info["split"]:
+                    split_leaves.append(r["leaf"])
+                for gid, box, next_axis, count, sums, mins, maxs in info["leaves"]:
+                    final[gid] = PartialAggregate(count, sums, mins, maxs)
+                    if info["split"]:
+                        new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
+            split_leaves.sort()
+            new_leaves.sort(key=lambda g: g.grid_id)
+            valid = summary.read - summary.quarantined
+            summary.duplicates = valid - summary.loaded
             summary.leaves_split = len(split_leaves)
-
-            # 5. rows under their final keys.
-            to_write = rows.filter((F.col("existing") == 0) | (F.col("leaf") != F.col("orig_leaf")))
-            written = to_write.mapInPandas(_write_fn(settings, ds, ncols), "n long").agg(F.sum("n")).collect()[0][0]
-            progress(f"rows written: {written or 0}")
+            progress(f"{summary.loaded} new rows, {summary.duplicates} duplicates, in {len(built)} leaves")
+            progress(f"rows written: {written}")
 
             # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
-            all_leaf_ids = [g for g in grids_after(leaves, split_leaves, new_leaves)]
+            all_leaf_ids = grids_after(leaves, split_leaves, new_leaves)
             untouched = [g for g in all_leaf_ids if g not in final]
             leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}
             leaf_aggs.update(final)
@@ -401,8 +412,6 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             if split_leaves:
                 directory.replace_leaves(ds, split_leaves, new_leaves)
             progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
-
-            summary.rows_moved = rows.filter((F.col("existing") == 1) & (F.col("leaf") != F.col("orig_leaf"))).count()
             summary.leaves_after = directory.leaf_count(ds.name)
     finally:
         for df in persisted:

@@ -104,7 +104,6 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]):
 
     fields = cfg.source_fields
     if cfg.format == "tmy3":
-        unknown = [f for f in fields if f not in TMY3_FIELDS]
         schema = T.StructType(
             [T.StructField(f, T.StringType()) for f in fields]
             + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),

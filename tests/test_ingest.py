@@ -24,8 +24,7 @@ from engine_support import check_answer, check_tree
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
-from gridagg.query import QuerySpec
-from gridagg.schema import Dataset, GridParams
+from gridagg.schema import GridParams
 from gridagg.store import open_store
 from ingest.config import load_config, parse_config
 from ingest.encode import element_id, encode_value
