@@ -14,7 +14,7 @@ import io
 import os
 from datetime import datetime, timedelta, timezone
 
-from .config import TMY3_FIELDS, IngestConfig
+from .config import IngestConfig
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
