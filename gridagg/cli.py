@@ -85,37 +85,55 @@ def add_services(sub) -> None:
 
 # --------------------------------------------------------------------------- main
 
-def _check(settings: Settings, args: argparse.Namespace) -> int:
+def _engine(settings: Settings):
     from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
     from gridagg.store import open_store
 
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+    return GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+    engine = _engine(settings)
     names = [args.dataset] if args.dataset else [d.name for d in engine.directory.datasets()]
     bad = 0
     for name in names:
-        if args.repair:
-            print(f"{name}: rebuilt the aggregates of {engine.repair(name)} leaves from their rows")
         problems = engine.check(name)
         bad += len(problems)
         print(f"{name}: " + ("aggregates exact, every row under a leaf" if not problems else
-                             f"{len(problems)} problems"))
+                             f"{len(problems)} problems (gridagg repair {name} rebuilds the aggregates)"))
         for p in problems[:50]:
             print("   " + p)
     return 1 if bad else 0
 
 
+def _repair(settings: Settings, args: argparse.Namespace) -> int:
+    engine = _engine(settings)
+    names = [args.dataset] if args.dataset else [d.name for d in engine.directory.datasets()]
+    for name in names:
+        print(f"{name}: rebuilt the aggregates of {engine.repair(name)} leaves from their rows")
+    return 0
+
+
 def add_check(sub) -> None:
     p = sub.add_parser(
-        "check", help="verify datasets' aggregates against their rows (--repair: rebuild them)",
+        "check", help="verify datasets' aggregates against their rows",
         description="Scan every row of a dataset and compare each leaf's and ancestor's stored "
-                    "aggregate with its rows. With --repair, first rebuild all aggregates from the "
-                    "rows and finish writes that a crashed process left (normally the next "
-                    "writer does that by itself). Exit code 1 when problems remain.",
+                    "aggregate with its rows. Exit code 1 when there are problems.",
         epilog=ENV_HELP, formatter_class=_Formatter)
     p.add_argument("dataset", nargs="?", help="dataset name (default: all)")
-    p.add_argument("--repair", action="store_true", help="rebuild aggregates from rows first")
     p.set_defaults(func=_check)
+
+
+def add_repair(sub) -> None:
+    p = sub.add_parser(
+        "repair", help="rebuild datasets' aggregates from their rows",
+        description="Finish what crashed writers left and recompute every aggregate from the "
+                    "rows, under the dataset's writer lock. Normally the next writer recovers "
+                    "by itself; use this after `gridagg check` reports problems.",
+        epilog=ENV_HELP, formatter_class=_Formatter)
+    p.add_argument("dataset", nargs="?", help="dataset name (default: all)")
+    p.set_defaults(func=_repair)
 
 
 def _commands():
@@ -124,7 +142,7 @@ def _commands():
     from ingest.cli import register as add_ingest
     from loadtest.cli import register as add_bench
 
-    return [add_demo, add_services, add_ingest, add_serve, add_check, add_bench]
+    return [add_demo, add_services, add_ingest, add_serve, add_check, add_repair, add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:
