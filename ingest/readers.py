@@ -109,7 +109,6 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]):
             + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),
                T.StructField("_reason", T.StringType())]
         )
-        del unknown  # other names are TMY3 header columns, looked up per file
         sc = spark.sparkContext
         rdd = sc.wholeTextFiles(",".join(paths), minPartitions=max(1, min(len(paths), sc.defaultParallelism * 4)))
         rows = rdd.flatMap(lambda kv: parse_tmy3(kv[0], kv[1], fields))
