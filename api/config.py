@@ -1,9 +1,7 @@
 """HTTP-side configuration, derived from gridagg.config.Settings in one place.
 
 Settings (GRIDAGG_* environment variables) hold the servers and the tokens. The few
-knobs that only the HTTP layer needs are read here, from the Settings object when it
-has them (so they can move into Settings later without changing this file) and from the
-environment otherwise:
+knobs that only the HTTP layer needs are read here, from the environment:
 
 GRIDAGG_MAX_BODY_BYTES   largest accepted request body (default 16 MiB); larger -> 413
 GRIDAGG_MAX_SCAN_ROWS    most raw rows one request may scan (default 5,000,000);
@@ -52,18 +50,15 @@ class ApiConfig:
             if key in overrides:
                 values[key] = overrides[key]
                 continue
-            value = getattr(settings, key, None)
-            if value is None:
-                raw = env.get(f"GRIDAGG_{key.upper()}")
-                if raw:
-                    try:
-                        value = int(raw)
-                    except ValueError:
-                        raise InvalidInput(f"GRIDAGG_{key.upper()} must be an integer, not {raw!r}",
-                                           field=key) from None
-                else:
-                    value = default
-            values[key] = value
+            raw = env.get(f"GRIDAGG_{key.upper()}")
+            if not raw:
+                values[key] = default
+                continue
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                raise InvalidInput(f"GRIDAGG_{key.upper()} must be an integer, not {raw!r}",
+                                   field=key) from None
         unknown = set(overrides) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown API settings {sorted(unknown)}")

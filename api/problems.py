@@ -83,26 +83,23 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 TRANSPORT_ERRORS = _transport_errors()
 
 
+# The engine's errors a client causes, with their HTTP status and problem type.
+CLIENT_ERRORS = [
+    (InvalidInput, 400, "invalid-input"),
+    (UnknownDataset, 404, "unknown-dataset"),
+    (DatasetExists, 409, "dataset-exists"),
+    (WorkLimitExceeded, 422, "work-limit-exceeded"),
+]
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(ApiProblem)
     def _api_problem(e: ApiProblem):
         return problem(e.status, e.title, e.detail, e.field, e.slug, e.headers)
 
-    @app.errorhandler(InvalidInput)
-    def _invalid(e: InvalidInput):
-        return problem(400, e.title, e.detail, e.field, slug="invalid-input")
-
-    @app.errorhandler(UnknownDataset)
-    def _unknown(e: UnknownDataset):
-        return problem(404, e.title, e.detail, e.field, slug="unknown-dataset")
-
-    @app.errorhandler(DatasetExists)
-    def _exists(e: DatasetExists):
-        return problem(409, e.title, e.detail, e.field, slug="dataset-exists")
-
-    @app.errorhandler(WorkLimitExceeded)
-    def _too_much(e: WorkLimitExceeded):
-        return problem(422, e.title, e.detail, e.field, slug="work-limit-exceeded")
+    for error, status, slug in CLIENT_ERRORS:
+        app.register_error_handler(
+            error, lambda e, status=status, slug=slug: problem(status, e.title, e.detail, e.field, slug=slug))
 
     @app.errorhandler(StoreUnavailable)
     def _store_down(e: StoreUnavailable):
