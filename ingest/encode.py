@@ -1,13 +1,13 @@
-"""Source fields to stored integers, in Spark, exactly as gridagg.schema.Column.encode.
+"""Source fields to stored integers, in the executors, exactly as gridagg.schema.Column.encode.
 
-Two paths give the same result:
-- the fast path, Spark SQL only, for the common shapes: numbers written as plain
-  decimals ("-12.50", "7", ".5") and time already in epoch seconds (format "epoch", or a
-  Spark datetime pattern resolved by Spark);
-- the exact path, Python in the executors calling Column.encode itself, for every other
-  row (exponents, odd whitespace, ISO timestamps, values the fast path cannot decide).
-A row goes down one path or the other, never both. tests/test_ingest_encode.py checks
-the two against Column.encode value by value.
+Each Arrow batch goes through two paths that give the same result:
+- the vectorized path (pyarrow kernels and integer numpy, no floats) for the common
+  shapes: numbers written as plain decimals ("-12.50", "7", ".5") and time in epoch
+  seconds (format "epoch", or a Spark datetime pattern that Spark resolves first);
+- the exact path, Python calling Column.encode itself, for every row the vectorized path
+  cannot accept (exponents, odd whitespace, ISO timestamps, missing or out-of-domain
+  values): it also writes the quarantine reason.
+tests/test_ingest.py checks the result against Column.encode value by value.
 
 Output: the raw fields, `_eid` (element ID), `c0`..`c{n-1}` (stored integers, column
 order) and `_reason` (null for a good row; else why it is quarantined).
@@ -18,12 +18,15 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+import numpy as np
+
 from gridagg.errors import InvalidInput
 from gridagg.schema import Column
 
 from .config import ColumnSource, IngestConfig
 
 PLAIN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+EPOCH_PLAIN = r"^[+-]?[0-9]{1,15}$"
 EPOCH_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
@@ -75,131 +78,113 @@ def encode(df, cfg: IngestConfig):
     from pyspark.sql import types as T
 
     ds = cfg.dataset
-    cols = ds.columns
     raw_fields = cfg.source_fields
-    # Time columns with a Spark pattern are resolved to epoch seconds first (text -> long).
+    # Time columns with a Spark pattern are resolved to epoch seconds by Spark (text -> long).
     resolved = {}
-    for i, (col, src) in enumerate(zip(cols, cfg.sources)):
-        s = F.trim(F.col(f"`{src.source}`"))
+    for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
         if col.kind == "time" and src.time_format not in ("epoch", "iso"):
             ts = F.expr(f"try_to_timestamp(trim(`{src.source}`), '{src.time_format}')")
             if src.timezone != "UTC":
                 ts = F.to_utc_timestamp(ts, src.timezone)
             resolved[i] = F.unix_timestamp(ts)
-        elif col.kind == "time" and src.time_format == "epoch":
-            resolved[i] = F.when(s.rlike(r"^[+-]?[0-9]{1,15}$"), s.cast("long"))
-    work = df.select(
-        *[F.col(f"`{f}`") for f in raw_fields], "_file", "_line", "_reason",
-        *[resolved[i].alias(f"_t{i}") for i in resolved],
-    )
-
-    # Which rows the fast path can decide.
-    fast_conds = []
-    for i, (col, src) in enumerate(zip(cols, cfg.sources)):
-        s = F.trim(F.col(f"`{src.source}`"))
-        if col.kind == "time":
-            if src.time_format == "iso":
-                fast_conds.append(F.lit(False))
-            elif src.time_format == "epoch":
-                # Non-integers go to the exact path, which names the problem.
-                fast_conds.append(F.col(f"_t{i}").isNotNull() | s.isNull() | (s == ""))
-            continue
-        raw = F.col(f"`{src.source}`")
-        ok = raw.isNull() | (s == "") | (s.rlike(PLAIN) & (F.length(s) <= 30) & (raw == s))
-        fast_conds.append(ok)
-    is_fast = F.lit(True)
-    for c in fast_conds:
-        is_fast = is_fast & F.coalesce(c, F.lit(False))
-    work = work.withColumn("_fast", is_fast)
-
-    out_cols = [*raw_fields, "_file", "_line"]
+    work = df.select(*[F.col(f"`{f}`") for f in raw_fields], "_file", "_line", "_reason",
+                     *[e.alias(f"_t{i}") for i, e in resolved.items()])
     schema = T.StructType(
         [T.StructField(f, T.StringType()) for f in raw_fields]
         + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),
            T.StructField("_eid", T.StringType())]
-        + [T.StructField(f"c{i}", T.LongType()) for i in range(len(cols))]
+        + [T.StructField(f"c{i}", T.LongType()) for i in range(len(ds.columns))]
         + [T.StructField("_reason", T.StringType())]
     )
+    resolved_ids = sorted(resolved)
 
-    fast = _fast_path(work.filter("_fast"), cfg, resolved, out_cols)
-    slow = work.filter("NOT _fast").mapInPandas(_slow_path_fn(cfg, sorted(resolved)), schema)
-    return fast.unionByName(slow)
+    def fn(batches):
+        for batch in batches:
+            yield encode_batch(batch, cfg, resolved_ids)
+
+    return work.mapInArrow(fn, schema)
 
 
-def _fast_path(df, cfg: IngestConfig, resolved, out_cols):
-    from pyspark.sql import functions as F
+def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
+    """One Arrow batch of raw fields (+ _file, _line, _reason, and _t{i} for the columns
+    in `resolved`) -> the encoded batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     ds = cfg.dataset
-    # First the stored integers (and fraction digits) of every column, then the reasons.
-    # Built in stages (trimmed text; its parts; the integer), each stage a projection of
-    # the previous one's columns: one huge nested expression per column would repeat
-    # every sub-expression, and its generated code grows too big to be JIT-compiled.
-    nums = [i for i, col in enumerate(ds.columns) if col.kind != "time"]
-    df = df.select("*", *[F.trim(F.col(f"`{cfg.sources[i].source}`")).alias(f"_s{i}") for i in nums])
-    stage = []
-    for i in nums:
-        # _s matches PLAIN here (or is null/empty, and then the reason is "missing"):
-        # plain string functions split it, no regular expressions (they dominate the cost).
-        s = F.col(f"_s{i}")
-        signed = s.startswith("-") | s.startswith("+")
-        stage += [F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit("")).alias(f"_g{i}"),
-                  F.when(signed, F.substring(s, 2, 64)).otherwise(s).alias(f"_b{i}")]
-    df = df.select("*", *stage)
-    stage = []
-    for i in nums:
-        body = F.col(f"_b{i}")
-        dot = F.instr(body, ".")
-        stage += [F.when(dot == 0, body).otherwise(body.substr(F.lit(1), dot - 1)).alias(f"_i{i}"),
-                  F.rtrim(F.when(dot == 0, F.lit("")).otherwise(body.substr(dot + 1, F.lit(64))),
-                          F.lit("0")).alias(f"_f{i}")]
-    df = df.select("*", *stage)
-    pre = []
+    n = batch.num_rows
+    ok = pc.is_null(batch.column("_reason")).to_numpy(zero_copy_only=False).copy()
+    values = []
     for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
-        if col.kind == "time":
-            pre += [(F.col(f"_t{i}") - F.lit(int(col.epoch.timestamp()))).alias(f"_e{i}"),
-                    F.lit(0).alias(f"_d{i}")]
-            continue
-        int_part, frac_sig = F.col(f"_i{i}"), F.col(f"_f{i}")
-        digits = F.concat(int_part, F.rpad(frac_sig, col.scale, "0")) if col.scale else int_part
-        unscaled = F.concat(F.col(f"_g{i}"), F.when(digits == "", F.lit("0")).otherwise(digits))
-        # More decimals than the scale: no value (the reason says why).
-        pre += [F.when(F.length(frac_sig) <= col.scale, unscaled.try_cast("long")).alias(f"_e{i}"),
-                F.length(frac_sig).alias(f"_d{i}")]
-    df = df.select("*", *pre)
-
-    values, reasons = [], []
-    for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
-        raw = F.col(f"`{src.source}`")
-        s = F.trim(raw)
-        enc = F.col(f"_e{i}")
-        reason = F.when(raw.isNull() | (s == ""), F.lit(f"{col.name}: missing value"))
-        if col.kind == "time":
-            reason = reason.when(F.col(f"_t{i}").isNull(), F.concat(
-                F.lit(f"{col.name}: '"), s, F.lit(f"' does not match the time format {src.time_format!r}")))
+        if i in resolved:
+            t = batch.column(f"_t{i}")
+            good = pc.is_valid(t).to_numpy(zero_copy_only=False)
+            enc = pc.fill_null(t, 0).to_numpy().astype(np.int64) - int(col.epoch.timestamp())
+        elif col.kind == "time" and src.time_format == "epoch":
+            enc, good = _plain_integers(batch.column(src.source), EPOCH_PLAIN, 0)
+            enc = enc - int(col.epoch.timestamp())
+        elif col.kind == "time":  # ISO text: the exact path parses it
+            enc, good = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         else:
-            marker_encs = _marker_encodings(col, cfg.sources[i])
-            if marker_encs:
-                reason = reason.when(enc.isin(marker_encs), F.concat(F.lit(f"{col.name}: missing value ("), s, F.lit(")")))
-            reason = reason.when(F.col(f"_d{i}") > col.scale, F.concat(
-                F.lit(f"{col.name}: '"), s, F.lit(f"' has more decimals than the column's scale ({col.scale})")))
-        reason = reason.when(enc.isNull() | (enc < col.enc_lo) | (enc > col.enc_hi), F.concat(
-            F.lit(f"{col.name}: '"), s, F.lit(f"' is outside the domain [{col.lo}, {col.hi}]")))
+            enc, good = _plain_integers(batch.column(src.source), PLAIN, col.scale)
+            markers = _marker_encodings(col, src)
+            if markers:
+                good &= ~np.isin(enc, markers)
+        ok &= good & (enc >= col.enc_lo) & (enc <= col.enc_hi)
         values.append(enc)
-        reasons.append(reason)
-    eid_parts = [F.col(f"`{f}`") for f in cfg.id_fields]
-    eid_missing = F.lit(False)
-    for p in eid_parts:
-        eid_missing = eid_missing | p.isNull() | (p == "")
-    eid = F.concat_ws("|", *eid_parts)
-    all_reasons = [F.col("_reason"), *reasons,
-                   F.when(eid_missing, F.lit("element id: a field of " + ", ".join(cfg.id_fields) + " is missing"))]
-    df = df.withColumn("_why", F.coalesce(*all_reasons))
-    return df.select(
-        *[F.col(f"`{c}`") for c in out_cols],
-        eid.alias("_eid"),
-        *[F.when(F.col("_why").isNull(), v).alias(f"c{i}") for i, v in enumerate(values)],
-        F.col("_why").alias("_reason"),
-    )
+
+    # Element ID: the id fields joined by "|"; none when a field is missing or empty.
+    parts = [batch.column(f) for f in cfg.id_fields]
+    has_id = np.ones(n, dtype=bool)
+    for p in parts:
+        has_id &= pc.fill_null(pc.binary_length(p), 0).to_numpy(zero_copy_only=False) > 0
+    eid = pc.if_else(pa.array(has_id), pc.binary_join_element_wise(*parts, "|"), pa.scalar(None, pa.string()))
+    ok &= has_id
+
+    reasons = pa.nulls(n, pa.string())
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        why = [None] * n
+        recs = batch.take(pa.array(bad)).to_pylist()
+        for r, rec in zip(bad.tolist(), recs):
+            row, why[r] = _exact_row(cfg, resolved, rec)
+            for i, v in enumerate(row):
+                values[i][r] = v
+            ok[r] = why[r] is None
+        reasons = pa.array(why, pa.string())
+    mask = pa.array(~ok)
+    raw = [batch.column(f) for f in [*cfg.source_fields, "_file", "_line"]]
+    cols = [pc.if_else(mask, pa.scalar(None, pa.int64()), pa.array(v)) for v in values]
+    names = [*cfg.source_fields, "_file", "_line", "_eid", *[f"c{i}" for i in range(len(values))], "_reason"]
+    return pa.RecordBatch.from_arrays([*raw, eid, *cols, reasons], names=names)
+
+
+def _plain_integers(text, pattern: str, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stored integers (value * 10**scale) of text matching `pattern`, with integer
+    arithmetic only, and which entries were decided: text that does not match, is too
+    long for int64, or has non-zero decimals beyond the scale is left undecided."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # At most 18 digits, so every intermediate value below fits in int64.
+    cand = pc.fill_null(pc.and_(pc.match_substring_regex(text, pattern), pc.less_equal(pc.binary_length(text), 19)),
+                        False)
+    s = pc.if_else(cand, text, pa.scalar("0"))
+    negative = pc.starts_with(s, "-").to_numpy(zero_copy_only=False)
+    body = pc.utf8_ltrim(s, "+-")
+    dot = pc.find_substring(body, ".").to_numpy()
+    length = pc.binary_length(body).to_numpy().astype(np.int64)
+    digits = pc.cast(pc.replace_substring(body, ".", ""), pa.int64()).to_numpy()
+    decimals = np.where(dot >= 0, length - dot - 1, 0)
+    ndigits = length - (dot >= 0)
+    shift = scale - decimals
+    good = cand.to_numpy(zero_copy_only=False) & (ndigits + np.maximum(shift, 0) <= 18)
+    digits = np.where(good, digits, 0)
+    up = 10 ** np.clip(shift, 0, 18).astype(np.int64)
+    down = 10 ** np.clip(-shift, 0, 18).astype(np.int64)
+    good &= digits % down == 0  # decimals beyond the scale must all be zeros
+    out = np.where(shift >= 0, digits * up, digits // down)
+    return np.where(negative, -out, out), good
 
 
 def _marker_encodings(col: Column, src: ColumnSource) -> list[int]:
@@ -211,58 +196,22 @@ def _marker_encodings(col: Column, src: ColumnSource) -> list[int]:
     return out
 
 
-def _slow_path_fn(cfg: IngestConfig, resolved: list[int]):
-    ds = cfg.dataset
-    cols = ds.columns
-    sources = cfg.sources
-    raw_fields = cfg.source_fields
-    id_fields = cfg.id_fields
-
-    def fn(batches):
-        import pandas as pd
-
-        for pdf in batches:
-            n = len(pdf)
-            eids, reasons = [], []
-            values = [[None] * n for _ in cols]
-            recs = pdf.to_dict("records")
-            for r, rec in enumerate(recs):
-                reason = rec["_reason"]
-                row = []
-                if reason is None:
-                    for i, (col, src) in enumerate(zip(cols, sources)):
-                        v = rec.get(f"_t{i}") if i in resolved else rec[src.source]
-                        if i in resolved and (v is None or v != v):
-                            raw = rec[src.source]
-                            if raw is None or str(raw).strip() == "":
-                                reason = f"{col.name}: missing value"
-                            elif src.time_format == "epoch":
-                                reason = f"{col.name}: {raw!r} is not whole epoch seconds"
-                            else:
-                                reason = f"{col.name}: {raw!r} does not match the time format {src.time_format!r}"
-                            break
-                        if i in resolved:
-                            v = int(v)
-                        enc, why = encode_value(col, src, v)
-                        if why is not None:
-                            reason = why
-                            break
-                        row.append(enc)
-                eid = element_id([rec[f] for f in id_fields])
-                if reason is None and eid is None:
-                    reason = "element id: a field of " + ", ".join(id_fields) + " is missing"
-                eids.append(eid)
-                reasons.append(reason)
-                if reason is None:
-                    for i, v in enumerate(row):
-                        values[i][r] = v
-            out = pd.DataFrame({f: pdf[f] for f in raw_fields})
-            out["_file"] = pdf["_file"]
-            out["_line"] = pdf["_line"]
-            out["_eid"] = eids
-            for i in range(len(cols)):
-                out[f"c{i}"] = pd.array(values[i], dtype="Int64")
-            out["_reason"] = reasons
-            yield out
-
-    return fn
+def _exact_row(cfg: IngestConfig, resolved: list[int], rec: dict) -> tuple[list[int], str | None]:
+    """(stored integers, None) or ([], reason) of one row, by the reference encoder."""
+    if rec["_reason"] is not None:
+        return [], rec["_reason"]
+    row = []
+    for i, (col, src) in enumerate(zip(cfg.dataset.columns, cfg.sources)):
+        v = rec[f"_t{i}"] if i in resolved else rec[src.source]
+        if i in resolved and v is None:
+            raw = rec[src.source]
+            if raw is None or str(raw).strip() == "":
+                return [], f"{col.name}: missing value"
+            return [], f"{col.name}: {raw!r} does not match the time format {src.time_format!r}"
+        enc, why = encode_value(col, src, v)
+        if why is not None:
+            return [], why
+        row.append(enc)
+    if element_id([rec[f] for f in cfg.id_fields]) is None:
+        return [], "element id: a field of " + ", ".join(cfg.id_fields) + " is missing"
+    return row, None
