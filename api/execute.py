@@ -113,7 +113,7 @@ def evaluate(
     for g in candidates:
         plan.scanned_grids_after += 1
         plan.rows_in_scanned_grids += aggs[g].count
-        for _, rows in engine.store.scan_rows(ds, *prefix_range(grid_prefix(g)), where):
+        for _, rows in engine.store.scan_rows(ds, *prefix_range(grid_prefix(g)), where, with_keys=False):
             if len(rows) and region is not None:
                 rows = rows[region.mask(rows)]
             if len(rows):

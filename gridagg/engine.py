@@ -279,6 +279,7 @@ class GridEngine:
                 )
         where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != ds.domain()[i]]
         skipped_with_rows = False
+        matched: list[np.ndarray] = []  # aggregated once at the end, unless min/max may skip
         for g in candidates:
             stored = aggs[g]
             if minmax_only and total.count and all(_cannot_improve(a, stored, total) for a in spec.aggregates):
@@ -286,11 +287,16 @@ class GridEngine:
                 continue
             plan.scanned_grids_after += 1
             plan.rows_in_scanned_grids += stored.count
-            for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g)), where):
+            for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g)), where, with_keys=False):
                 if len(rows):
                     plan.rows_matched_by_scans += len(rows)
-                    total.merge(PartialAggregate.of_rows(rows, ncols))
+                    if minmax_only:
+                        total.merge(PartialAggregate.of_rows(rows, ncols))
+                    else:
+                        matched.append(rows)
             self.check_deadline(started)
+        if matched:
+            total.merge(PartialAggregate.of_rows(np.concatenate(matched), ncols))
         return not skipped_with_rows
 
     def check_deadline(self, started: float) -> None:

@@ -62,9 +62,11 @@ class CellStore(ABC):
         stop: bytes,
         where: list[RangeCondition] = (),
         batch_rows: int = 2000,
-    ) -> Iterator[tuple[list[bytes], np.ndarray]]:
-        """Rows with start <= key < stop that satisfy every condition, in key order, as
-        (keys, (k, ncols) int64 array) batches of at most batch_rows rows."""
+        with_keys: bool = True,
+    ) -> Iterator[tuple[list[bytes] | None, np.ndarray]]:
+        """Rows with start <= key < stop that satisfy every condition, grid by grid in key
+        order, as (keys, (k, ncols) int64 array) batches of at most batch_rows rows. With
+        with_keys=False the keys may be None (queries need only the values)."""
 
     @abstractmethod
     def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:

@@ -1,16 +1,22 @@
 """The embedded store: the paper's layout in LMDB, an ordered key-value store in a file.
 
-Two LMDB sub-databases per dataset: "<name>/r" maps row keys to the row's stored integers
-(packed int64) and "<name>/a" maps grid IDs to packed partial aggregates. LMDB allows one
-writer and many readers across processes, so API workers and ingest processes can share
-it.
+Rows keep the paper's keys (salt + grid ID + "-" + element ID), but are stored packed
+per grid: a grid's rows live in a few segments, each one LMDB value holding many rows as
+a row-major int64 array followed by their element IDs. A query reads a partially
+overlapping grid with one cursor step per segment and filters it with numpy, instead of
+one Python step per row (that step dominated query time). A write appends one segment
+per grid it touches; a grid with too many segments, or a write that replaces stored
+rows, is rewritten as one segment.
+
+LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
+a segment, "<name>/a" maps grid IDs to packed partial aggregates. LMDB allows one writer
+and many readers across processes, so API workers and ingest processes can share it.
 """
 
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left
-from itertools import islice
+from itertools import groupby
 from pathlib import Path
 from typing import Iterator
 
@@ -18,10 +24,13 @@ import lmdb
 import numpy as np
 
 from ..aggregate import PartialAggregate
+from ..grid import prefix_range
 from ..schema import Dataset
 from .base import CellStore, RangeCondition
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
+MAX_SEGMENTS = 8  # per grid; more are merged on the next write
+HEAD = struct.Struct("<II")  # rows, columns
 
 
 def pack_aggregate(agg: PartialAggregate) -> bytes:
@@ -40,6 +49,35 @@ def unpack_aggregate(data: bytes, ncols: int) -> PartialAggregate:
     if count == 0:
         return PartialAggregate.empty(ncols)
     return PartialAggregate(count, sums, list(vals[1 : 1 + ncols]), list(vals[1 + ncols :]))
+
+
+def pack_segment(eids: list[bytes], values: np.ndarray) -> bytes:
+    """Rows as one value: header, (n, ncols) little-endian int64, n + 1 offsets, IDs."""
+    n, ncols = values.shape
+    offsets = np.zeros(n + 1, dtype="<u4")
+    np.cumsum([len(e) for e in eids], out=offsets[1:])
+    return b"".join((HEAD.pack(n, ncols), np.ascontiguousarray(values, dtype="<i8").tobytes(),
+                     offsets.tobytes(), b"".join(eids)))
+
+
+def segment_values(data) -> np.ndarray:
+    """The (n, ncols) rows of a segment, without copying (valid while `data` is)."""
+    n, ncols = HEAD.unpack_from(data)
+    return np.frombuffer(data, dtype="<i8", count=n * ncols, offset=HEAD.size).reshape(n, ncols)
+
+
+def segment_eids(data) -> list[bytes]:
+    n, ncols = HEAD.unpack_from(data)
+    at = HEAD.size + 8 * n * ncols
+    offsets = np.frombuffer(data, dtype="<u4", count=n + 1, offset=at).tolist()
+    blob = bytes(data[at + 4 * (n + 1) :])
+    return [blob[offsets[i] : offsets[i + 1]] for i in range(n)]
+
+
+def split_key(key: bytes) -> tuple[bytes, bytes]:
+    """(grid prefix, element ID) of a row key."""
+    cut = key.index(b"-", 1) + 1
+    return key[:cut], key[cut:]
 
 
 class EmbeddedStore(CellStore):
@@ -61,63 +99,134 @@ class EmbeddedStore(CellStore):
         return db
 
     def create_dataset(self, ds: Dataset) -> None:
-        self._db(ds.name, "r")
+        self._db(ds.name, "s")
         self._db(ds.name, "a")
 
     def drop_dataset(self, name: str) -> None:
         # Handles first: opening a database takes a write transaction of its own.
-        dbs = [self._db(name, family) for family in ("r", "a")]
+        dbs = [self._db(name, family) for family in ("s", "a")]
         with self.env.begin(write=True) as txn:
             for db in dbs:
                 txn.drop(db, delete=True)
-        for family in ("r", "a"):
+        for family in ("s", "a"):
             self._dbs.pop(f"{name}/{family}", None)
+
+    # -- segments of one grid prefix, inside a transaction ------------------------------
+
+    @staticmethod
+    def _segments(txn, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """(segment key, value) of every segment under this grid prefix."""
+        cursor = txn.cursor()
+        out = []
+        if cursor.set_range(prefix):
+            for key, value in cursor:
+                if key[:-4] != prefix:
+                    break
+                out.append((key, value))
+        return out
+
+    @staticmethod
+    def _rewrite(txn, prefix: bytes, segments, rows: dict[bytes, np.ndarray]) -> None:
+        """Replace a grid's segments by one holding `rows` (element ID -> row)."""
+        for key, _ in segments:
+            txn.delete(key)
+        if rows:
+            eids = list(rows)
+            txn.put(prefix + struct.pack(">I", 0), pack_segment(eids, np.array([rows[e] for e in eids])))
+
+    @staticmethod
+    def _rows_of(segments) -> dict[bytes, np.ndarray]:
+        rows: dict[bytes, np.ndarray] = {}
+        for _, value in segments:
+            rows.update(zip(segment_eids(value), segment_values(value).copy()))
+        return rows
+
+    # -- CellStore ----------------------------------------------------------------------
 
     def put_rows(self, ds, keys, values):
         self.round_trips.add()
-        db = self._db(ds.name, "r")
+        db = self._db(ds.name, "s")
         values = np.ascontiguousarray(values, dtype="<i8")
+        parts = [split_key(k) for k in keys]
+        order = sorted(range(len(parts)), key=lambda i: parts[i][0])
         with self.env.begin(write=True, db=db) as txn:
-            for key, row in zip(keys, values):
-                txn.put(key, row.tobytes())
+            for prefix, group in groupby(order, key=lambda i: parts[i][0]):
+                idx = list(group)
+                eids = [parts[i][1] for i in idx]
+                segments = self._segments(txn, prefix)
+                stored = self._rows_of(segments) if segments else {}
+                if stored and (len(segments) >= MAX_SEGMENTS or any(e in stored for e in eids)):
+                    stored.update(zip(eids, values[idx]))
+                    self._rewrite(txn, prefix, segments, stored)
+                    continue
+                if len(set(eids)) < len(eids):  # a key twice in one call: the last wins
+                    last = dict(zip(eids, idx))
+                    eids, idx = list(last), list(last.values())
+                seq = struct.unpack(">I", segments[-1][0][-4:])[0] + 1 if segments else 0
+                txn.put(prefix + struct.pack(">I", seq), pack_segment(eids, values[idx]))
 
     def delete_rows(self, ds, keys):
         self.round_trips.add()
-        db = self._db(ds.name, "r")
+        db = self._db(ds.name, "s")
+        by_prefix: dict[bytes, set[bytes]] = {}
+        for k in keys:
+            prefix, eid = split_key(k)
+            by_prefix.setdefault(prefix, set()).add(eid)
         with self.env.begin(write=True, db=db) as txn:
-            for key in keys:
-                txn.delete(key)
+            for prefix, gone in by_prefix.items():
+                segments = self._segments(txn, prefix)
+                if segments:
+                    rows = self._rows_of(segments)
+                    self._rewrite(txn, prefix, segments, {e: r for e, r in rows.items() if e not in gone})
 
     def existing_keys(self, ds, keys):
         self.round_trips.add()
-        db = self._db(ds.name, "r")
-        with self.env.begin(db=db) as txn:
-            return {k for k in keys if txn.get(k) is not None}
+        db = self._db(ds.name, "s")
+        by_prefix: dict[bytes, list[bytes]] = {}
+        for k in keys:
+            by_prefix.setdefault(split_key(k)[0], []).append(k)
+        out = set()
+        with self.env.begin(db=db, buffers=True) as txn:
+            for prefix, ks in by_prefix.items():
+                stored = {e for _, v in self._segments(txn, prefix) for e in segment_eids(v)}
+                out.update(k for k in ks if split_key(k)[1] in stored)
+        return out
 
-    def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000) -> Iterator:
+    def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
+                  with_keys: bool = True) -> Iterator:
         self.round_trips.add()
-        ncols = len(ds.columns)
-        db = self._db(ds.name, "r")
-        with self.env.begin(db=db) as txn:
+        db = self._db(ds.name, "s")
+        with self.env.begin(db=db, buffers=True) as txn:
             cursor = txn.cursor()
             if not cursor.set_range(start):
                 return
-            items = cursor.iternext(keys=True, values=True)
-            # Pull growing chunks at C speed and cut the last one at `stop`, instead of
-            # testing every key in Python; small grids read only a little past their end.
-            size = min(256, batch_rows)
-            while True:
-                chunk = list(islice(items, size))
-                if not chunk:
+            for skey, value in cursor:
+                prefix = bytes(skey[:-4])
+                if prefix >= stop:
                     return
-                last = chunk[-1][0] >= stop
-                if last:
-                    chunk = chunk[: bisect_left(chunk, (stop,))]
-                if chunk:
-                    yield _filtered([k for k, _ in chunk], [v for _, v in chunk], ncols, where)
-                if last:
-                    return
-                size = min(size * 4, batch_rows)
+                values = segment_values(value)
+                keys = None
+                if with_keys or not (start <= prefix and prefix_range(prefix)[1] <= stop):
+                    keys = [prefix + e for e in segment_eids(value)]
+                mask = None
+                if keys is not None and not (start <= prefix and prefix_range(prefix)[1] <= stop):
+                    # A range that cuts through a grid's rows (never one of gridagg's own).
+                    mask = np.array([start <= k < stop for k in keys], dtype=bool)
+                for cond in where:
+                    col = values[:, cond.column]
+                    inside = (col >= cond.lo) & (col <= cond.hi)
+                    mask = inside if mask is None else mask & inside
+                if mask is not None:
+                    idx = np.flatnonzero(mask)
+                    values = values[idx]
+                    if keys is not None:
+                        keys = [keys[i] for i in idx.tolist()]
+                else:
+                    values = values.copy()  # the buffer is only valid inside the transaction
+                if not with_keys:
+                    keys = None
+                for s in range(0, len(values), batch_rows):
+                    yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
@@ -140,15 +249,3 @@ class EmbeddedStore(CellStore):
 
     def close(self):
         self.env.close()
-
-
-def _filtered(keys, chunks, ncols, where):
-    values = np.frombuffer(b"".join(chunks), dtype="<i8").reshape(len(keys), ncols)
-    if not where:
-        return keys, values
-    mask = np.ones(len(keys), dtype=bool)
-    for cond in where:
-        col = values[:, cond.column]
-        mask &= (col >= cond.lo) & (col <= cond.hi)
-    idx = np.flatnonzero(mask)
-    return [keys[i] for i in idx], values[idx]
