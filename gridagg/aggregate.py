@@ -23,16 +23,25 @@ class PartialAggregate:
         return cls(0, [0] * ncols, [None] * ncols, [None] * ncols)
 
     @classmethod
-    def of_rows(cls, values: np.ndarray, ncols: int) -> "PartialAggregate":
-        """The aggregate of an (m, ncols) int64 array of stored rows."""
+    def of_rows(cls, values: np.ndarray, ncols: int, columns: list[int] | None = None) -> "PartialAggregate":
+        """The aggregate of an (m, ncols) int64 array of stored rows. With `columns`,
+        values holds only those columns (in that order) and only their statistics are
+        filled in, the others left empty: enough for a query that reads only them."""
         if len(values) == 0:
             return cls.empty(ncols)
-        return cls(
-            len(values),
-            exact_column_sums(values),
-            [int(v) for v in values.min(axis=0)],
-            [int(v) for v in values.max(axis=0)],
-        )
+        if columns is None:
+            return cls(
+                len(values),
+                exact_column_sums(values),
+                [int(v) for v in values.min(axis=0)],
+                [int(v) for v in values.max(axis=0)],
+            )
+        agg = cls.empty(ncols)
+        agg.count = len(values)
+        if columns:
+            for c, s, lo, hi in zip(columns, exact_column_sums(values), values.min(axis=0), values.max(axis=0)):
+                agg.sums[c], agg.mins[c], agg.maxs[c] = s, int(lo), int(hi)
+        return agg
 
     def merge(self, other: "PartialAggregate") -> "PartialAggregate":
         """The aggregate of the union of both row sets (in place; returns self)."""
@@ -44,8 +53,9 @@ class PartialAggregate:
             return self
         self.count += other.count
         self.sums = [a + b for a, b in zip(self.sums, other.sums)]
-        self.mins = [min(a, b) for a, b in zip(self.mins, other.mins)]
-        self.maxs = [max(a, b) for a, b in zip(self.maxs, other.maxs)]
+        # None: a column left out of a partial aggregate (see of_rows' `columns`).
+        self.mins = [b if a is None else a if b is None else min(a, b) for a, b in zip(self.mins, other.mins)]
+        self.maxs = [b if a is None else a if b is None else max(a, b) for a, b in zip(self.maxs, other.maxs)]
         return self
 
     def copy(self) -> "PartialAggregate":

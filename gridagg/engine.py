@@ -237,10 +237,10 @@ class GridEngine:
         if not spec.empty:
             grids, plan.total_grids = self.directory.intersecting(ds, spec.box)
             inside = {g.grid_id for g, full in grids if full}
-            partial = [g.grid_id for g, full in grids if not full]
+            partial = [g for g, full in grids if not full]
             reused = collapse_siblings(inside)
             plan.reused_grids_before, plan.reused_grids_after = len(inside), len(reused)
-            aggs = self.store.get_aggregates(ds, [*reused, *partial]) if (reused or partial) else {}
+            aggs = self.store.get_aggregates(ds, [*reused, *(g.grid_id for g in partial)]) if (reused or partial) else {}
             for g in reused:
                 if g in aggs:
                     total.merge(aggs[g])
@@ -257,46 +257,42 @@ class GridEngine:
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
         return QueryResult(spec, values, total.count if count_known else None, plan)
 
-    def _scan_partial(self, ds, spec, partial, aggs, total, plan, started) -> bool:
+    def _scan_partial(self, ds, spec, partial: list[Grid], aggs, total, plan, started) -> bool:
         """Scan the partially overlapping grids into total. Returns whether total.count
         is exact (it is not when min/max-only queries skipped grids with rows)."""
-        ncols = len(ds.columns)
         minmax_only = all(a.func in ("min", "max") for a in spec.aggregates)
-        candidates = [g for g in partial if g in aggs and aggs[g].count > 0]
+        candidates = [g for g in partial if g.grid_id in aggs and aggs[g.grid_id].count > 0]
         if minmax_only:
             # 4.6.2: visit grids likely to hold the answer first, so later ones skip.
             a0 = spec.aggregates[0]
             if a0.func == "min":
-                candidates.sort(key=lambda g: aggs[g].mins[a0.col])
+                candidates.sort(key=lambda g: aggs[g.grid_id].mins[a0.col])
             else:
-                candidates.sort(key=lambda g: -aggs[g].maxs[a0.col])
+                candidates.sort(key=lambda g: -aggs[g.grid_id].maxs[a0.col])
         else:
-            need = sum(aggs[g].count for g in candidates)
+            need = sum(aggs[g.grid_id].count for g in candidates)
             if self.max_scan_rows is not None and need > self.max_scan_rows:
                 raise WorkLimitExceeded(
                     f"the query would scan {need} rows, more than the limit of {self.max_scan_rows}; "
                     "narrow the box",
                 )
-        where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != ds.domain()[i]]
+        bounded = [i for i, rng in enumerate(spec.box) if rng != ds.domain()[i]]
         skipped_with_rows = False
-        matched: list[np.ndarray] = []  # aggregated once at the end, unless min/max may skip
+        columns = sorted({a.col for a in spec.aggregates if a.col is not None})
         for g in candidates:
-            stored = aggs[g]
+            stored = aggs[g.grid_id]
             if minmax_only and total.count and all(_cannot_improve(a, stored, total) for a in spec.aggregates):
                 skipped_with_rows = True
                 continue
             plan.scanned_grids_after += 1
             plan.rows_in_scanned_grids += stored.count
-            for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g)), where, with_keys=False):
-                if len(rows):
-                    plan.rows_matched_by_scans += len(rows)
-                    if minmax_only:
-                        total.merge(PartialAggregate.of_rows(rows, ncols))
-                    else:
-                        matched.append(rows)
+            # Only the dimensions where this grid sticks out of the box need testing.
+            where = [RangeCondition(i, *spec.box[i]) for i in bounded
+                     if not spec.box[i][0] <= g.box[i][0] <= g.box[i][1] <= spec.box[i][1]]
+            found = self.store.aggregate_rows(ds, *prefix_range(grid_prefix(g.grid_id)), where, columns)
+            plan.rows_matched_by_scans += found.count
+            total.merge(found)
             self.check_deadline(started)
-        if matched:
-            total.merge(PartialAggregate.of_rows(np.concatenate(matched), ncols))
         return not skipped_with_rows
 
     def check_deadline(self, started: float) -> None:

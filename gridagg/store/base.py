@@ -68,6 +68,23 @@ class CellStore(ABC):
         order, as (keys, (k, ncols) int64 array) batches of at most batch_rows rows. With
         with_keys=False the keys may be None (queries need only the values)."""
 
+    def aggregate_rows(
+        self,
+        ds: Dataset,
+        start: bytes,
+        stop: bytes,
+        where: list[RangeCondition] = (),
+        columns: list[int] | None = None,
+    ) -> PartialAggregate:
+        """The aggregate of the rows scan_rows would return; with `columns`, only those
+        columns' statistics (see PartialAggregate.of_rows). Backends may compute it
+        without materialising the rows."""
+        parts = [rows for _, rows in self.scan_rows(ds, start, stop, where, with_keys=False)]
+        if not parts:
+            return PartialAggregate.empty(len(ds.columns))
+        values = np.concatenate(parts)
+        return PartialAggregate.of_rows(values if columns is None else values[:, columns], len(ds.columns), columns)
+
     @abstractmethod
     def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:
         """Stored aggregates of these grids; a grid with none stored is left out."""

@@ -2,9 +2,10 @@
 
 Rows keep the paper's keys (salt + grid ID + "-" + element ID), but are stored packed
 per grid: a grid's rows live in a few segments, each one LMDB value holding many rows as
-a row-major int64 array followed by their element IDs. A query reads a partially
-overlapping grid with one cursor step per segment and filters it with numpy, instead of
-one Python step per row (that step dominated query time). A write appends one segment
+int64 columns (rows ordered by the first dimension) followed by their element IDs. A
+query reads a partially overlapping grid with one cursor step per segment, finds a range
+of the first dimension by binary search and filters the rest with numpy, instead of one
+Python step per row (that step dominated query time). A write appends one segment
 per grid it touches; a grid with too many segments, or a write that replaces stored
 rows, is rewritten as one segment.
 
@@ -52,18 +53,27 @@ def unpack_aggregate(data: bytes, ncols: int) -> PartialAggregate:
 
 
 def pack_segment(eids: list[bytes], values: np.ndarray) -> bytes:
-    """Rows as one value: header, (n, ncols) little-endian int64, n + 1 offsets, IDs."""
+    """Rows as one value: header, the columns one after another (little-endian int64),
+    n + 1 offsets, the element IDs. Rows are ordered by column 0 (the first dimension,
+    time in the usual dataset), so a range on it is a binary search, not a scan."""
     n, ncols = values.shape
+    order = np.argsort(values[:, 0], kind="stable") if n else np.zeros(0, dtype=np.int64)
+    eids = [eids[i] for i in order.tolist()]
     offsets = np.zeros(n + 1, dtype="<u4")
     np.cumsum([len(e) for e in eids], out=offsets[1:])
-    return b"".join((HEAD.pack(n, ncols), np.ascontiguousarray(values, dtype="<i8").tobytes(),
-                     offsets.tobytes(), b"".join(eids)))
+    columns = np.ascontiguousarray(values[order].T, dtype="<i8")
+    return b"".join((HEAD.pack(n, ncols), columns.tobytes(), offsets.tobytes(), b"".join(eids)))
+
+
+def segment_columns(data) -> np.ndarray:
+    """The (ncols, n) columns of a segment, without copying (valid while `data` is)."""
+    n, ncols = HEAD.unpack_from(data)
+    return np.frombuffer(data, dtype="<i8", count=n * ncols, offset=HEAD.size).reshape(ncols, n)
 
 
 def segment_values(data) -> np.ndarray:
-    """The (n, ncols) rows of a segment, without copying (valid while `data` is)."""
-    n, ncols = HEAD.unpack_from(data)
-    return np.frombuffer(data, dtype="<i8", count=n * ncols, offset=HEAD.size).reshape(n, ncols)
+    """The (n, ncols) rows of a segment (a view, valid while `data` is)."""
+    return segment_columns(data).T
 
 
 def segment_eids(data) -> list[bytes]:
@@ -227,6 +237,41 @@ class EmbeddedStore(CellStore):
                     keys = None
                 for s in range(0, len(values), batch_rows):
                     yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
+
+    def aggregate_rows(self, ds, start, stop, where: list[RangeCondition] = (), columns=None):
+        ncols = len(ds.columns)
+        cols = list(range(ncols)) if columns is None else list(columns)
+        picked: list[np.ndarray] = []
+        self.round_trips.add()
+        db = self._db(ds.name, "s")
+        with self.env.begin(db=db, buffers=True) as txn:
+            cursor = txn.cursor()
+            if cursor.set_range(start):
+                for skey, value in cursor:
+                    prefix = bytes(skey[:-4])
+                    if prefix >= stop:
+                        break
+                    if not (start <= prefix and prefix_range(prefix)[1] <= stop):
+                        # A range that cuts through a grid's rows (never one of gridagg's own).
+                        return super().aggregate_rows(ds, start, stop, where, columns)
+                    columns_of = segment_columns(value)
+                    lo, hi, mask = 0, columns_of.shape[1], None
+                    for cond in where:
+                        if cond.column == 0:  # rows are ordered by column 0
+                            lo = max(lo, int(np.searchsorted(columns_of[0], cond.lo, "left")))
+                            hi = min(hi, int(np.searchsorted(columns_of[0], cond.hi, "right")))
+                    if lo >= hi:
+                        continue
+                    for cond in where:
+                        if cond.column != 0:
+                            col = columns_of[cond.column, lo:hi]
+                            inside = (col >= cond.lo) & (col <= cond.hi)
+                            mask = inside if mask is None else mask & inside
+                    # Only the needed columns of the matching rows are copied out.
+                    part = columns_of[cols, lo:hi]
+                    picked.append((part if mask is None else part[:, mask]).T)
+        rows = np.concatenate(picked) if picked else np.empty((0, len(cols)), dtype=np.int64)
+        return PartialAggregate.of_rows(rows, ncols, None if columns is None else cols)
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
