@@ -1,42 +1,43 @@
-"""Bulk-ingest benchmark: end-to-end rows/s of the job next to PostgreSQL COPY of the
-same encoded rows, measured in one run.
+"""Bulk-ingest benchmark: end-to-end rows/s of the job next to loading the same rows into
+each store alone, measured in one run.
 
     python -m ingest.generate --rows 1000000 --out /tmp/gen-1m
-    python -m ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m
+    python -m ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
 
-1. the job (run_ingest) loads the inputs into a fresh dataset: read -> encode -> tree ->
-   rows in the store + aggregates + directory committed in PostgreSQL (timed end to end,
-   Spark session start excluded);
-2. the same good rows, encoded by the same Spark code, are collected once (not timed)
-   and COPYed into a plain PostgreSQL table (element ID + one bigint per column; timed:
-   COPY + commit).
+1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry:
+   read -> encode -> tree -> rows in the store + aggregates + directory committed in
+   PostgreSQL (timed end to end; Spark session start excluded);
+2. the same good rows, encoded by the same Spark code, are collected once (not timed),
+   then loaded (timed) by:
+   - PostgreSQL COPY into a plain table (no index): the floor of any PostgreSQL load;
+   - PostgreSQL alone as the query baseline loads it: COPY, then the composite B-tree
+     over the dimensions and ANALYZE (gridagg.baselines.postgres);
+   - HBase alone as the query baseline loads it: batched puts through Thrift, row key =
+     time + element ID, one cell per column (gridagg.baselines.hbase); --no-hbase skips it.
 
-The store is whatever GRIDAGG_STORE / --store says (default embedded). The dataset and
-the COPY table are dropped at the end unless --keep.
+Datasets and tables are dropped at the end unless --keep.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import time
 import uuid
 from dataclasses import replace
 
+import numpy as np
+
 from gridagg.config import Settings
 
 
-def copy_rows(settings: Settings, table: str, rows: list[tuple], ncols: int) -> float:
-    """Seconds to COPY rows (eid, c0..) into a fresh plain table and commit."""
+def copy_plain(settings: Settings, table: str, ids: list[bytes], values: np.ndarray) -> float:
+    """Seconds to COPY rows (eid, c0..) into a fresh table without indexes and commit."""
     import psycopg
 
-    cols = ", ".join(f"c{i} bigint" for i in range(ncols))
-    buf = io.StringIO()
-    for r in rows:
-        buf.write("\t".join(str(v) for v in r))
-        buf.write("\n")
-    data = buf.getvalue().encode()
+    cols = ", ".join(f"c{i} bigint" for i in range(values.shape[1]))
+    body = np.char.mod("%d", values).tolist()
+    data = "".join("\t".join((i.decode(), *r)) + "\n" for i, r in zip(ids, body)).encode()
     with psycopg.connect(settings.effective_pg_url) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(f"CREATE TABLE {table} (eid text, {cols})")
@@ -48,17 +49,42 @@ def copy_rows(settings: Settings, table: str, rows: list[tuple], ncols: int) -> 
                 for i in range(0, len(data), step):
                     cp.write(data[i:i + step])
         conn.commit()
-        return time.perf_counter() - t0
+        secs = time.perf_counter() - t0
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.commit()
+        return secs
+
+
+def baseline_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:
+    """Seconds the query baseline `kind` takes to load the rows (its own load method)."""
+    from gridagg.baselines import open_backend
+
+    backend = open_backend(kind, settings)
+    try:
+        backend.create(ds)
+        batches = ((ids[s:s + 20000], values[s:s + 20000]) for s in range(0, len(values), 20000))
+        t0 = time.perf_counter()
+        backend.load(ds, batches)
+        secs = time.perf_counter() - t0
+        if not keep:
+            backend.drop(ds.name)
+        return secs
+    finally:
+        backend.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ingest.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("config")
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--master", default="local[*]")
-    p.add_argument("--store", choices=["embedded", "hbase"])
-    p.add_argument("--keep", action="store_true", help="keep the dataset and the COPY table")
-    p.add_argument("--no-copy", action="store_true", help="skip the COPY baseline")
+    p = argparse.ArgumentParser(prog="python -m ingest.bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("config", help="dataset config (TOML), e.g. ingest/examples/weather_generated.toml")
+    p.add_argument("inputs", nargs="+", help="input files, directories or globs")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--stores", nargs="+", choices=["embedded", "hbase"], default=["embedded"],
+                   help="run the job into each of these stores (default: embedded)")
+    p.add_argument("--no-baselines", action="store_true", help="time the job only")
+    p.add_argument("--no-hbase", action="store_true", help="skip the HBase-alone load")
+    p.add_argument("--keep", action="store_true", help="keep the datasets and baseline tables")
     args = p.parse_args(argv)
 
     from gridagg.directory import GridDirectory
@@ -71,47 +97,50 @@ def main(argv: list[str] | None = None) -> int:
     from .readers import expand_inputs, read_source
 
     settings = Settings.from_env()
-    if args.store:
-        settings = settings.with_(store=args.store)
     cfg = load_config(args.config)
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    cfg = replace(cfg, dataset=replace(cfg.dataset, name=name))
+    tag = uuid.uuid4().hex[:8]
     spark = spark_session(args.master)
     spark.range(1).count()  # session warm-up, not timed
+    results: list[tuple[str, int, float]] = []
 
-    progress = Progress(spark=spark)
-    summary = run_ingest(spark, settings, cfg, args.inputs, progress=progress)
-    print("\n".join(summary.lines()))
-    job_rate = summary.read / summary.seconds
-
-    copy_rate = None
-    if not args.no_copy:
-        ncols = len(cfg.dataset.columns)
-        enc = encode(read_source(spark, cfg, expand_inputs(args.inputs)), cfg)
-        good = enc.filter("_reason IS NULL").select("_eid", *[f"c{i}" for i in range(ncols)])
-        rows = [tuple(r) for r in good.toLocalIterator()]
-        secs = copy_rows(settings, f"{name}_copy", rows, ncols)
-        copy_rate = len(rows) / secs
+    for store in args.stores:
+        run_cfg = replace(cfg, dataset=replace(cfg.dataset, name=f"bench_{store[:2]}_{tag}"))
+        s = settings.with_(store=store)
+        summary = run_ingest(spark, s, run_cfg, args.inputs, progress=Progress(spark=spark))
+        print("\n".join(summary.lines()), flush=True)
+        results.append((f"gridagg ingest ({store} store + PostgreSQL)", summary.read, summary.seconds))
         if not args.keep:
-            import psycopg
+            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+            engine.drop_dataset(run_cfg.dataset.name)
+            engine.store.close()
+            engine.directory.close()
 
-            with psycopg.connect(settings.effective_pg_url, autocommit=True) as conn:
-                conn.execute(f"DROP TABLE IF EXISTS {name}_copy")
-
-    if not args.keep:
-        engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
-        engine.drop_dataset(name)
-        engine.store.close()
-        engine.directory.close()
+    if not args.no_baselines:
+        ncols = len(cfg.dataset.columns)
+        print("collecting the encoded rows for the baselines (not timed)", file=sys.stderr, flush=True)
+        enc = encode(read_source(spark, cfg, expand_inputs(args.inputs)), cfg)
+        good = enc.filter("_reason IS NULL").select("_eid", *[f"c{i}" for i in range(ncols)]).toPandas()
+        ids = [e.encode() for e in good["_eid"].tolist()]
+        values = good[[f"c{i}" for i in range(ncols)]].to_numpy(dtype=np.int64)
+        del good
+        n = len(values)
+        ds = replace(cfg.dataset, name=f"bench_{tag}")
+        print("PostgreSQL COPY ...", file=sys.stderr, flush=True)
+        results.append(("PostgreSQL COPY (plain table, no index)", n, copy_plain(settings, f"bench_{tag}_copy", ids, values)))
+        print("PostgreSQL alone ...", file=sys.stderr, flush=True)
+        results.append(("PostgreSQL alone (COPY + B-tree + ANALYZE)", n,
+                        baseline_load(settings, "pg", ds, ids, values, args.keep)))
+        if not args.no_hbase:
+            print("HBase alone ...", file=sys.stderr, flush=True)
+            results.append(("HBase alone (batched Thrift puts)", n,
+                            baseline_load(settings, "hbase", ds, ids, values, args.keep)))
     spark.stop()
 
     print()
-    print(f"{'what':<44} {'rows':>10} {'seconds':>9} {'rows/s':>10}")
-    print(f"{'gridagg ingest (' + settings.store + ' store + PostgreSQL)':<44} {summary.read:>10} "
-          f"{summary.seconds:>9.1f} {job_rate:>10,.0f}")
-    if copy_rate is not None:
-        print(f"{'PostgreSQL COPY (plain table, same rows)':<44} {len(rows):>10} {len(rows) / copy_rate:>9.1f} "
-              f"{copy_rate:>10,.0f}")
+    print(f"| {'what':<44} | {'rows':>10} | {'seconds':>8} | {'rows/s':>10} |")
+    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 10}|{'-' * 12}|")
+    for what, rows, secs in results:
+        print(f"| {what:<44} | {rows:>10,} | {secs:>8.1f} | {rows / secs if secs else 0:>10,.0f} |")
     return 0
 
 

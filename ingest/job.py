@@ -47,6 +47,7 @@ from gridagg.aggregate import PartialAggregate
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
+from gridagg.schema import Dataset
 from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range
 from gridagg.store import open_store
 
@@ -155,10 +156,9 @@ class Progress:
         self._stop.set()
 
 
-def ensure_dataset(engine: GridEngine, cfg: IngestConfig) -> bool:
+def ensure_dataset(engine: GridEngine, ds: Dataset) -> bool:
     """Create the dataset if it does not exist; check the definition if it does.
     Returns True when it was created."""
-    ds = cfg.dataset
     try:
         current = engine.directory.dataset(ds.name)
     except UnknownDataset:
@@ -310,7 +310,6 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     own store from settings."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     t0 = time.perf_counter()
     progress = progress or Progress(spark=spark)
@@ -318,21 +317,16 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     directory = directory or GridDirectory(settings.effective_pg_url)
     store = store or open_store(settings)
     ds = cfg.dataset
-    ndim, ncols = ds.ndim, len(ds.columns)
-    cols = [f"c{i}" for i in range(ncols)]
+    cols = [f"c{i}" for i in range(len(ds.columns))]
     summary = Summary(ds.name)
     persisted = []
     try:
         paths = expand_inputs(inputs)
         summary.files = len(paths)
         engine = GridEngine(directory, store)
-        created = ensure_dataset(engine, cfg)
+        created = ensure_dataset(engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
-            engine.purge_retired(ds)
-            leaves = directory.leaves(ds)
-            summary.leaves_before = len(leaves)
-
             # 1. read + encode; quarantine.
             enc = encode(read_source(spark, cfg, paths), cfg).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(enc)
@@ -354,65 +348,9 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
                  .coalesce(1).write.mode("overwrite").json(qpath))
                 summary.quarantine_path = qpath
                 progress(f"quarantine written to {qpath}")
-
-            # 2. one row per element ID (a deterministic choice among repeats), located
-            #    in its current leaf.
-            good = enc.filter(F.col("_reason").isNull())
-            good = (good.groupBy("_eid").agg(F.max(F.struct(*[F.col(c) for c in cols])).alias("b"))
-                    .select("_eid", *[F.col(f"b.{c}").alias(c) for c in cols]))
-            bindex = spark.sparkContext.broadcast(LeafIndex(leaves, ndim))
-            assigned_schema = T.StructType(
-                [T.StructField("_eid", T.StringType())]
-                + [T.StructField(c, T.LongType()) for c in cols]
-                + [T.StructField("leaf", T.StringType())])
-            assigned = good.mapInPandas(_assign_fn(bindex, ndim), assigned_schema)
-
-            # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
-            bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-            built = (assigned.groupBy("leaf")
-                     .applyInPandas(_build_fn(settings, ds, bgrids, WRITE_BATCH), "leaf string, info string")
-                     .collect())
-            final: dict[str, PartialAggregate] = {}
-            split_leaves: list[str] = []
-            new_leaves: list[Grid] = []
-            written = 0
-            for r in built:
-                info = json.loads(r["info"])
-                summary.loaded += info["n_new"]
-                summary.rows_moved += info["moved"]
-                written += info["written"]
-                if info["split"]:
-                    split_leaves.append(r["leaf"])
-                for gid, box, next_axis, count, sums, mins, maxs in info["leaves"]:
-                    final[gid] = PartialAggregate(count, sums, mins, maxs)
-                    if info["split"]:
-                        new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
-            split_leaves.sort()
-            new_leaves.sort(key=lambda g: g.grid_id)
-            valid = summary.read - summary.quarantined
-            summary.duplicates = valid - summary.loaded
-            summary.leaves_split = len(split_leaves)
-            progress(f"{summary.loaded} new rows, {summary.duplicates} duplicates, in {len(built)} leaves")
-            progress(f"rows written: {written}")
-
-            # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
-            all_leaf_ids = grids_after(leaves, split_leaves, new_leaves)
-            untouched = [g for g in all_leaf_ids if g not in final]
-            leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}
-            leaf_aggs.update(final)
-            anc: dict[str, PartialAggregate] = {}
-            for g in all_leaf_ids:
-                agg = leaf_aggs.get(g, PartialAggregate.empty(ncols))
-                for a in ancestors(g):
-                    anc.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
-            store.put_aggregates(ds, {**final, **anc})
-            progress(f"aggregates written: {len(final)} leaves, {len(anc)} ancestors")
-
-            # 7. directory switch.
-            if split_leaves:
-                directory.replace_leaves(ds, split_leaves, new_leaves)
-            progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
-            summary.leaves_after = directory.leaf_count(ds.name)
+            good = enc.filter(F.col("_reason").isNull()).select("_eid", *cols)
+            _load(spark, settings, ds, good, engine, summary, progress)
+            summary.duplicates = summary.read - summary.quarantined - summary.loaded
     finally:
         for df in persisted:
             df.unpersist()
@@ -424,6 +362,99 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             progress.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
+    """Bulk-load a DataFrame of already encoded rows (`_eid` string, `c0`..`c{n-1}`
+    longs inside the domain) into dataset ds (created if needed): steps 2-7 of the job."""
+    t0 = time.perf_counter()
+    progress = progress or Progress(spark=spark)
+    directory = GridDirectory(settings.effective_pg_url)
+    store = open_store(settings)
+    summary = Summary(ds.name)
+    try:
+        engine = GridEngine(directory, store)
+        ensure_dataset(engine, ds)
+        with directory.writer_lock(ds.name):
+            summary.read = rows.count()
+            _load(spark, settings, ds, rows, engine, summary, progress)
+            summary.duplicates = summary.read - summary.loaded
+    finally:
+        store.close()
+        directory.close()
+        if isinstance(progress, Progress):
+            progress.close()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _load(spark, settings, ds: Dataset, good, engine: GridEngine, summary: Summary, progress) -> None:
+    """Steps 2-7 for the good rows (`_eid`, c0..); the caller holds the writer lock."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    directory, store = engine.directory, engine.store
+    ndim, ncols = ds.ndim, len(ds.columns)
+    cols = [f"c{i}" for i in range(ncols)]
+    engine.purge_retired(ds)
+    leaves = directory.leaves(ds)
+    summary.leaves_before = len(leaves)
+
+    # 2. one row per element ID (a deterministic choice among repeats), located in its
+    #    current leaf.
+    good = (good.groupBy("_eid").agg(F.max(F.struct(*[F.col(c) for c in cols])).alias("b"))
+            .select("_eid", *[F.col(f"b.{c}").alias(c) for c in cols]))
+    bindex = spark.sparkContext.broadcast(LeafIndex(leaves, ndim))
+    assigned_schema = T.StructType(
+        [T.StructField("_eid", T.StringType())]
+        + [T.StructField(c, T.LongType()) for c in cols]
+        + [T.StructField("leaf", T.StringType())])
+    assigned = good.mapInPandas(_assign_fn(bindex, ndim), assigned_schema)
+
+    # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
+    bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
+    built = (assigned.groupBy("leaf")
+             .applyInPandas(_build_fn(settings, ds, bgrids, WRITE_BATCH), "leaf string, info string")
+             .collect())
+    final: dict[str, PartialAggregate] = {}
+    split_leaves: list[str] = []
+    new_leaves: list[Grid] = []
+    written = 0
+    for r in built:
+        info = json.loads(r["info"])
+        summary.loaded += info["n_new"]
+        summary.rows_moved += info["moved"]
+        written += info["written"]
+        if info["split"]:
+            split_leaves.append(r["leaf"])
+        for gid, box, next_axis, count, sums, mins, maxs in info["leaves"]:
+            final[gid] = PartialAggregate(count, sums, mins, maxs)
+            if info["split"]:
+                new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
+    split_leaves.sort()
+    new_leaves.sort(key=lambda g: g.grid_id)
+    summary.leaves_split = len(split_leaves)
+    progress(f"{summary.loaded} new rows in {len(built)} leaves")
+    progress(f"rows written: {written}")
+
+    # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
+    all_leaf_ids = grids_after(leaves, split_leaves, new_leaves)
+    untouched = [g for g in all_leaf_ids if g not in final]
+    leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}
+    leaf_aggs.update(final)
+    anc: dict[str, PartialAggregate] = {}
+    for g in all_leaf_ids:
+        agg = leaf_aggs.get(g, PartialAggregate.empty(ncols))
+        for a in ancestors(g):
+            anc.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
+    store.put_aggregates(ds, {**final, **anc})
+    progress(f"aggregates written: {len(final)} leaves, {len(anc)} ancestors")
+
+    # 7. directory switch.
+    if split_leaves:
+        directory.replace_leaves(ds, split_leaves, new_leaves)
+    progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
+    summary.leaves_after = directory.leaf_count(ds.name)
 
 
 def grids_after(leaves: list[Grid], split: list[str], new: list[Grid]) -> list[str]:
