@@ -52,6 +52,14 @@ def parse_boxes(texts: list[str], ndim: int) -> Box:
     return tuple(dims[:ndim])
 
 
+def check_pool(pool: ConnectionPool) -> None:
+    """Test a pool's idle connections and replace the broken ones (after a failure)."""
+    try:
+        pool.check()
+    except Exception:  # best effort: the server may still be down
+        pass
+
+
 class GridDirectory:
     """Dataset definitions and grid boxes in PostgreSQL.
 
@@ -67,7 +75,6 @@ class GridDirectory:
             max_size=max_connections,
             kwargs={"autocommit": True},
             open=False,
-            check=ConnectionPool.check_connection,
         )
         try:
             self.pool.open(wait=True, timeout=15)
@@ -84,6 +91,9 @@ class GridDirectory:
             with self.pool.connection(timeout=5) as conn:
                 yield conn
         except psycopg.OperationalError as exc:
+            # Connections are not tested on every checkout (a round trip per query);
+            # after a failure, the idle ones are tested and broken ones replaced.
+            check_pool(self.pool)
             raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc
 
     def close(self) -> None:
@@ -217,10 +227,12 @@ class GridDirectory:
         ident = list(map(sql.Identifier, cols))
         stmt = sql.SQL(
             "WITH d AS (SELECT leaf_count FROM gridagg_datasets WHERE name = %s) "
-            "SELECT d.leaf_count, g.grid_id, g.next_dim, {inside}, {texts} FROM d LEFT JOIN {table} g ON {overlap}"
+            "SELECT d.leaf_count, g.grid_id, g.next_dim, {inside}, {corners} FROM d LEFT JOIN {table} g ON {overlap}"
         ).format(
             inside=sql.SQL(" AND ").join(sql.SQL("g.{} <@ %s::box").format(c) for c in ident),
-            texts=sql.SQL(", ").join(sql.SQL("g.{}::text").format(c) for c in ident),
+            # Corners as numbers (xlo, xhi, ylo, yhi per box column): no text to parse.
+            corners=sql.SQL(", ").join(
+                sql.SQL("(g.{c}[1])[0], (g.{c}[0])[0], (g.{c}[1])[1], (g.{c}[0])[1]").format(c=c) for c in ident),
             table=self.table(ds.name),
             overlap=sql.SQL(" AND ").join(sql.SQL("g.{} && %s::box").format(c) for c in ident),
         )
@@ -229,7 +241,9 @@ class GridDirectory:
             rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
         if not rows:
             raise UnknownDataset(ds.name)
-        leaves = [(Grid(r[1], parse_boxes(r[4:], ds.ndim), r[2]), r[3]) for r in rows if r[1] is not None]
+        ndim = ds.ndim
+        leaves = [(Grid(r[1], tuple((int(r[4 + 2 * i]), int(r[5 + 2 * i])) for i in range(ndim)), r[2]), r[3])
+                  for r in rows if r[1] is not None]
         return leaves, rows[0][0]
 
     @contextmanager

@@ -9,10 +9,12 @@ import time
 from typing import Iterable
 
 import numpy as np
+import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from ..aggregate import PartialAggregate
+from ..directory import check_pool
 from ..errors import StoreUnavailable
 from ..query import QueryPlan, QueryResult, QuerySpec
 from ..schema import Dataset
@@ -29,7 +31,7 @@ class PostgresBaseline(BaselineBackend):
     def __init__(self, url: str, max_connections: int = 8):
         super().__init__()
         self.pool = ConnectionPool(url, min_size=1, max_size=max_connections, kwargs={"autocommit": True},
-                                   open=False, check=ConnectionPool.check_connection)
+                                   open=False)
         try:
             self.pool.open(wait=True, timeout=15)
         except Exception as exc:
@@ -97,9 +99,13 @@ class PostgresBaseline(BaselineBackend):
         if not spec.empty:
             stmt, bounded, stats = self._statement(ds, spec)
             params = [v for i in bounded for v in spec.box[i]]
-            with self.pool.connection() as conn:
-                self.round_trips.add()
-                row = conn.execute(stmt, params, prepare=True).fetchone()
+            try:
+                with self.pool.connection(timeout=5) as conn:
+                    self.round_trips.add()
+                    row = conn.execute(stmt, params, prepare=True).fetchone()
+            except psycopg.OperationalError as exc:
+                check_pool(self.pool)  # as the grid directory does: replace broken connections
+                raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc
             total.count = int(row[0])
             if total.count:
                 for (f, c), v in zip(stats, row[1:]):

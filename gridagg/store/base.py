@@ -71,19 +71,26 @@ class CellStore(ABC):
     def aggregate_rows(
         self,
         ds: Dataset,
-        start: bytes,
-        stop: bytes,
+        ranges: list[tuple[bytes, bytes]],
         where: list[RangeCondition] = (),
         columns: list[int] | None = None,
-    ) -> PartialAggregate:
-        """The aggregate of the rows scan_rows would return; with `columns`, only those
-        columns' statistics (see PartialAggregate.of_rows). Backends may compute it
-        without materialising the rows."""
-        parts = [rows for _, rows in self.scan_rows(ds, start, stop, where, with_keys=False)]
+    ) -> tuple[PartialAggregate, int]:
+        """The aggregate of the rows in these key ranges that satisfy every condition,
+        and how many rows the ranges hold in all (the rows looked at). With `columns`,
+        only those columns' statistics are filled in (see PartialAggregate.of_rows).
+        Backends may compute it without materialising the rows."""
+        parts, visited = [], 0
+        for start, stop in ranges:
+            for _, rows in self.scan_rows(ds, start, stop, with_keys=False):
+                visited += len(rows)
+                mask = np.ones(len(rows), dtype=bool)
+                for cond in where:
+                    mask &= (rows[:, cond.column] >= cond.lo) & (rows[:, cond.column] <= cond.hi)
+                parts.append(rows[mask] if columns is None else rows[mask][:, columns])
+        ncols = len(ds.columns)
         if not parts:
-            return PartialAggregate.empty(len(ds.columns))
-        values = np.concatenate(parts)
-        return PartialAggregate.of_rows(values if columns is None else values[:, columns], len(ds.columns), columns)
+            return PartialAggregate.empty(ncols), visited
+        return PartialAggregate.of_rows(np.concatenate(parts), ncols, columns), visited
 
     @abstractmethod
     def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:

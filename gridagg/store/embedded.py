@@ -238,40 +238,44 @@ class EmbeddedStore(CellStore):
                 for s in range(0, len(values), batch_rows):
                     yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
 
-    def aggregate_rows(self, ds, start, stop, where: list[RangeCondition] = (), columns=None):
+    def aggregate_rows(self, ds, ranges, where: list[RangeCondition] = (), columns=None):
         ncols = len(ds.columns)
-        cols = list(range(ncols)) if columns is None else list(columns)
-        picked: list[np.ndarray] = []
+        first = [c for c in where if c.column == 0]
+        rest = [c for c in where if c.column != 0]
+        views: list[np.ndarray] = []
+        visited = 0
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
             cursor = txn.cursor()
-            if cursor.set_range(start):
+            for start, stop in ranges:
+                if not cursor.set_range(start):
+                    continue
                 for skey, value in cursor:
                     prefix = bytes(skey[:-4])
                     if prefix >= stop:
                         break
                     if not (start <= prefix and prefix_range(prefix)[1] <= stop):
                         # A range that cuts through a grid's rows (never one of gridagg's own).
-                        return super().aggregate_rows(ds, start, stop, where, columns)
+                        return super().aggregate_rows(ds, ranges, where, columns)
                     columns_of = segment_columns(value)
-                    lo, hi, mask = 0, columns_of.shape[1], None
-                    for cond in where:
-                        if cond.column == 0:  # rows are ordered by column 0
-                            lo = max(lo, int(np.searchsorted(columns_of[0], cond.lo, "left")))
-                            hi = min(hi, int(np.searchsorted(columns_of[0], cond.hi, "right")))
-                    if lo >= hi:
-                        continue
-                    for cond in where:
-                        if cond.column != 0:
-                            col = columns_of[cond.column, lo:hi]
-                            inside = (col >= cond.lo) & (col <= cond.hi)
-                            mask = inside if mask is None else mask & inside
-                    # Only the needed columns of the matching rows are copied out.
-                    part = columns_of[cols, lo:hi]
-                    picked.append((part if mask is None else part[:, mask]).T)
-        rows = np.concatenate(picked) if picked else np.empty((0, len(cols)), dtype=np.int64)
-        return PartialAggregate.of_rows(rows, ncols, None if columns is None else cols)
+                    visited += columns_of.shape[1]
+                    lo, hi = 0, columns_of.shape[1]
+                    for cond in first:  # rows are ordered by column 0: a binary search
+                        lo = max(lo, int(columns_of[0].searchsorted(cond.lo, "left")))
+                        hi = min(hi, int(columns_of[0].searchsorted(cond.hi, "right")))
+                    if lo < hi:
+                        views.append(columns_of[:, lo:hi])
+            # One copy of every candidate row, then the other conditions vectorized at once.
+            rows = np.concatenate(views, axis=1) if views else np.empty((ncols, 0), dtype=np.int64)
+        mask = None
+        for cond in rest:
+            inside = (rows[cond.column] >= cond.lo) & (rows[cond.column] <= cond.hi)
+            mask = inside if mask is None else mask & inside
+        picked = rows if columns is None else rows[list(columns)]
+        if mask is not None:
+            picked = picked[:, mask]
+        return PartialAggregate.of_rows(picked.T, ncols, columns), visited
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
