@@ -9,6 +9,8 @@ each store alone, measured in one run.
    PostgreSQL (timed end to end; Spark session start excluded);
 2. the same good rows, encoded by the same Spark code, are collected once (not timed),
    then loaded (timed) by:
+   - gridagg's bulk load of encoded rows (ingest.job.load_encoded: steps 2-7 of the
+     job, no reading or encoding), into each --stores entry;
    - PostgreSQL COPY into a plain table (no index): the floor of any PostgreSQL load;
    - PostgreSQL alone as the query baseline loads it: COPY, then the composite B-tree
      over the dimensions and ANALYZE (gridagg.baselines.postgres);
@@ -21,10 +23,13 @@ Datasets and tables are dropped at the end unless --keep.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -125,6 +130,21 @@ def main(argv: list[str] | None = None) -> int:
         del good
         n = len(values)
         ds = replace(cfg.dataset, name=f"bench_{tag}")
+        # gridagg's own share of the work: the same encoded rows, as the baselines get them.
+        from .job import load_encoded, write_encoded
+
+        encoded = write_encoded(ids, values, Path(tempfile.mkdtemp(prefix="gridagg-bench-")) / "rows.parquet")
+        for store in args.stores:
+            s = settings.with_(store=store)
+            enc_ds = replace(cfg.dataset, name=f"bench_{store[:2]}_enc_{tag}")
+            summary = load_encoded(spark, s, enc_ds, spark.read.parquet(str(encoded)), progress=Progress(quiet=True))
+            results.append((f"gridagg bulk load of the encoded rows ({store})", summary.read, summary.seconds))
+            if not args.keep:
+                engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+                engine.drop_dataset(enc_ds.name)
+                engine.store.close()
+                engine.directory.close()
+        shutil.rmtree(encoded.parent, ignore_errors=True)
         print("PostgreSQL COPY ...", file=sys.stderr, flush=True)
         results.append(("PostgreSQL COPY (plain table, no index)", n, copy_plain(settings, f"bench_{tag}_copy", ids, values)))
         print("PostgreSQL alone ...", file=sys.stderr, flush=True)

@@ -40,6 +40,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
@@ -362,6 +363,17 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             progress.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def write_encoded(ids: list[bytes], values: np.ndarray, path: Path) -> Path:
+    """Encoded rows as a Parquet file (`_eid`, c0..): what load_encoded reads."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = {"_eid": pa.array([i.decode() for i in ids], pa.string())}
+    cols.update({f"c{j}": pa.array(values[:, j]) for j in range(values.shape[1])})
+    pq.write_table(pa.table(cols), path, row_group_size=1 << 20)
+    return path
 
 
 def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:

@@ -102,17 +102,6 @@ class System:
         return self.rows / self.load_seconds if self.load_seconds else 0.0
 
 
-def write_encoded(ids: list[bytes], values: np.ndarray, path: Path) -> Path:
-    """The archive as a Parquet file of encoded rows (`_eid`, c0..), the bulk load's input."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    cols = {"_eid": pa.array([i.decode() for i in ids], pa.string())}
-    cols.update({f"c{j}": pa.array(values[:, j]) for j in range(values.shape[1])})
-    pq.write_table(pa.table(cols), path, row_group_size=1 << 20)
-    return path
-
-
 def load_gridagg(settings: Settings, spark, store: str, n_size: int, encoded: Path, prefix: str) -> System:
     """Bulk-load the encoded archive with the Spark job (ingest.job.load_encoded)."""
     from ingest.job import Progress, load_encoded
@@ -369,9 +358,9 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
             best = max(((rps(s.label, agg, c) or 0, s) for s in grid_systems), key=lambda x: x[0], default=(0, None))
             p = rps(base["pg"].label, agg, c) if base["pg"] else None
             h = rps(base["hbase"].label, agg, c) if base["hbase"] else None
-            fmt = lambda a, b: f"{a / b:.1f}x" if a and b else "-"  # noqa: E731
             lines.append(f"| {agg} | {c} | {best[0]:.1f} ({best[1].label if best[1] else '-'}) | "
-                         f"{p or 0:.1f} | {h or 0:.1f} | {fmt(best[0], p)} | {fmt(best[0], h)} |")
+                         f"{_rate(p, args.seconds)} | {_rate(h, args.seconds)} | {_ratio(best[0], p, args.seconds)} | "
+                         f"{_ratio(best[0], h, args.seconds)} |")
     lines += ["", "## Throughput (queries/s) per system and client count", "",
               "| system | aggregate | " + " | ".join(f"{c} clients" for c in args.clients) + " |",
               "|---|---|" + "---|" * len(args.clients)]
@@ -412,6 +401,19 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return out / "report.md"
+
+
+def _rate(qps: float | None, seconds: float) -> str:
+    """A baseline's queries/s; a run that got no answer within its time is a bound."""
+    if qps is None:
+        return "-"
+    return f"< {1 / seconds:.2f} (no answer in {seconds:g} s)" if qps == 0 else f"{qps:.1f}"
+
+
+def _ratio(a: float, b: float | None, seconds: float) -> str:
+    if not a or b is None:
+        return "-"
+    return f"> {a * seconds:.0f}x" if b == 0 else f"{a / b:.1f}x"
 
 
 def make_plots(out: Path, args, systems: list[System], runs: list[dict]) -> list[Path]:
@@ -497,7 +499,7 @@ def run(settings: Settings, args) -> dict:
 
     systems: list[System] = []
     if args.stores:
-        from ingest.job import spark_session
+        from ingest.job import spark_session, write_encoded
 
         spark = spark_session()
         encoded = write_encoded(ids, values, out / "archive.parquet")
