@@ -151,6 +151,22 @@ class EmbeddedStore(CellStore):
             rows.update(zip(segment_eids(value), segment_values(value).copy()))
         return rows
 
+    @staticmethod
+    def _in_range(cursor, start: bytes, stop: bytes):
+        """(grid prefix, segment, whole) of every segment whose grid has keys in
+        [start, stop); whole is False when the range cuts through that grid's rows
+        (never for gridagg's own ranges, which are whole grids and subtrees)."""
+        # Segment keys are grid prefix + sequence number: a start inside a grid's rows
+        # (prefix + element ID) must seek that grid's prefix, or its segments are skipped.
+        cut = start.find(b"-", 1)
+        if not cursor.set_range(start if cut == -1 else start[: cut + 1]):
+            return
+        for skey, value in cursor:
+            prefix = bytes(skey[:-4])
+            if prefix >= stop:
+                return
+            yield prefix, value, start <= prefix and prefix_range(prefix)[1] <= stop
+
     # -- CellStore ----------------------------------------------------------------------
 
     def put_rows(self, ds, keys, values):
@@ -207,21 +223,10 @@ class EmbeddedStore(CellStore):
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
-            cursor = txn.cursor()
-            if not cursor.set_range(start):
-                return
-            for skey, value in cursor:
-                prefix = bytes(skey[:-4])
-                if prefix >= stop:
-                    return
+            for prefix, value, whole in self._in_range(txn.cursor(), start, stop):
                 values = segment_values(value)
-                keys = None
-                if with_keys or not (start <= prefix and prefix_range(prefix)[1] <= stop):
-                    keys = [prefix + e for e in segment_eids(value)]
-                mask = None
-                if keys is not None and not (start <= prefix and prefix_range(prefix)[1] <= stop):
-                    # A range that cuts through a grid's rows (never one of gridagg's own).
-                    mask = np.array([start <= k < stop for k in keys], dtype=bool)
+                keys = [prefix + e for e in segment_eids(value)] if with_keys or not whole else None
+                mask = None if whole else np.array([start <= k < stop for k in keys], dtype=bool)
                 for cond in where:
                     col = values[:, cond.column]
                     inside = (col >= cond.lo) & (col <= cond.hi)
@@ -249,14 +254,8 @@ class EmbeddedStore(CellStore):
         with self.env.begin(db=db, buffers=True) as txn:
             cursor = txn.cursor()
             for start, stop in ranges:
-                if not cursor.set_range(start):
-                    continue
-                for skey, value in cursor:
-                    prefix = bytes(skey[:-4])
-                    if prefix >= stop:
-                        break
-                    if not (start <= prefix and prefix_range(prefix)[1] <= stop):
-                        # A range that cuts through a grid's rows (never one of gridagg's own).
+                for _, value, whole in self._in_range(cursor, start, stop):
+                    if not whole:  # the generic path tests such rows key by key
                         return super().aggregate_rows(ds, ranges, where, columns)
                     columns_of = segment_columns(value)
                     visited += columns_of.shape[1]

@@ -1,0 +1,59 @@
+"""The embedded store's segments against a plain dict of rows: any key range (also ones
+that cut through a grid's rows, which gridagg itself never asks for), any conditions."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridagg.aggregate import PartialAggregate
+from gridagg.grid import row_key
+from gridagg.schema import Dataset
+from gridagg.store.base import RangeCondition
+from gridagg.store.embedded import EmbeddedStore
+
+DS = Dataset.from_json({"name": "seg", "dimensions": [{"name": "x", "min": 0, "max": 20}],
+                        "measures": [{"name": "v", "min": 0, "max": 9}]})
+GRIDS = ["0", "00", "01", "010", "1"]
+
+rows = st.lists(st.tuples(st.sampled_from(GRIDS), st.integers(0, 30), st.integers(0, 20), st.integers(0, 9)),
+                max_size=40)
+bounds = st.tuples(st.integers(0, 20), st.integers(0, 20)).map(sorted)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(rows, min_size=1, max_size=4), cut=st.tuples(st.sampled_from(GRIDS), st.integers(0, 30)),
+       length=st.integers(1, 40), xb=bounds)
+def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, xb):
+    store = EmbeddedStore(tmp_path_factory.mktemp("lmdb"))
+    store.create_dataset(DS)
+    expect: dict[bytes, tuple[int, int]] = {}
+    for batch in batches:  # later writes of a key replace earlier ones
+        keys = [row_key(g, str(e).encode()) for g, e, _, _ in batch]
+        store.put_rows(DS, keys, np.array([[x, v] for _, _, x, v in batch], dtype=np.int64).reshape(-1, 2))
+        expect.update({k: (x, v) for k, (_, _, x, v) in zip(keys, batch)})
+    start = row_key(cut[0], str(cut[1]).encode())
+    stop = start + b"\xff" * length
+    where = [RangeCondition(0, *xb)]
+    want = {k: r for k, r in expect.items() if start <= k < stop and xb[0] <= r[0] <= xb[1]}
+    got = {k: tuple(r) for ks, vs in store.scan_rows(DS, start, stop, where) for k, r in zip(ks, vs.tolist())}
+    assert got == want
+    agg, _ = store.aggregate_rows(DS, [(start, stop)], where, [1])
+    assert agg.count == len(want)
+    assert agg.sums[1] == sum(v for _, v in want.values())
+    assert (agg.mins[1], agg.maxs[1]) == ((min(v for _, v in want.values()), max(v for _, v in want.values()))
+                                          if want else (None, None))
+    assert store.existing_keys(DS, list(expect)) == set(expect)
+    store.delete_rows(DS, list(want))
+    left = {k for ks, _ in store.scan_rows(DS, b"", b"\xff\xff") for k in ks}
+    assert left == set(expect) - set(want)
+    store.close()
+
+
+def test_empty_range_gives_the_empty_aggregate(tmp_path):
+    store = EmbeddedStore(tmp_path)
+    store.create_dataset(DS)
+    agg, visited = store.aggregate_rows(DS, [(b"a", b"b")], [], [1])
+    assert (agg, visited) == (PartialAggregate.empty(2), 0)
+    store.close()
