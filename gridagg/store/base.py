@@ -20,6 +20,17 @@ class RangeCondition(NamedTuple):
     hi: int
 
 
+def matching(values: np.ndarray, where) -> np.ndarray | None:
+    """Which of the (m, ncols) rows satisfy every RangeCondition in `where`, as a boolean
+    mask; None when there are no conditions."""
+    mask = None
+    for cond in where:
+        col = values[:, cond.column]
+        inside = (col >= cond.lo) & (col <= cond.hi)
+        mask = inside if mask is None else mask & inside
+    return mask
+
+
 class CellStore(ABC):
     """Raw rows and partial aggregates of datasets.
 
@@ -83,10 +94,9 @@ class CellStore(ABC):
         for start, stop in ranges:
             for _, rows in self.scan_rows(ds, start, stop, with_keys=False):
                 visited += len(rows)
-                mask = np.ones(len(rows), dtype=bool)
-                for cond in where:
-                    mask &= (rows[:, cond.column] >= cond.lo) & (rows[:, cond.column] <= cond.hi)
-                parts.append(rows[mask] if columns is None else rows[mask][:, columns])
+                mask = matching(rows, where)
+                kept = rows if mask is None else rows[mask]
+                parts.append(kept if columns is None else kept[:, columns])
         ncols = len(ds.columns)
         if not parts:
             return PartialAggregate.empty(ncols), visited

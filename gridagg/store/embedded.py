@@ -27,7 +27,7 @@ import numpy as np
 from ..aggregate import PartialAggregate
 from ..grid import prefix_range
 from ..schema import Dataset
-from .base import CellStore, RangeCondition
+from .base import CellStore, RangeCondition, matching
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
@@ -226,11 +226,10 @@ class EmbeddedStore(CellStore):
             for prefix, value, whole in self._in_range(txn.cursor(), start, stop):
                 values = segment_values(value)
                 keys = [prefix + e for e in segment_eids(value)] if with_keys or not whole else None
-                mask = None if whole else np.array([start <= k < stop for k in keys], dtype=bool)
-                for cond in where:
-                    col = values[:, cond.column]
-                    inside = (col >= cond.lo) & (col <= cond.hi)
-                    mask = inside if mask is None else mask & inside
+                mask = matching(values, where)
+                if not whole:  # a range that cuts through this grid's rows
+                    in_range = np.array([start <= k < stop for k in keys], dtype=bool)
+                    mask = in_range if mask is None else mask & in_range
                 if mask is not None:
                     idx = np.flatnonzero(mask)
                     values = values[idx]
@@ -267,10 +266,7 @@ class EmbeddedStore(CellStore):
                         views.append(columns_of[:, lo:hi])
             # One copy of every candidate row, then the other conditions vectorized at once.
             rows = np.concatenate(views, axis=1) if views else np.empty((ncols, 0), dtype=np.int64)
-        mask = None
-        for cond in rest:
-            inside = (rows[cond.column] >= cond.lo) & (rows[cond.column] <= cond.hi)
-            mask = inside if mask is None else mask & inside
+        mask = matching(rows.T, rest)
         picked = rows if columns is None else rows[list(columns)]
         if mask is not None:
             picked = picked[:, mask]

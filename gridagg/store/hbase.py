@@ -27,7 +27,7 @@ from ..aggregate import PartialAggregate
 from ..errors import GridaggError, StoreUnavailable
 from ..grid import grid_prefix
 from ..schema import Dataset
-from .base import CellStore, RangeCondition
+from .base import CellStore, RangeCondition, matching
 
 REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
 CHUNK = 1000  # keys per multi-get / batched mutation
@@ -185,11 +185,8 @@ def _bytes(v: int) -> bytes:
 
 def _filtered(keys: list[bytes], blob: list[bytes], ncols: int, where) -> tuple[list[bytes], np.ndarray]:
     values = np.frombuffer(b"".join(blob), dtype="<i8").reshape(len(keys), ncols)
-    if not where:
+    mask = matching(values, where)
+    if mask is None:
         return keys, values
-    mask = np.ones(len(keys), dtype=bool)
-    for cond in where:
-        col = values[:, cond.column]
-        mask &= (col >= cond.lo) & (col <= cond.hi)
     idx = np.flatnonzero(mask)
     return [keys[i] for i in idx.tolist()], values[idx]
