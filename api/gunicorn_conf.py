@@ -7,7 +7,6 @@ import os
 preload_app = False
 worker_class = "gthread"
 graceful_timeout = 20
-accesslog = "-"
 
 
 def child_exit(server, worker):

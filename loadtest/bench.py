@@ -181,7 +181,7 @@ def free_port() -> int:
 
 
 class Server:
-    """gunicorn serving api.wsgi:app on 127.0.0.1 (as `gridagg serve` does)."""
+    """gunicorn serving api.wsgi:app on 127.0.0.1 (as `gridagg serve --no-access-log` does)."""
 
     def __init__(self, settings: Settings, store: str, workers: int, threads: int, logdir: Path):
         self.port = free_port()
@@ -193,7 +193,7 @@ class Server:
         env.pop("GRIDAGG_READ_TOKEN", None)
         argv = [sys.executable, "-m", "gunicorn", "--config", "python:api.gunicorn_conf",
                 "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
-                "--timeout", "300", "--log-level", "warning", "--access-logfile", "/dev/null", "api.wsgi:app"]
+                "--timeout", "300", "--log-level", "warning", "api.wsgi:app"]
         self.log = open(logdir / f"gunicorn-{store}.log", "w")
         self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -230,9 +230,17 @@ def prewarm(settings: Settings, system: System) -> None:
     """Read a system's data into the OS page cache before its runs, so every system is
     measured warm (this machine's page cache is reclaimed while data lies idle)."""
     if system.kind == "gridagg" and system.store == "embedded":
-        with open(settings.lmdb_dir / "data.mdb", "rb") as f:
-            while f.read(1 << 24):
-                pass
+        from gridagg.store.embedded import EmbeddedStore
+
+        store = EmbeddedStore(settings.lmdb_dir)
+        try:  # the dataset's own pages: its rows and aggregates, not the whole file
+            dbs = [store._db(system.dataset, family) for family in ("s", "a")]
+            with store.env.begin(buffers=True) as txn:
+                for db in dbs:
+                    for _, value in txn.cursor(db=db):
+                        bytes(value)
+        finally:
+            store.close()
     elif system.kind == "pg":
         import psycopg
 
@@ -246,16 +254,6 @@ def prewarm(settings: Settings, system: System) -> None:
                     conn.execute("SELECT pg_prewarm(%s, 'read')", (rel,))
             except psycopg.Error:  # no pg_prewarm: a full scan reads the table at least
                 conn.execute(f'SELECT count(*) FROM "{table}"')
-
-
-def warm(url: str, dataset: str, queries: list[dict]) -> None:
-    import requests
-
-    with requests.Session() as s:
-        for w in queries:
-            for agg in ("min", "sum"):
-                s.post(f"{url}/v1/datasets/{dataset}/query",
-                       json={"where": w, "aggregates": workload.AGGREGATES[agg]}, timeout=300)
 
 
 def agreement(servers: dict, systems: list[System], queries: list[dict]) -> list[str]:
@@ -339,8 +337,10 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"Started {meta['started']}, took {meta['minutes']:.1f} min. Rows: {meta['rows']:,}. "
              f"Server: gunicorn {args.workers} workers x {args.threads} threads on 127.0.0.1; load: headless "
              f"locust on the same machine, each run bounded by {args.requests} requests and {args.seconds:g} s; "
-             f"before a system's runs its files are read into the OS page cache (LMDB file; pg_prewarm of "
-             f"table and index) and {args.warmup} warm-up queries are sent.", ""]
+             f"before a system's runs its data is read into the OS page cache (its LMDB pages; pg_prewarm of "
+             f"table and index) and an unrecorded warm-up run sends {args.warmup} requests at "
+             f"{max(args.clients)} clients. Throughput and latency count the requests sent once all "
+             f"clients of a run were running.", ""]
     sel = [s.stats["table3"]["selectivity_pct"] for s in grid_systems if "table3" in s.stats]
     if sel:
         lines += [f"Measured selectivity of the paper's workload: {statistics.fmean(sel):.2f}% "
@@ -549,8 +549,9 @@ def run(settings: Settings, args) -> dict:
         for s in systems:
             url = servers[s.store or "baselines"].url
             prewarm(settings, s)
-            if args.warmup:
-                warm(url, s.dataset, workload.paper_queries(args.warmup, args.seed + 3))
+            if args.warmup:  # every worker, connection and page in use before measuring
+                run_locust(url, s.dataset, args.aggs[0], max(args.clients), args.warmup, args.seconds,
+                           args.seed + 3, out, f"{s.dataset}_warmup")
             for agg in args.aggs:
                 for c in args.clients:
                     i += 1
@@ -611,7 +612,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", nargs="*", default=["pg", "hbase"], choices=["pg", "hbase"])
     p.add_argument("--requests", type=int, default=2000, help="most requests per run (default 2000)")
     p.add_argument("--seconds", type=float, default=30, help="most seconds per run (default 30)")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up queries per system (default 10)")
+    p.add_argument("--warmup", type=int, default=500,
+                   help="requests of an unrecorded warm-up run per system, at the most clients (default 500)")
     p.add_argument("--stat-queries", type=int, default=50, help="queries for the Table 3 statistics")
     p.add_argument("--check-queries", type=int, default=5, help="queries every system must agree on")
     p.add_argument("--workers", type=int, default=4, help="gunicorn workers (default 4)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import random
 import statistics
 import sys
@@ -96,10 +97,11 @@ def load(engine: GridEngine, ds: Dataset, copies: int) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
-def workload(queries: int, seed: int):
+def workload(queries: int | None, seed: int):
+    """The paper's query boxes: `queries` of them, or without end when None."""
     rng = random.Random(seed)
     span = (datetime(2032, 1, 1, tzinfo=timezone.utc) - START).total_seconds() - 360 * 86400
-    for _ in range(queries):
+    for _ in (range(queries) if queries is not None else itertools.count()):
         start = START + timedelta(seconds=rng.uniform(0, span))
         end = start + timedelta(days=360)
         yield {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 from datetime import datetime, timedelta, timezone
+from typing import Iterator
 
 import numpy as np
 
@@ -23,6 +24,11 @@ AGGREGATES = {"min": ["min:wind_speed"], "sum": ["sum:wind_speed", "count"]}
 def paper_queries(n: int, seed: int) -> list[dict]:
     """n boxes of the paper's workload (table3.workload), as `where` objects."""
     return list(table3.workload(n, seed))
+
+
+def paper_boxes(seed: int) -> Iterator[dict]:
+    """The same boxes as paper_queries(n, seed), drawn one at a time, without end."""
+    return table3.workload(None, seed)
 
 
 def paper_request(where: dict, agg: str) -> tuple[str, dict]:
