@@ -5,11 +5,19 @@ column c<j> (x and y); when n is odd the last box is degenerate in y (always [0,
 Finding the leaf of each of many points, and listing the leaves a query box touches
 with a flag for "fully inside", are one SQL round trip each, using && and <@ on the
 composite GiST index.
+
+Queries list leaves far more often than writes change them, so each process also keeps
+the leaves of the datasets it queries in memory (LeafIndex), tagged with the directory
+version they were read at. Every change of a dataset's leaves gives it a new version in
+the same transaction, so one indexed lookup of the version tells a query whether the
+leaves it holds are still the current ones: answers stay exact and a write is seen by
+the next query of every process.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from importlib import resources
 
@@ -52,6 +60,53 @@ def parse_boxes(texts: list[str], ndim: int) -> Box:
     return tuple(dims[:ndim])
 
 
+class LeafIndex:
+    """The leaves of one dataset as of one directory version, held in memory.
+
+    Leaves are sorted by their lower bound on one axis (time when there is one), and
+    `reach` is the widest leaf along it: a box [lo, hi] on that axis can only touch leaves
+    whose lower bound lies in [lo - reach, hi], found by binary search. The time pre-split
+    keeps reach at L_time, so a query looks at the leaves of a few time slices only."""
+
+    def __init__(self, version: int, rows: list[tuple], ndim: int, axis: int):
+        """rows: (grid_id, next_dim, lo_0, hi_0, ..., lo_n-1, hi_n-1) per leaf."""
+        self.version = version
+        bounds = np.array([r[2:2 + 2 * ndim] for r in rows], dtype=np.int64).reshape(len(rows), ndim, 2)
+        order = np.argsort(bounds[:, axis, 0], kind="stable")
+        self.grid_ids = [rows[i][0] for i in order.tolist()]
+        self.next_dims = [rows[i][1] for i in order.tolist()]
+        self.lo = bounds[order, :, 0]
+        self.hi = bounds[order, :, 1]
+        self.axis = axis
+        self.reach = int((self.hi[:, axis] - self.lo[:, axis]).max()) if len(rows) else 0
+        self.loaded_at = time.monotonic()
+        self.load_seconds = 0.0
+
+    def __len__(self) -> int:
+        return len(self.grid_ids)
+
+    def intersecting(self, box: Box) -> list[tuple[Grid, bool]]:
+        """(leaf, fully inside box) for every leaf box touches (closed intervals, as &&
+        and <@ count touching)."""
+        qlo = np.array([lo for lo, _ in box], dtype=np.int64)
+        qhi = np.array([hi for _, hi in box], dtype=np.int64)
+        starts = self.lo[:, self.axis]
+        a = int(np.searchsorted(starts, qlo[self.axis] - self.reach, side="left"))
+        b = int(np.searchsorted(starts, qhi[self.axis], side="right"))
+        lo, hi = self.lo[a:b], self.hi[a:b]
+        hits = np.flatnonzero((lo <= qhi).all(axis=1) & (hi >= qlo).all(axis=1))
+        inside = ((lo[hits] >= qlo).all(axis=1) & (hi[hits] <= qhi).all(axis=1)).tolist()
+        ids, next_dims = self.grid_ids, self.next_dims
+        return [(Grid(ids[j], tuple(zip(l, h)), next_dims[j]), full)
+                for j, l, h, full in zip((a + hits).tolist(), lo[hits].tolist(), hi[hits].tolist(), inside)]
+
+
+# A stale LeafIndex is reloaded only once the time since its last load is this many times
+# what that load took, so a dataset being split all the time costs at most about a tenth
+# of a process's time in reloads; meanwhile the GiST query answers.
+RELOAD_SPACING = 10
+
+
 def check_pool(pool: ConnectionPool) -> None:
     """Test a pool's idle connections and replace the broken ones (after a failure)."""
     try:
@@ -81,6 +136,7 @@ class GridDirectory:
         except Exception as exc:  # the pool raises its own timeout type
             raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {exc}") from exc
         self.round_trips = TripCounter()
+        self._indexes: dict[str, LeafIndex] = {}
         with self.connection() as conn:
             conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
 
@@ -219,9 +275,56 @@ class GridDirectory:
             raise RuntimeError(f"grid directory of {ds.name} does not cover point {points[out.index(None)]}")
         return out  # type: ignore[return-value]
 
+    def _corners(self, ds: Dataset) -> sql.Composable:
+        """The leaves' box corners as numbers, lo and hi of each dimension in order
+        (xlo, xhi, ylo, yhi per box column): no text to parse."""
+        return sql.SQL(", ").join(
+            sql.SQL("(g.{c}[1])[0], (g.{c}[0])[0], (g.{c}[1])[1], (g.{c}[0])[1]").format(c=sql.Identifier(c))
+            for c in _box_columns(ds.ndim))
+
+    def _load_index(self, conn, ds: Dataset) -> LeafIndex:
+        """Read the version and every leaf of a dataset in one statement (one snapshot)."""
+        started = time.monotonic()
+        stmt = sql.SQL(
+            "SELECT d.version, g.grid_id, g.next_dim, {corners} FROM gridagg_datasets d "
+            "LEFT JOIN {table} g ON true WHERE d.name = %s"
+        ).format(corners=self._corners(ds), table=self.table(ds.name))
+        rows = conn.execute(stmt, (ds.name,)).fetchall()
+        if not rows:
+            raise UnknownDataset(ds.name)
+        leaves = [r[1:] for r in rows if r[1] is not None]
+        axis = ds.time_axis if ds.time_axis is not None else 0
+        index = LeafIndex(rows[0][0], leaves, ds.ndim, axis)
+        index.load_seconds = time.monotonic() - started
+        self._indexes[ds.name] = index
+        return index
+
     def intersecting(self, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
         """(leaf, fully inside box) for every leaf that box touches, and the total number
-        of leaves of the dataset. One round trip."""
+        of leaves of the dataset.
+
+        One round trip (the version lookup) when this process holds the dataset's current
+        leaves, which it loads on its first query. When they are stale, they are reloaded
+        (see RELOAD_SPACING) or the GiST index answers: a second round trip."""
+        index = self._indexes.get(ds.name)
+        with self.connection() as conn:
+            self.round_trips.add()
+            if index is None:
+                index = self._load_index(conn, ds)
+            else:
+                row = conn.execute("SELECT version FROM gridagg_datasets WHERE name = %s", (ds.name,)).fetchone()
+                if row is None:
+                    self._indexes.pop(ds.name, None)
+                    raise UnknownDataset(ds.name)
+                if row[0] != index.version:
+                    self.round_trips.add()
+                    if time.monotonic() - index.loaded_at < RELOAD_SPACING * index.load_seconds:
+                        return self._gist_intersecting(conn, ds, box)
+                    index = self._load_index(conn, ds)
+        return index.intersecting(box), len(index)
+
+    def _gist_intersecting(self, conn, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
+        """intersecting() by the composite GiST index, without the leaves in memory."""
         cols = _box_columns(ds.ndim)
         q = box_literals(box)
         ident = list(map(sql.Identifier, cols))
@@ -230,15 +333,11 @@ class GridDirectory:
             "SELECT d.leaf_count, g.grid_id, g.next_dim, {inside}, {corners} FROM d LEFT JOIN {table} g ON {overlap}"
         ).format(
             inside=sql.SQL(" AND ").join(sql.SQL("g.{} <@ %s::box").format(c) for c in ident),
-            # Corners as numbers (xlo, xhi, ylo, yhi per box column): no text to parse.
-            corners=sql.SQL(", ").join(
-                sql.SQL("(g.{c}[1])[0], (g.{c}[0])[0], (g.{c}[1])[1], (g.{c}[0])[1]").format(c=c) for c in ident),
+            corners=self._corners(ds),
             table=self.table(ds.name),
             overlap=sql.SQL(" AND ").join(sql.SQL("g.{} && %s::box").format(c) for c in ident),
         )
-        with self.connection() as conn:
-            self.round_trips.add()
-            rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
+        rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
         if not rows:
             raise UnknownDataset(ds.name)
         ndim = ds.ndim
@@ -278,7 +377,8 @@ class GridDirectory:
             if new_leaves:
                 self._insert_leaves(conn, ds, new_leaves)
             conn.execute(
-                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s WHERE name = %s",
+                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s, "
+                "version = nextval('gridagg_directory_versions') WHERE name = %s",
                 (len(new_leaves) - len(set(old)), ds.name),
             )
 

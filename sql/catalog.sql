@@ -1,9 +1,13 @@
 -- The catalog of datasets. Each dataset also has a grid table, grids_<name>, created by
--- gridagg.directory (its box columns depend on the number of dimensions).
+-- gridagg.directory (its box columns depend on the number of dimensions). `version`
+-- takes a value never used before whenever the dataset's leaves change (and when it is
+-- created), so a process holding the leaves in memory can tell whether they are current.
+CREATE SEQUENCE IF NOT EXISTS gridagg_directory_versions;
 CREATE TABLE IF NOT EXISTS gridagg_datasets (
     name        text PRIMARY KEY,
     definition  jsonb NOT NULL,
     leaf_count  integer NOT NULL DEFAULT 0,
+    version     bigint NOT NULL DEFAULT nextval('gridagg_directory_versions'),
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 

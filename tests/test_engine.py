@@ -187,3 +187,41 @@ def test_definitions_survive_a_new_engine_and_datasets_live_side_by_side(engine,
         assert fresh.query(weather.name, {}, ["count"]).values["count"] == 5
     finally:
         engine.drop_dataset(other.name)
+
+
+def test_a_write_in_another_process_is_seen_by_the_next_query(engine, weather, settings, monkeypatch):
+    """Each process keeps the leaves in memory, checked against the directory version on
+    every query: a reader sees another writer's splits at once, whether it reloads its
+    leaves or, while a reload is not yet due, asks the GiST index."""
+    import gridagg.directory as directory_mod
+
+    writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    box = {"time": ["2012-02-01T00:00:00Z", "2012-11-30T00:00:00Z"], "temperature": [-5, 30]}
+    rows, encoded = weather_rows(2000, seed=11)
+    try:
+        writer.insert(weather.name, rows[:1000])
+        first = engine.query(weather.name, box, ["count", "sum:wind_speed"])
+        check_answer(first, encoded[:1000])
+        version = engine.directory._indexes[weather.name].version
+        assert engine.query(weather.name, box, ["count"]).plan.round_trips["postgresql"] == 1
+
+        writer.insert(weather.name, rows[1000:2000])  # splits leaves: a new version
+        reloaded = engine.query(weather.name, box, ["count", "sum:wind_speed"])
+        check_answer(reloaded, encoded[:2000])
+        assert reloaded.plan.round_trips["postgresql"] == 2
+        assert engine.directory._indexes[weather.name].version != version
+
+        monkeypatch.setattr(directory_mod, "RELOAD_SPACING", 10**9)
+        version = engine.directory._indexes[weather.name].version
+        crowd, crowd_encoded = weather_rows(600, seed=12)
+        for row, enc, hour in zip(crowd, crowd_encoded, range(40 * 24, 40 * 24 + 600)):
+            # 600 rows in 25 days of February at 20 C: their leaf must split again.
+            row["time"] = np.datetime_as_string(np.datetime64("2012-01-01T00:00:00") + np.timedelta64(hour, "h")) + "Z"
+            row["temperature"], enc[0], enc[1] = 20.0, hour * 3600, 200
+        writer.insert(weather.name, crowd)
+        by_gist = engine.query(weather.name, box, ["count", "sum:wind_speed", "min:wind_speed"])
+        check_answer(by_gist, np.concatenate([encoded[:2000], crowd_encoded]))
+        assert by_gist.plan.round_trips["postgresql"] == 2
+        assert engine.directory._indexes[weather.name].version == version  # not reloaded
+    finally:
+        writer.directory.close()

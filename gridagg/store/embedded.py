@@ -16,6 +16,7 @@ and many readers across processes, so API workers and ingest processes can share
 
 from __future__ import annotations
 
+import functools
 import struct
 from itertools import groupby
 from pathlib import Path
@@ -34,22 +35,27 @@ MAX_SEGMENTS = 8  # per grid; more are merged on the next write
 HEAD = struct.Struct("<II")  # rows, columns
 
 
+@functools.lru_cache(maxsize=None)
+def aggregate_layout(ncols: int) -> struct.Struct:
+    """count, mins, maxs as int64, then each sum as 16 bytes: low 8 unsigned, high 8 signed."""
+    return struct.Struct("<" + "q" * (1 + 2 * ncols) + "Qq" * ncols)
+
+
 def pack_aggregate(agg: PartialAggregate) -> bytes:
-    ncols = len(agg.sums)
     mins = [0 if v is None else v for v in agg.mins]
     maxs = [0 if v is None else v for v in agg.maxs]
-    sums = b"".join(s.to_bytes(16, "little", signed=True) for s in agg.sums)
-    return struct.pack(f"<q{ncols}q{ncols}q", agg.count, *mins, *maxs) + sums
+    sums = [part for s in agg.sums for part in (s & 0xFFFFFFFFFFFFFFFF, s >> 64)]
+    return aggregate_layout(len(agg.sums)).pack(agg.count, *mins, *maxs, *sums)
 
 
 def unpack_aggregate(data: bytes, ncols: int) -> PartialAggregate:
-    head = struct.calcsize(f"<q{ncols}q{ncols}q")
-    vals = struct.unpack_from(f"<q{ncols}q{ncols}q", data)
+    vals = aggregate_layout(ncols).unpack_from(data)
     count = vals[0]
-    sums = [int.from_bytes(data[head + 16 * i : head + 16 * (i + 1)], "little", signed=True) for i in range(ncols)]
     if count == 0:
         return PartialAggregate.empty(ncols)
-    return PartialAggregate(count, sums, list(vals[1 : 1 + ncols]), list(vals[1 + ncols :]))
+    parts = vals[1 + 2 * ncols :]
+    sums = [low + (high << 64) for low, high in zip(parts[::2], parts[1::2])]
+    return PartialAggregate(count, sums, list(vals[1 : 1 + ncols]), list(vals[1 + ncols : 1 + 2 * ncols]))
 
 
 def pack_segment(eids: list[bytes], values: np.ndarray) -> bytes:
