@@ -55,7 +55,7 @@ from gridagg.store import open_store
 from .config import IngestConfig
 from .encode import encode
 from .readers import expand_inputs, read_source
-from .tree import LeafIndex
+from .tree import SplitTree
 
 WRITE_BATCH = 20000
 
@@ -178,15 +178,15 @@ def ensure_dataset(engine: GridEngine, ds: Dataset) -> bool:
 # -------------------------------------------------------------------- executor side
 
 
-def _assign_fn(bindex, ndim):
+def _assign_fn(btree, ndim):
     def fn(batches):
-        index = bindex.value
-        ids = np.array(index.ids, dtype=object)
+        tree = btree.value
+        ids = np.array(tree.ids, dtype=object)
         for pdf in batches:
             if len(pdf) == 0:
                 continue
             pts = pdf[[f"c{i}" for i in range(ndim)]].to_numpy(dtype=np.int64)
-            pdf["leaf"] = ids[index.locate(pts)]
+            pdf["leaf"] = ids[tree.locate(pts)]
             yield pdf
 
     return fn
@@ -416,12 +416,12 @@ def _load(spark, settings, ds: Dataset, good, engine: GridEngine, summary: Summa
     #    current leaf.
     good = (good.groupBy("_eid").agg(F.max(F.struct(*[F.col(c) for c in cols])).alias("b"))
             .select("_eid", *[F.col(f"b.{c}").alias(c) for c in cols]))
-    bindex = spark.sparkContext.broadcast(LeafIndex(leaves, ndim))
+    btree = spark.sparkContext.broadcast(SplitTree(leaves, ndim))
     assigned_schema = T.StructType(
         [T.StructField("_eid", T.StringType())]
         + [T.StructField(c, T.LongType()) for c in cols]
         + [T.StructField("leaf", T.StringType())])
-    assigned = good.mapInPandas(_assign_fn(bindex, ndim), assigned_schema)
+    assigned = good.mapInPandas(_assign_fn(btree, ndim), assigned_schema)
 
     # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})

@@ -2,7 +2,7 @@
 
 The directory holds only leaves, but leaves tile their parents exactly, so every internal
 grid's box is the hull of its children and its split (axis, cut) is where its two
-children's boxes part. LeafIndex rebuilds those splits once (on the driver, from the
+children's boxes part. SplitTree rebuilds those splits once (on the driver, from the
 leaf boxes: small) and then walks numpy arrays of points down the tree level by level
 (in the executors, after a broadcast).
 """
@@ -14,7 +14,7 @@ import numpy as np
 from gridagg.grid import Grid
 
 
-class LeafIndex:
+class SplitTree:
     def __init__(self, leaves: list[Grid], ndim: int):
         boxes: dict[str, tuple] = {g.grid_id: g.box for g in leaves}
         ids = sorted(boxes, key=len, reverse=True)
