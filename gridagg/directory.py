@@ -17,6 +17,7 @@ the next query of every process.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from contextlib import contextmanager
 from importlib import resources
@@ -137,6 +138,7 @@ class GridDirectory:
             raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {exc}") from exc
         self.round_trips = TripCounter()
         self._indexes: dict[str, LeafIndex] = {}
+        self._loading = threading.Lock()
         with self.connection() as conn:
             conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
 
@@ -309,19 +311,24 @@ class GridDirectory:
         index = self._indexes.get(ds.name)
         with self.connection() as conn:
             self.round_trips.add()
-            if index is None:
-                index = self._load_index(conn, ds)
-            else:
+            due = True
+            if index is not None:
                 row = conn.execute("SELECT version FROM gridagg_datasets WHERE name = %s", (ds.name,)).fetchone()
                 if row is None:
                     self._indexes.pop(ds.name, None)
                     raise UnknownDataset(ds.name)
-                if row[0] != index.version:
-                    self.round_trips.add()
-                    if time.monotonic() - index.loaded_at < RELOAD_SPACING * index.load_seconds:
-                        return self._gist_intersecting(conn, ds, box)
+                if row[0] == index.version:
+                    return index.intersecting(box), len(index)
+                self.round_trips.add()
+                due = time.monotonic() - index.loaded_at >= RELOAD_SPACING * index.load_seconds
+            # One thread of the process loads; the others ask the GiST index meanwhile.
+            if due and self._loading.acquire(blocking=False):
+                try:
                     index = self._load_index(conn, ds)
-        return index.intersecting(box), len(index)
+                finally:
+                    self._loading.release()
+                return index.intersecting(box), len(index)
+            return self._gist_intersecting(conn, ds, box)
 
     def _gist_intersecting(self, conn, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
         """intersecting() by the composite GiST index, without the leaves in memory."""
