@@ -57,3 +57,35 @@ def test_empty_range_gives_the_empty_aggregate(tmp_path):
     agg, visited = store.aggregate_rows(DS, [(b"a", b"b")], [], [1])
     assert (agg, visited) == (PartialAggregate.empty(2), 0)
     store.close()
+
+
+OPEN_RACE = """
+import sys, tempfile, threading
+from gridagg.store.embedded import EmbeddedStore
+path = tempfile.mkdtemp()
+for round_ in range(200):
+    store = EmbeddedStore(path)
+    barrier = threading.Barrier(8)
+    def first_query(i):
+        barrier.wait()
+        db = store._db(f"d{round_}", "sa"[i % 2])
+        with store.env.begin(db=db) as txn:
+            txn.get(b"k")
+    threads = [threading.Thread(target=first_query, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    store.close()
+"""
+
+
+def test_threads_opening_a_dataset_at_once_do_not_hang(tmp_path):
+    """A server worker's threads may all query a dataset for the first time at once. Two
+    LMDB database opens at the same time in one process used to hang it for good (the
+    GIL held), so this runs in a child process with a deadline."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", OPEN_RACE], cwd=root, timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

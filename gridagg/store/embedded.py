@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import threading
 from itertools import groupby
 from pathlib import Path
 from typing import Iterator
@@ -105,13 +106,19 @@ class EmbeddedStore(CellStore):
         path.mkdir(parents=True, exist_ok=True)
         self.env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=4096, max_readers=512)
         self._dbs: dict[str, object] = {}
+        self._opening = threading.Lock()
 
     def _db(self, name: str, family: str):
         key = f"{name}/{family}"
         db = self._dbs.get(key)
         if db is None:
-            db = self.env.open_db(key.encode(), create=True)
-            self._dbs[key] = db
+            # LMDB allows one database open at a time per process; two threads opening
+            # at once (a worker's first queries of a dataset) could hang the process.
+            with self._opening:
+                db = self._dbs.get(key)
+                if db is None:
+                    db = self.env.open_db(key.encode(), create=True)
+                    self._dbs[key] = db
         return db
 
     def create_dataset(self, ds: Dataset) -> None:
