@@ -60,6 +60,20 @@ def copy_plain(settings: Settings, table: str, ids: list[bytes], values: np.ndar
         return secs
 
 
+def drop_dataset(settings: Settings, name: str) -> None:
+    """Drop a gridagg dataset the bench loaded (its directory and its store's cells)."""
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.store import open_store
+
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+    try:
+        engine.drop_dataset(name)
+    finally:
+        engine.store.close()
+        engine.directory.close()
+
+
 def baseline_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:
     """Seconds the query baseline `kind` takes to load the rows (its own load method)."""
     from gridagg.baselines import open_backend
@@ -92,10 +106,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the datasets and baseline tables")
     args = p.parse_args(argv)
 
-    from gridagg.directory import GridDirectory
-    from gridagg.engine import GridEngine
-    from gridagg.store import open_store
-
     from .config import load_config
     from .encode import encode
     from .job import Progress, run_ingest, spark_session
@@ -115,10 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(summary.lines()), flush=True)
         results.append((f"gridagg ingest ({store} store + PostgreSQL)", summary.read, summary.seconds))
         if not args.keep:
-            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
-            engine.drop_dataset(run_cfg.dataset.name)
-            engine.store.close()
-            engine.directory.close()
+            drop_dataset(s, run_cfg.dataset.name)
 
     if not args.no_baselines:
         ncols = len(cfg.dataset.columns)
@@ -140,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = load_encoded(spark, s, enc_ds, spark.read.parquet(str(encoded)), progress=Progress(quiet=True))
             results.append((f"gridagg bulk load of the encoded rows ({store})", summary.read, summary.seconds))
             if not args.keep:
-                engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
-                engine.drop_dataset(enc_ds.name)
-                engine.store.close()
-                engine.directory.close()
+                drop_dataset(s, enc_ds.name)
         shutil.rmtree(encoded.parent, ignore_errors=True)
         print("PostgreSQL COPY ...", file=sys.stderr, flush=True)
         results.append(("PostgreSQL COPY (plain table, no index)", n, copy_plain(settings, f"bench_{tag}_copy", ids, values)))
