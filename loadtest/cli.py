@@ -12,8 +12,6 @@ import sys
 def _bench(settings, args: argparse.Namespace) -> int:
     from . import bench
 
-    if args.copies is None and args.rows is None:
-        args.copies = 1
     args.command_line = "gridagg " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = bench.run(settings, args)
     return 1 if result["disagreements"] else 0

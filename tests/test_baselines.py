@@ -15,7 +15,7 @@ from engine_support import check_answer, open_engine, oracle  # noqa: E402
 
 from gridagg.baselines import BaselineRegistry, open_backend, view_name  # noqa: E402
 from gridagg.query import QuerySpec  # noqa: E402
-from loadtest.table3 import definition  # noqa: E402
+from loadtest.workload import definition  # noqa: E402
 
 YEAR = 365 * 86400
 
