@@ -8,8 +8,8 @@ Steps (each prints its progress to stderr):
    the ingest job's reader and encoder (loadtest/paper.toml: the paper's four query
    dimensions and wind speed); a row it cannot encode stops the bench;
 2. load the encoded rows into gridagg (one dataset per N_size and store, with the Spark
-   bulk load of the ingest job) and into both baselines (PostgreSQL COPY + B-tree; HBase
-   batched puts), timing each (Table 2);
+   bulk load of the ingest job) and into both baselines, in time order (PostgreSQL COPY
+   + B-tree; HBase batched puts), timing each (Table 2);
 3. run the paper's workload in-process on every gridagg dataset for the Table 3
    statistics and the measured selectivity, and check that all systems agree on the
    answers of a sample of the workload;
