@@ -81,7 +81,7 @@ def generate(sources: list[str], rows: int, out: str, fmt: str = "csv", seed: in
     written, files = 0, []
     plan = ((copy, year, i) for copy in itertools.count()
             for year in rng.permutation(span).tolist() for i in range(len(stations)))
-    for r, (copy, year, i) in enumerate(plan, start=1):
+    for r, (copy, year, i) in enumerate(plan):
         if written >= rows:
             break
         src = stations[i]
@@ -95,15 +95,15 @@ def generate(sources: list[str], rows: int, out: str, fmt: str = "csv", seed: in
             "longitude": f"{min(180.0, max(-180.0, src['longitude'] + shift[1])):.3f}",
             **{name: src[name][:n] for name in SOURCE},
         })
-        path = outdir / f"part-{r - 1:06d}.{'csv' if fmt == 'csv' else 'parquet'}"
+        path = outdir / f"part-{r:06d}.{'csv' if fmt == 'csv' else 'parquet'}"
         if fmt == "csv":
             df.to_csv(path, index=False)
         else:
             df.to_parquet(path, index=False)
         files.append(str(path))
         written += n
-        if r % 50 == 0:
-            progress(f"{written} rows in {r} files")
+        if len(files) % 50 == 0:
+            progress(f"{written} rows in {len(files)} files")
     return files
 
 
