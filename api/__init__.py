@@ -1,4 +1,4 @@
-"""gridagg's HTTP API for dashboards: a Flask app served by gunicorn (`gridagg serve`)."""
+"""gridagg's HTTP API for dashboards: a Flask app served by granian (`gridagg serve`)."""
 
 from .app import create_app
 

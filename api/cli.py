@@ -1,4 +1,4 @@
-"""`gridagg serve`: the HTTP API under gunicorn.
+"""`gridagg serve`: the HTTP API under granian (a WSGI server with a Rust HTTP core).
 
 Hook into gridagg/cli.py with: from api.cli import register; COMMANDS.append(register)
 (register(subparsers) adds the subcommand and sets func(settings, args) -> exit code).
@@ -28,21 +28,21 @@ endpoints: /v1/datasets, /v1/datasets/NAME{,/query,/series,/rows,/grids}, /healt
 
 
 def default_workers() -> int:
-    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+    return max(2, min(8, os.cpu_count() or 1))
 
 
-def gunicorn_argv(args: argparse.Namespace) -> list[str]:
-    from . import gunicorn_conf
-
+def server_argv(host: str, port: int, workers: int, threads: int, log_level: str = "info",
+                access_log: bool = True) -> list[str]:
+    """The command that serves api.wsgi:app: `workers` processes, each answering up to
+    `threads` requests at once. Each worker builds its own engine on its first request,
+    so no connection or LMDB handle crosses a process boundary. A worker that dies is
+    started again; on SIGTERM, requests in flight get 20 s to finish."""
     return [
-        sys.executable, "-m", "gunicorn",
-        "--config", f"python:{gunicorn_conf.__name__}",
-        "--bind", f"{args.host}:{args.port}",
-        "--workers", str(args.workers),
-        "--threads", str(args.threads),
-        "--timeout", str(args.timeout),
-        "--log-level", args.log_level,
-        *([] if args.no_access_log else ["--access-logfile", "-"]),
+        sys.executable, "-m", "granian", "--interface", "wsgi",
+        "--host", host, "--port", str(port),
+        "--workers", str(workers), "--blocking-threads", str(threads),
+        "--respawn-failed-workers", "--workers-kill-timeout", "20",
+        "--log-level", log_level, "--access-log" if access_log else "--no-access-log",
         "api.wsgi:app",
     ]
 
@@ -55,11 +55,12 @@ def _serve(settings, args: argparse.Namespace) -> int:
     env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     if not settings.write_token:
         print("gridagg serve: no GRIDAGG_WRITE_TOKEN set: writes (create, ingest) are refused", file=sys.stderr)
-    argv = gunicorn_argv(args)
+    argv = server_argv(args.host, args.port, args.workers, args.threads, args.log_level,
+                       access_log=not args.no_access_log)
     print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers, store {settings.store}); "
           "Ctrl-C stops it", file=sys.stderr)
     proc = subprocess.Popen(argv, env=env)
-    # A SIGTERM to `gridagg serve` stops gunicorn gracefully too.
+    # A SIGTERM to `gridagg serve` stops the server gracefully too.
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     try:
         return proc.wait()
@@ -77,20 +78,19 @@ def _serve(settings, args: argparse.Namespace) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "serve", help="serve the HTTP API (gunicorn, several workers)",
-        description="Serve the gridagg HTTP API for dashboards with gunicorn: several worker "
+        "serve", help="serve the HTTP API (granian, several workers)",
+        description="Serve the gridagg HTTP API for dashboards with granian: several worker "
                     "processes, each with pooled connections to PostgreSQL and the cell store "
                     "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics.",
         epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     p.add_argument("--workers", type=int, default=default_workers(),
-                   help="worker processes (default 2 per core, 2..8: %(default)s here)")
-    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
-    p.add_argument("--timeout", type=int, default=120,
-                   help="seconds before a silent worker is restarted (default 120)")
+                   help="worker processes (default 1 per core, 2..8: %(default)s here)")
+    p.add_argument("--threads", type=int, default=4,
+                   help="requests one worker answers at once (default 4)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                   help="gunicorn log level (default info)")
+                   help="server log level (default info)")
     p.add_argument("--no-access-log", action="store_true",
                    help="no line per request on stderr (it costs about a tenth of a worker's CPU "
                         "at high request rates; /metrics still counts requests)")

@@ -1,6 +1,8 @@
-"""Prometheus metrics. Under gunicorn, `gridagg serve` sets PROMETHEUS_MULTIPROC_DIR so
-every worker writes its samples to files there and /metrics merges all workers; without
-it (tests, a single process) the process's own registry is exposed."""
+"""Prometheus metrics. `gridagg serve` sets PROMETHEUS_MULTIPROC_DIR so every worker
+process writes its samples to files there and /metrics merges all workers, a restarted
+worker's counts included (there are only counters and histograms: no live gauges to
+clean up after a dead worker). Without it (tests, a single process) the process's own
+registry is exposed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The engine behind the API: built lazily, once per process, from the Settings.
 
-Lazily, so that a worker forked by gunicorn opens its own connection pools and LMDB
+Lazily, so that each server worker process opens its own connection pools and LMDB
 handles, and so that a server that is down at start answers 503 and recovers by itself:
 the next request tries again. Once built, the pools (psycopg_pool, happybase) reconnect
 on their own.

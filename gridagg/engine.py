@@ -276,7 +276,8 @@ class GridEngine:
                     f"the query would scan {need} rows, more than the limit of {self.max_scan_rows}; "
                     "narrow the box",
                 )
-        where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != ds.domain()[i]]
+        domain = ds.domain()
+        where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
         columns = sorted({a.col for a in spec.aggregates if a.col is not None})
         skipped_with_rows = False
         if not minmax_only and candidates:  # sum/count/avg need every partial grid: one pass

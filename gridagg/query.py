@@ -7,6 +7,7 @@ domain) and a list of aggregates written "count", "sum:col", "min:col", "max:col
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -80,14 +81,12 @@ class QuerySpec:
             if not isinstance(rng, (list, tuple)) or len(rng) != 2:
                 raise InvalidInput(f"where.{name} must be [lo, hi]", field=f"where.{name}")
             col = ds.dimensions[dims[name]]
-            if rng[0] is not None and rng[1] is not None and col.exact(rng[0]) > col.exact(rng[1]):
+            lo_x, hi_x = (None if v is None else col.exact(v) for v in rng)
+            if lo_x is not None and hi_x is not None and lo_x > hi_x:
                 raise InvalidInput(f"where.{name}: lo {rng[0]!r} is greater than hi {rng[1]!r}", field=f"where.{name}")
+            # The smallest stored value >= lo and the largest <= hi (as Column.encode_bound).
             lo, hi = box[dims[name]]
-            if rng[0] is not None:
-                lo = col.encode_bound(rng[0], upper=False)
-            if rng[1] is not None:
-                hi = col.encode_bound(rng[1], upper=True)
-            box[dims[name]] = (lo, hi)
+            box[dims[name]] = (lo if lo_x is None else math.ceil(lo_x), hi if hi_x is None else math.floor(hi_x))
         if not isinstance(aggregates, (list, tuple)) or not aggregates:
             raise InvalidInput("aggregates must be a non-empty list", field="aggregates")
         parsed = tuple(Aggregate.parse(ds, a) for a in aggregates)

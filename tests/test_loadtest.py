@@ -1,5 +1,5 @@
 """A small-scale run of `gridagg bench`: the harness works end to end (archive, loads,
-gunicorn, headless locust, report) and gridagg, PostgreSQL alone and HBase alone give
+the API server, headless locust, report) and gridagg, PostgreSQL alone and HBase alone give
 the same answers. No timing assertions."""
 
 from __future__ import annotations
