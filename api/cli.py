@@ -92,7 +92,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="server log level (default info)")
     p.add_argument("--no-access-log", action="store_true",
-                   help="no line per request on stderr (it costs about a tenth of a worker's CPU "
-                        "at high request rates; /metrics still counts requests)")
+                   help="no access-log line per request (as the benchmarks run; /metrics still "
+                        "counts requests)")
     p.set_defaults(func=_serve)
     return p
