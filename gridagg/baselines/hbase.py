@@ -186,7 +186,11 @@ class HBaseBaseline(BaselineBackend):
                 if k == 1:
                     parts = [self._scan(ds, *jobs[0], flt, fetch, want_time)]
                 else:
-                    parts = list(self._executor.map(lambda j: self._scan(ds, *j, flt, fetch, want_time), jobs))
+                    try:
+                        scans = self._executor.map(lambda j: self._scan(ds, *j, flt, fetch, want_time), jobs)
+                    except RuntimeError as exc:  # refused: the process is shutting down
+                        raise StoreUnavailable(f"HBase alone: the server is shutting down ({exc})") from exc
+                    parts = list(scans)
                 m = sum(len(p[0]) for p in parts)
                 trips = sum(p[2] for p in parts)
                 total.count = m

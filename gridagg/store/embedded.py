@@ -281,8 +281,8 @@ class EmbeddedStore(CellStore):
             rows = np.concatenate(views, axis=1) if views else np.empty((ncols, 0), dtype=np.int64)
         mask = matching(rows.T, rest)
         picked = rows if columns is None else rows[list(columns)]
-        if mask is not None:
-            picked = picked[:, mask]
+        if mask is not None:  # compress: several times faster than boolean indexing here
+            picked = np.compress(mask, picked, axis=1)
         return PartialAggregate.of_rows(picked.T, ncols, columns), visited
 
     def get_aggregates(self, ds, grid_ids):
