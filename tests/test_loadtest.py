@@ -15,7 +15,9 @@ def test_bench_cli_parses_and_defaults_follow_the_paper():
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     args = parser.parse_args(["bench"])
-    assert args.nsize == [50, 125, 250, 500, 1000, 2000, 4000, 8000]
+    # The paper's sweep, then two larger sizes (reported apart from the paper's best).
+    assert args.nsize == [50, 125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000]
+    assert max(n for n in args.nsize if n <= bench.PAPER_MAX_NSIZE) == 8000
     assert args.clients == [1, 8, 32, 96]
     assert callable(args.func)
 
