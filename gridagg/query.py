@@ -7,14 +7,13 @@ domain) and a list of aggregates written "count", "sum:col", "min:col", "max:col
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .aggregate import PartialAggregate
 from .errors import InvalidInput
 from .grid import Box
-from .schema import Dataset
+from .schema import Dataset, stored_bound
 
 FUNCTIONS = ("count", "sum", "min", "max", "avg")
 
@@ -84,9 +83,9 @@ class QuerySpec:
             lo_x, hi_x = (None if v is None else col.exact(v) for v in rng)
             if lo_x is not None and hi_x is not None and lo_x > hi_x:
                 raise InvalidInput(f"where.{name}: lo {rng[0]!r} is greater than hi {rng[1]!r}", field=f"where.{name}")
-            # The smallest stored value >= lo and the largest <= hi (as Column.encode_bound).
             lo, hi = box[dims[name]]
-            box[dims[name]] = (lo if lo_x is None else math.ceil(lo_x), hi if hi_x is None else math.floor(hi_x))
+            box[dims[name]] = (lo if lo_x is None else stored_bound(lo_x, upper=False),
+                               hi if hi_x is None else stored_bound(hi_x, upper=True))
         if not isinstance(aggregates, (list, tuple)) or not aggregates:
             raise InvalidInput("aggregates must be a non-empty list", field="aggregates")
         parsed = tuple(Aggregate.parse(ds, a) for a in aggregates)

@@ -79,6 +79,11 @@ def parse_duration(value: object, field_name: str) -> int:
     )
 
 
+def stored_bound(exact: Fraction, upper: bool) -> int:
+    """The largest stored value <= an exact upper bound, or the smallest >= a lower one."""
+    return math.floor(exact) if upper else math.ceil(exact)
+
+
 def _to_decimal(value: object, field_name: str) -> Decimal:
     if isinstance(value, bool) or value is None:
         raise InvalidInput(f"{field_name}: missing or non-numeric value {value!r}", field=field_name)
@@ -193,8 +198,7 @@ class Column:
     def encode_bound(self, value: object, upper: bool) -> int:
         """A query bound as a stored integer: the smallest stored value >= a lower bound,
         or the largest <= an upper bound. Bounds may lie outside the domain."""
-        f = self.exact(value)
-        return math.floor(f) if upper else math.ceil(f)
+        return stored_bound(self.exact(value), upper)
 
     def decode(self, enc: int | Fraction | None):
         """User units of a stored value (or of a sum/mean of stored values)."""

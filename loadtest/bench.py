@@ -13,8 +13,9 @@ Steps (each prints its progress to stderr):
 3. run the paper's workload in-process on every gridagg dataset for the Table 3
    statistics and the measured selectivity, and check that all systems agree on the
    answers of a sample of the workload;
-4. serve everything with `gridagg serve`'s server (granian) on 127.0.0.1 and run headless locust at each client
-   count, min and sum as separate runs, each bounded by requests and seconds;
+4. serve everything as `gridagg serve` does (granian) on 127.0.0.1 and run headless
+   locust at each client count, min and sum as separate runs, each bounded by requests
+   and seconds;
 5. write report.md, runs.csv, load.csv, table3.csv and PNG plots to --out.
 """
 
@@ -377,6 +378,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                              "DISAGREEMENTS: " + "; ".join(disagree[:5])), ""]
     # Ratios
     base = {k: next((s for s in systems if s.kind == k), None) for k in ("pg", "hbase")}
+
     def best(agg, c, within):
         return max(((rps(s.label, agg, c) or 0, s) for s in within), key=lambda x: x[0], default=(0, None))
 
