@@ -70,6 +70,7 @@ class GridEngine:
     ):
         self.directory = directory
         self.store = store
+        directory.epochs = store  # a store with directory epochs spares queries a round trip
         self.max_scan_rows = max_scan_rows
         self.max_query_seconds = max_query_seconds
         self._datasets: dict[str, Dataset] = {}

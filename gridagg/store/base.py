@@ -110,5 +110,15 @@ class CellStore(ABC):
     def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:
         """Store (replace) the aggregates of these grids."""
 
+    def directory_epoch(self, name: str) -> int | None:
+        """A counter of the dataset's directory changes that every process using this
+        store reads without a round trip, or None when the store keeps none (then each
+        query looks the directory version up in PostgreSQL). See gridagg.directory."""
+        return None
+
+    def advance_directory_epoch(self, name: str) -> None:
+        """Move the dataset's directory epoch on (after a change of its leaves is
+        committed); nothing for a store that keeps none."""
+
     def close(self) -> None:
         """Release connections or file handles."""

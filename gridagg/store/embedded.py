@@ -12,6 +12,8 @@ rows, is rewritten as one segment.
 LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
 a segment, "<name>/a" maps grid IDs to packed partial aggregates. LMDB allows one writer
 and many readers across processes, so API workers and ingest processes can share it.
+One more, "epochs", maps dataset names to their directory epochs (see gridagg.directory):
+every process of the store shares this file, so reading an epoch needs no round trip.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class EmbeddedStore(CellStore):
         self.env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=4096, max_readers=512)
         self._dbs: dict[str, object] = {}
         self._opening = threading.Lock()
+        self._epochs = self.env.open_db(b"epochs", create=True)
 
     def _db(self, name: str, family: str):
         key = f"{name}/{family}"
@@ -303,6 +306,18 @@ class EmbeddedStore(CellStore):
         with self.env.begin(write=True, db=db) as txn:
             for gid, agg in aggregates.items():
                 txn.put(gid.encode(), pack_aggregate(agg))
+
+    def directory_epoch(self, name):
+        with self.env.begin(db=self._epochs) as txn:
+            data = txn.get(name.encode())
+        return 0 if data is None else int.from_bytes(data, "big")
+
+    def advance_directory_epoch(self, name):
+        # Write transactions are serialised across processes: no increment is lost. The
+        # epoch outlives a drop of the dataset, so it never repeats a value.
+        with self.env.begin(write=True, db=self._epochs) as txn:
+            data = txn.get(name.encode())
+            txn.put(name.encode(), ((0 if data is None else int.from_bytes(data, "big")) + 1).to_bytes(8, "big"))
 
     def close(self):
         self.env.close()
