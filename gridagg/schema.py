@@ -79,7 +79,7 @@ def parse_duration(value: object, field_name: str) -> int:
     )
 
 
-def stored_bound(exact: Fraction, upper: bool) -> int:
+def stored_bound(exact: Fraction | int, upper: bool) -> int:
     """The largest stored value <= an exact upper bound, or the smallest >= a lower one."""
     return math.floor(exact) if upper else math.ceil(exact)
 
@@ -188,11 +188,15 @@ class Column:
             )
         return enc
 
-    def exact(self, value: object) -> Fraction:
-        """A user value in stored units, unrounded (for query bounds)."""
+    def exact(self, value: object) -> Fraction | int:
+        """A user value in stored units, unrounded (for query bounds). Whole values come
+        back as ints, without the cost of a Fraction (query bounds usually are)."""
         if self.kind == "time":
             delta = parse_timestamp(value, self.name) - self.epoch
-            return Fraction(delta.days * 86400 + delta.seconds) + Fraction(delta.microseconds, 10**6)
+            secs = delta.days * 86400 + delta.seconds
+            return secs + Fraction(delta.microseconds, 10**6) if delta.microseconds else secs
+        if type(value) is int:
+            return value * 10**self.scale
         return Fraction(_to_decimal(value, self.name)) * 10**self.scale
 
     def encode_bound(self, value: object, upper: bool) -> int:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from api.cli import default_workers, server_argv
+from api.cli import default_threads, default_workers, server_argv
 from gridagg.baselines import BaselineRegistry, open_backend
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
@@ -356,6 +356,8 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                 return r["rps"]
         return None
 
+    layout = "; ".join(f"store {st}: {args.workers} workers x {args.threads or default_threads(st)} threads"
+                       for st in args.stores or ["embedded"])
     lines = ["# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
              f"Command: `{meta['command']}`", "",
              f"Machine: {meta['machine']}", "",
@@ -363,7 +365,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"ingest/generate.py (seed {args.seed}: the real TMY3 station-years in every year 2011-2031, "
              f"stations replicated) and encoded once by the ingest job for loadtest/paper.toml; every system "
              f"loads the same encoded rows. "
-             f"Server: granian (`gridagg serve`) {args.workers} workers x {args.threads} threads on 127.0.0.1; load: headless "
+             f"Server: granian (`gridagg serve`; {layout}) on 127.0.0.1; load: headless "
              f"locust on the same machine, each run bounded by {args.requests} requests and {args.seconds:g} s; "
              f"before a system's runs its data is read into the OS page cache (its LMDB pages; pg_prewarm of "
              f"table and index) and an unrecorded warm-up run sends {args.warmup} requests at "
@@ -579,7 +581,7 @@ def run(settings: Settings, args) -> dict:
         logdir.mkdir(exist_ok=True)
         for store in args.stores or ["embedded"]:
             log(f"starting the API server (store {store})")
-            servers[store] = Server(settings, store, args.workers, args.threads, logdir)
+            servers[store] = Server(settings, store, args.workers, args.threads or default_threads(store), logdir)
         servers["baselines"] = servers[(args.stores or ["embedded"])[0]]
         check = workload.paper_queries(args.check_queries, args.seed + 7)
         log(f"checking that all systems agree on {len(check)} queries x (min, sum)")
@@ -658,7 +660,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check-queries", type=int, default=5, help="queries every system must agree on")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="API server workers (default as `gridagg serve`: %(default)s here)")
-    p.add_argument("--threads", type=int, default=4, help="requests one API worker answers at once (default 4)")
+    p.add_argument("--threads", type=int,
+                   help="requests one API worker answers at once (default as `gridagg serve`: 1 on the "
+                        "embedded store, 4 on HBase)")
     p.add_argument("--batch", type=int, default=8760,
                    help="rows per baseline load batch (default 8760, a station-year)")
     p.add_argument("--seed", type=int, default=1)
