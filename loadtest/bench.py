@@ -356,7 +356,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                 return r["rps"]
         return None
 
-    layout = "; ".join(f"store {st}: {args.workers} workers x {args.threads or default_threads(st)} threads"
+    layout = "; ".join(f"store {st}: {args.workers} workers x {args.threads or default_threads(st)} thread(s)"
                        for st in args.stores or ["embedded"])
     lines = ["# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
              f"Command: `{meta['command']}`", "",
