@@ -67,9 +67,8 @@ def _serve(settings, args: argparse.Namespace) -> int:
     threads = args.threads or default_threads(settings.store)
     argv = server_argv(args.host, args.port, args.workers, threads, args.log_level,
                        access_log=not args.no_access_log)
-    print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers x {threads} thread{'s' if threads != 1 else ''}, "
-          f"store {settings.store}); "
-          "Ctrl-C stops it", file=sys.stderr)
+    print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers x {threads} thread(s), "
+          f"store {settings.store}); Ctrl-C stops it", file=sys.stderr)
     proc = subprocess.Popen(argv, env=env)
     # A SIGTERM to `gridagg serve` stops the server gracefully too.
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())

@@ -63,8 +63,8 @@ def copy_plain(settings: Settings, table: str, ids: list[bytes], values: np.ndar
 
 def start_python_workers(spark) -> float:
     """Seconds to start Spark's Python workers with a trivial Arrow job on every core. The
-    first Python job of a session pays it (about 5 s here, half of a warm 1M-row load), so
-    it is timed apart: otherwise whichever store runs first would carry it."""
+    first Python job of a session pays it (seconds here, against about 10 s for a warm
+    1M-row load), so it is timed apart: otherwise whichever store runs first carries it."""
     def passthrough(batches):
         yield from batches
 

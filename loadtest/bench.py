@@ -356,8 +356,6 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                 return r["rps"]
         return None
 
-    layout = "; ".join(f"store {st}: {args.workers} workers x {args.threads or default_threads(st)} thread(s)"
-                       for st in args.stores or ["embedded"])
     lines = ["# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
              f"Command: `{meta['command']}`", "",
              f"Machine: {meta['machine']}", "",
@@ -365,7 +363,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"ingest/generate.py (seed {args.seed}: the real TMY3 station-years in every year 2011-2031, "
              f"stations replicated) and encoded once by the ingest job for loadtest/paper.toml; every system "
              f"loads the same encoded rows. "
-             f"Server: granian (`gridagg serve`; {layout}) on 127.0.0.1; load: headless "
+             f"Server: granian (`gridagg serve`; {meta['server']}) on 127.0.0.1; load: headless "
              f"locust on the same machine, each run bounded by {args.requests} requests and {args.seconds:g} s; "
              f"before a system's runs its data is read into the OS page cache (its LMDB pages; pg_prewarm of "
              f"table and index) and an unrecorded warm-up run sends {args.warmup} requests at "
@@ -574,15 +572,17 @@ def run(settings: Settings, args) -> dict:
                 f"skip {t3['skip_rate_min_pct']:.1f}%, {t3['total_grids']:,.0f} grids")
 
     servers: dict[str, Server] = {}
+    stores = args.stores or ["embedded"]
+    threads = {st: args.threads or default_threads(st) for st in stores}
     runs: list[dict] = []
     disagree: list[str] = []
     try:
         logdir = out / "logs"
         logdir.mkdir(exist_ok=True)
-        for store in args.stores or ["embedded"]:
+        for store in stores:
             log(f"starting the API server (store {store})")
-            servers[store] = Server(settings, store, args.workers, args.threads or default_threads(store), logdir)
-        servers["baselines"] = servers[(args.stores or ["embedded"])[0]]
+            servers[store] = Server(settings, store, args.workers, threads[store], logdir)
+        servers["baselines"] = servers[stores[0]]
         check = workload.paper_queries(args.check_queries, args.seed + 7)
         log(f"checking that all systems agree on {len(check)} queries x (min, sum)")
         disagree = agreement(servers, systems, check)
@@ -610,6 +610,7 @@ def run(settings: Settings, args) -> dict:
             if key != "baselines":
                 srv.stop()
     meta = {"command": args.command_line, "machine": machine(),
+            "server": "; ".join(f"store {st}: {args.workers} workers x {threads[st]} thread(s)" for st in stores),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
             "minutes": (time.time() - started) / 60, "rows": total}
     report = write_report(out, args, meta, systems, runs, disagree)

@@ -307,17 +307,20 @@ class EmbeddedStore(CellStore):
             for gid, agg in aggregates.items():
                 txn.put(gid.encode(), pack_aggregate(agg))
 
+    @staticmethod
+    def _epoch_in(txn, name: str) -> int:
+        data = txn.get(name.encode())
+        return 0 if data is None else int.from_bytes(data, "big")
+
     def directory_epoch(self, name):
         with self.env.begin(db=self._epochs) as txn:
-            data = txn.get(name.encode())
-        return 0 if data is None else int.from_bytes(data, "big")
+            return self._epoch_in(txn, name)
 
     def advance_directory_epoch(self, name):
         # Write transactions are serialised across processes: no increment is lost. The
         # epoch outlives a drop of the dataset, so it never repeats a value.
         with self.env.begin(write=True, db=self._epochs) as txn:
-            data = txn.get(name.encode())
-            txn.put(name.encode(), ((0 if data is None else int.from_bytes(data, "big")) + 1).to_bytes(8, "big"))
+            txn.put(name.encode(), (self._epoch_in(txn, name) + 1).to_bytes(8, "big"))
 
     def close(self):
         self.env.close()
