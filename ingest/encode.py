@@ -9,8 +9,10 @@ Each Arrow batch goes through two paths that give the same result:
   values): it also writes the quarantine reason.
 tests/test_ingest.py checks the result against Column.encode value by value.
 
-Output: the raw fields, `_eid` (element ID), `c0`..`c{n-1}` (stored integers, column
-order) and `_reason` (null for a good row; else why it is quarantined).
+Output: the raw fields and `_file` (kept for bad rows only: the quarantine output shows
+them; null for good rows, which then cost nothing to carry on), `_line`, `_eid` (element
+ID), `c0`..`c{n-1}` (stored integers, column order) and `_reason` (null for a good row;
+else why it is quarantined). A bad row has no `_eid` and no values.
 """
 
 from __future__ import annotations
@@ -72,8 +74,11 @@ def element_id(parts: list) -> str | None:
     return "|".join(str(p) for p in parts)
 
 
-def encode(df, cfg: IngestConfig):
-    """The encoded DataFrame (see the module docstring)."""
+def encode(df, cfg: IngestConfig, tree=None):
+    """The encoded DataFrame (see the module docstring). Given `tree` (a broadcast
+    ingest.tree.SplitTree), also `_leaf`: the position in tree.ids of the leaf holding each
+    good row, -1 for a bad row; computed in the same pass, so the rows cross from Spark
+    to Python only once."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -95,12 +100,16 @@ def encode(df, cfg: IngestConfig):
            T.StructField("_eid", T.StringType())]
         + [T.StructField(f"c{i}", T.LongType()) for i in range(len(ds.columns))]
         + [T.StructField("_reason", T.StringType())]
+        + ([T.StructField("_leaf", T.LongType())] if tree is not None else [])
     )
     resolved_ids = sorted(resolved)
 
     def fn(batches):
         for batch in batches:
-            yield encode_batch(batch, cfg, resolved_ids)
+            out = encode_batch(batch, cfg, resolved_ids)
+            if tree is not None:
+                out = with_leaf(out, tree.value, ds.ndim)
+            yield out
 
     return work.mapInArrow(fn, schema)
 
@@ -153,10 +162,22 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
             ok[r] = why[r] is None
         reasons = pa.array(why, pa.string())
     mask = pa.array(~ok)
-    raw = [batch.column(f) for f in [*cfg.source_fields, "_file", "_line"]]
+    raw = [pc.if_else(mask, batch.column(f), pa.scalar(None, pa.string())) for f in [*cfg.source_fields, "_file"]]
+    eid = pc.if_else(mask, pa.scalar(None, pa.string()), eid)
     cols = [pc.if_else(mask, pa.scalar(None, pa.int64()), pa.array(v)) for v in values]
     names = [*cfg.source_fields, "_file", "_line", "_eid", *[f"c{i}" for i in range(len(values))], "_reason"]
-    return pa.RecordBatch.from_arrays([*raw, eid, *cols, reasons], names=names)
+    return pa.RecordBatch.from_arrays([*raw, batch.column("_line"), eid, *cols, reasons], names=names)
+
+
+def with_leaf(batch, tree, ndim: int):
+    """`batch` (with the dimensions `c0`..`c{ndim-1}`; null values mark a bad row) plus
+    `_leaf`: the position in tree.ids of each row's leaf, -1 for a bad row."""
+    import pyarrow as pa
+
+    points = np.stack([batch.column(f"c{i}").fill_null(0).to_numpy() for i in range(ndim)], axis=1)
+    leaf = tree.locate(points)
+    leaf[~batch.column("c0").is_valid().to_numpy(zero_copy_only=False)] = -1
+    return batch.append_column("_leaf", pa.array(leaf, pa.int64()))
 
 
 def _plain_integers(text, pattern: str, scale: int) -> tuple[np.ndarray, np.ndarray]:

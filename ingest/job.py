@@ -3,9 +3,10 @@
 Steps (the driver holds the dataset's writer lock throughout and only ever handles
 per-leaf summaries, never raw rows):
 
-1. read and encode the inputs in Spark; bad rows go to the quarantine output;
+1. read and encode the inputs in Spark, and locate each good row's current leaf (leaf
+   boxes broadcast, numpy descent) in the same Python pass;
 2. keep one row per element ID (Spark aggregation; a deterministic choice among repeats)
-   and locate each row's current leaf (leaf boxes broadcast, numpy descent);
+   and count the input rows behind each; bad rows fall into one group of their own;
 3. group the rows by leaf (groupBy(leaf).applyInPandas): one task per touched leaf reads
    the leaf's stored rows from the store, drops new rows whose element ID is stored
    already (a touched leaf's content after the load is exactly stored rows + new rows),
@@ -22,7 +23,11 @@ per-leaf summaries, never raw rows):
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
    old leaves; the engine purges retired leaves' rows once no query can need them
-   (GridEngine.purge_retired, run by every later write, this job's start included).
+   (GridEngine.purge_retired, run by every later write, this job's start included);
+8. only if step 2 counted bad rows: read and encode the inputs again, keeping the bad
+   rows, and write them with their reasons to the quarantine output. A clean input is
+   read once; keeping every raw row around in case some are bad cost a third of a
+   clean load.
 
 Crash safety: before step 7 nothing a reader uses has changed except rows under live
 leaves (which are then also in the aggregates recomputed on the rerun); since step 3
@@ -53,7 +58,7 @@ from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, pre
 from gridagg.store import open_store
 
 from .config import IngestConfig
-from .encode import encode
+from .encode import encode, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
@@ -178,25 +183,6 @@ def ensure_dataset(engine: GridEngine, ds: Dataset) -> bool:
 # -------------------------------------------------------------------- executor side
 
 
-def _assign_fn(btree, ndim):
-    def fn(batches):
-        tree = btree.value
-        ids = np.array(tree.ids, dtype=object)
-        for pdf in batches:
-            if len(pdf) == 0:
-                continue
-            pts = pdf[[f"c{i}" for i in range(ndim)]].to_numpy(dtype=np.int64)
-            pdf["leaf"] = ids[tree.locate(pts)]
-            yield pdf
-
-    return fn
-
-
-def _agg_json(values: np.ndarray, ncols: int) -> list:
-    agg = PartialAggregate.of_rows(values, ncols)
-    return [agg.count, agg.sums, agg.mins, agg.maxs]
-
-
 def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggregate, limit: int,
                n_size: int, ndim: int, ncols: int, final: list) -> None:
     """Algorithm 2 on numpy arrays: split `grid` (holding values[idx], aggregate agg)
@@ -280,14 +266,17 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray,
     }
 
 
-def _build_fn(settings, ds, bgrids, write_batch):
+def _build_fn(settings, ds, btree, bgrids, write_batch):
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
     def fn(key, pdf):
         import pandas as pd
 
-        g = key[0]
+        rows = int(pdf["_n"].sum())
+        if key[0] < 0:  # the bad rows' group: only counted here
+            return pd.DataFrame({"leaf": [""], "info": [json.dumps({"bad": rows})]})
+        g = btree.value.ids[key[0]]
         box, next_axis = bgrids.value[g]
         grid = Grid(g, tuple(tuple(b) for b in box), next_axis)
         store = open_store(settings)
@@ -296,6 +285,7 @@ def _build_fn(settings, ds, bgrids, write_batch):
                                pdf[cols].to_numpy(dtype=np.int64), write_batch)
         finally:
             store.close()
+        info["rows"] = rows
         return pd.DataFrame({"leaf": [g], "info": [json.dumps(info)]})
 
     return fn
@@ -320,7 +310,6 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     ds = cfg.dataset
     cols = [f"c{i}" for i in range(len(ds.columns))]
     summary = Summary(ds.name)
-    persisted = []
     try:
         paths = expand_inputs(inputs)
         summary.files = len(paths)
@@ -328,33 +317,31 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         created = ensure_dataset(engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
-            # 1. read + encode; quarantine.
-            enc = encode(read_source(spark, cfg, paths), cfg).persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(enc)
-            counts = enc.groupBy(F.col("_reason")).count().collect()
-            summary.read = sum(r["count"] for r in counts)
-            bad = [(r["_reason"], r["count"]) for r in counts if r["_reason"] is not None]
-            summary.quarantined = sum(n for _, n in bad)
-            # Group reasons by their kind (the value-independent part) for the summary.
-            for reason, n in bad:
-                key = _reason_kind(reason)
-                summary.reasons[key] = summary.reasons.get(key, 0) + n
-            progress(f"read {summary.read} rows, {summary.quarantined} quarantined")
-            if summary.quarantined:
+            # 1. read + encode + locate, one pass.
+            engine.purge_retired(ds)
+            leaves = directory.leaves(ds)
+            btree = spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
+            located = encode(read_source(spark, cfg, paths), cfg, btree).select("_eid", *cols, "_leaf")
+            _load(spark, settings, ds, located, leaves, btree, engine, summary, progress)
+        # 8. quarantine: a second pass, only when the first one counted bad rows.
+        if summary.quarantined:
+            bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+            try:
+                for r in bad.groupBy("_reason").count().collect():
+                    # Reasons by their kind (the value-independent part) for the summary.
+                    kind = _reason_kind(r["_reason"])
+                    summary.reasons[kind] = summary.reasons.get(kind, 0) + r["count"]
                 qpath = quarantine or os.path.join(
                     "quarantine", f"{ds.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
-                (enc.filter(F.col("_reason").isNotNull())
-                 .select(F.col("_file").alias("file"), F.col("_line").alias("line"), F.col("_reason").alias("reason"),
-                         F.struct(*[F.col(f"`{f}`") for f in cfg.source_fields]).alias("fields"))
+                (bad.select(F.col("_file").alias("file"), F.col("_line").alias("line"), F.col("_reason").alias("reason"),
+                            F.struct(*[F.col(f"`{f}`") for f in cfg.source_fields]).alias("fields"))
                  .coalesce(1).write.mode("overwrite").json(qpath))
-                summary.quarantine_path = qpath
-                progress(f"quarantine written to {qpath}")
-            good = enc.filter(F.col("_reason").isNull()).select("_eid", *cols)
-            _load(spark, settings, ds, good, engine, summary, progress)
-            summary.duplicates = summary.read - summary.quarantined - summary.loaded
+            finally:
+                bad.unpersist()
+            summary.quarantine_path = qpath
+            progress(f"quarantine written to {qpath}")
     finally:
-        for df in persisted:
-            df.unpersist()
         if own_store:
             store.close()
         if own_dir:
@@ -378,19 +365,29 @@ def write_encoded(ids: list[bytes], values: np.ndarray, path: Path) -> Path:
 
 def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     """Bulk-load a DataFrame of already encoded rows (`_eid` string, `c0`..`c{n-1}`
-    longs inside the domain) into dataset ds (created if needed): steps 2-7 of the job."""
+    longs inside the domain) into dataset ds (created if needed): steps 1-7 of the job
+    without the reading and encoding."""
     t0 = time.perf_counter()
     progress = progress or Progress(spark=spark)
     directory = GridDirectory(settings.effective_pg_url)
     store = open_store(settings)
     summary = Summary(ds.name)
+    cols = [f"c{i}" for i in range(len(ds.columns))]
     try:
         engine = GridEngine(directory, store)
         ensure_dataset(engine, ds)
         with directory.writer_lock(ds.name):
-            summary.read = rows.count()
-            _load(spark, settings, ds, rows, engine, summary, progress)
-            summary.duplicates = summary.read - summary.loaded
+            engine.purge_retired(ds)
+            leaves = directory.leaves(ds)
+            btree = spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
+
+            def locate(batches):
+                for batch in batches:
+                    yield with_leaf(batch, btree.value, ds.ndim)
+
+            located = rows.select("_eid", *cols).mapInArrow(
+                locate, ", ".join(["_eid string", *(f"{c} long" for c in cols), "_leaf long"]))
+            _load(spark, settings, ds, located, leaves, btree, engine, summary, progress)
     finally:
         store.close()
         directory.close()
@@ -400,40 +397,39 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     return summary
 
 
-def _load(spark, settings, ds: Dataset, good, engine: GridEngine, summary: Summary, progress) -> None:
-    """Steps 2-7 for the good rows (`_eid`, c0..); the caller holds the writer lock."""
+def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engine: GridEngine,
+          summary: Summary, progress) -> None:
+    """Steps 2-7 for the located rows (`_eid`, c0.., `_leaf`; see encode) under `leaves`,
+    the dataset's leaves that `btree` was built from. The caller holds the writer lock."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     directory, store = engine.directory, engine.store
-    ndim, ncols = ds.ndim, len(ds.columns)
+    ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
-    engine.purge_retired(ds)
-    leaves = directory.leaves(ds)
     summary.leaves_before = len(leaves)
 
-    # 2. one row per element ID (a deterministic choice among repeats), located in its
-    #    current leaf.
-    good = (good.groupBy("_eid").agg(F.max(F.struct(*[F.col(c) for c in cols])).alias("b"))
-            .select("_eid", *[F.col(f"b.{c}").alias(c) for c in cols]))
-    btree = spark.sparkContext.broadcast(SplitTree(leaves, ndim))
-    assigned_schema = T.StructType(
-        [T.StructField("_eid", T.StringType())]
-        + [T.StructField(c, T.LongType()) for c in cols]
-        + [T.StructField("leaf", T.StringType())])
-    assigned = good.mapInPandas(_assign_fn(btree, ndim), assigned_schema)
+    # 2. one row per element ID (a deterministic choice among repeats; the leaf follows
+    #    from the values), with the number of input rows behind it.
+    rows = (located.groupBy("_eid").agg(F.max(F.struct(*cols, "_leaf")).alias("b"), F.count(F.lit(1)).alias("_n"))
+            .select("_eid", *[F.col(f"b.{c}").alias(c) for c in ["_leaf", *cols]], "_n"))
 
     # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    built = (assigned.groupBy("leaf")
-             .applyInPandas(_build_fn(settings, ds, bgrids, WRITE_BATCH), "leaf string, info string")
+    built = (rows.groupBy("_leaf")
+             .applyInPandas(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH), "leaf string, info string")
              .collect())
     final: dict[str, PartialAggregate] = {}
     split_leaves: list[str] = []
     new_leaves: list[Grid] = []
-    written = 0
+    written = touched = 0
     for r in built:
         info = json.loads(r["info"])
+        if "bad" in info:
+            summary.read += info["bad"]
+            summary.quarantined += info["bad"]
+            continue
+        touched += 1
+        summary.read += info["rows"]
         summary.loaded += info["n_new"]
         summary.rows_moved += info["moved"]
         written += info["written"]
@@ -443,10 +439,12 @@ def _load(spark, settings, ds: Dataset, good, engine: GridEngine, summary: Summa
             final[gid] = PartialAggregate(count, sums, mins, maxs)
             if info["split"]:
                 new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
+    summary.duplicates = summary.read - summary.quarantined - summary.loaded
     split_leaves.sort()
     new_leaves.sort(key=lambda g: g.grid_id)
     summary.leaves_split = len(split_leaves)
-    progress(f"{summary.loaded} new rows in {len(built)} leaves")
+    progress(f"read {summary.read} rows, {summary.quarantined} quarantined")
+    progress(f"{summary.loaded} new rows in {touched} leaves")
     progress(f"rows written: {written}")
 
     # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.

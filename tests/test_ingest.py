@@ -344,18 +344,18 @@ def test_spark_encoding_equals_column_encode(spark):
     df = spark.createDataFrame(rows, "k string, t string, a string, b string")
     from pyspark.sql import functions as F
 
-    df = df.select("*", F.lit("f").alias("_file"), F.lit(None).cast("long").alias("_line"),
+    df = df.select("*", F.lit("f").alias("_file"), F.col("k").cast("long").alias("_line"),
                    F.lit(None).cast("string").alias("_reason"))
-    out = {r["k"]: r for r in encode(df, cfg).collect()}
+    out = {r["_line"]: r for r in encode(df, cfg).collect()}
     assert len(out) == len(rows)
-    for k, t, a, b in rows:
+    for line, (k, t, a, b) in enumerate(rows):
         expect = []
         for col, src, v in zip(cfg.dataset.columns, cfg.sources, (t, a, b)):
             enc, why = encode_value(col, src, v)
             expect.append(enc)
             if why:
                 break
-        r = out[k]
+        r = out[line]
         if None in expect:
             assert r["_reason"] is not None, (t, a, b)
         else:

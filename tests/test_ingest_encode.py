@@ -51,10 +51,14 @@ def test_encode_batch_equals_reference(rows):
          pa.array(["f"] * n), pa.nulls(n, pa.int64()), pa.nulls(n, pa.string())],
         names=["t", "a", "b", "k", "_file", "_line", "_reason"])
     out = encode_batch(batch, CFG, []).to_pylist()
-    for (t, a, b), got in zip(rows, out):
+    for i, ((t, a, b), got) in enumerate(zip(rows, out)):
         row, why = reference(t, a, b)
         if why is None:
             assert got["_reason"] is None, (t, a, b, got["_reason"])
             assert [got["c0"], got["c1"], got["c2"]] == row, (t, a, b)
+            # A good row carries its element ID, not its raw fields.
+            assert got["_eid"] == str(i) and (got["a"], got["_file"]) == (None, None)
         else:
             assert got["_reason"] == why and got["c1"] is None, (t, a, b)
+            # A bad row keeps its raw fields for the quarantine output, and has no ID.
+            assert (got["t"], got["a"], got["b"], got["_file"], got["_eid"]) == (t, a, b, "f", None)
