@@ -10,8 +10,8 @@ each store alone, measured in one run.
    workers is excluded, and the latter printed apart);
 2. the same good rows, encoded by the same Spark code, are collected once (not timed),
    then loaded (timed) by:
-   - gridagg's bulk load of encoded rows (ingest.job.load_encoded: steps 2-7 of the
-     job, no reading or encoding), into each --stores entry;
+   - gridagg's bulk load of encoded rows (ingest.job.load_encoded: the job without
+     reading and encoding), into each --stores entry;
    - PostgreSQL COPY into a plain table (no index): the floor of any PostgreSQL load;
    - PostgreSQL alone as the query baseline loads it: COPY, then the composite B-tree
      over the dimensions and ANALYZE (gridagg.baselines.postgres);
