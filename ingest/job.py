@@ -322,9 +322,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
             # 1. read + encode + locate, one pass.
-            engine.purge_retired(ds)
-            leaves = directory.leaves(ds)
-            btree = spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
+            leaves, btree = _current_tree(spark, engine, ds)
             located = encode(read_source(spark, cfg, paths), cfg, btree).select("_eid", *cols, "_leaf")
             _load(spark, settings, ds, located, leaves, btree, engine, summary, progress)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
@@ -381,9 +379,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
         engine = GridEngine(directory, store)
         ensure_dataset(engine, ds)
         with directory.writer_lock(ds.name):
-            engine.purge_retired(ds)
-            leaves = directory.leaves(ds)
-            btree = spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
+            leaves, btree = _current_tree(spark, engine, ds)
 
             def locate(batches):
                 for batch in batches:
@@ -399,6 +395,14 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
             progress.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _current_tree(spark, engine: GridEngine, ds: Dataset):
+    """(leaves, their SplitTree broadcast) of the dataset now, after purging the rows of
+    retired leaves. The caller holds the writer lock, so neither changes until it lets go."""
+    engine.purge_retired(ds)
+    leaves = engine.directory.leaves(ds)
+    return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
 
 
 def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engine: GridEngine,
