@@ -74,26 +74,33 @@ def element_id(parts: list) -> str | None:
     return "|".join(str(p) for p in parts)
 
 
-def encode(df, cfg: IngestConfig, tree=None):
-    """The encoded DataFrame (see the module docstring). Given `tree` (a broadcast
-    ingest.tree.SplitTree), also `_leaf`: the position in tree.ids of the leaf holding each
-    good row, -1 for a bad row; computed in the same pass, so the rows cross from Spark
-    to Python only once."""
+def encode(src, cfg: IngestConfig, tree=None):
+    """The encoded DataFrame (see the module docstring) of `src`, an ingest.readers.Source.
+    Given `tree` (a broadcast ingest.tree.SplitTree), also `_leaf`: the position in
+    tree.ids of the leaf holding each good row, -1 for a bad row. Parsing (when the source
+    has a Python parse step), encoding and locating run in one Python pass, so the rows
+    cross from Spark to Python only once."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+
+    from .readers import Source, raw_schema
 
     ds = cfg.dataset
     raw_fields = cfg.source_fields
     # Time columns with a Spark pattern are resolved to epoch seconds by Spark (text -> long).
     resolved = {}
-    for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
-        if col.kind == "time" and src.time_format not in ("epoch", "iso"):
-            ts = F.expr(f"try_to_timestamp(trim(`{src.source}`), '{src.time_format}')")
-            if src.timezone != "UTC":
-                ts = F.to_utc_timestamp(ts, src.timezone)
+    for i, (col, src_col) in enumerate(zip(ds.columns, cfg.sources)):
+        if col.kind == "time" and src_col.time_format not in ("epoch", "iso"):
+            ts = F.expr(f"try_to_timestamp(trim(`{src_col.source}`), '{src_col.time_format}')")
+            if src_col.timezone != "UTC":
+                ts = F.to_utc_timestamp(ts, src_col.timezone)
             resolved[i] = F.unix_timestamp(ts)
-    work = df.select(*[F.col(f"`{f}`") for f in raw_fields], "_file", "_line", "_reason",
-                     *[e.alias(f"_t{i}") for i, e in resolved.items()])
+    if resolved and src.parse is not None:  # Spark must see the raw text first
+        src = Source(src.df.mapInArrow(src.parse, raw_schema(raw_fields)))
+    work = src.df
+    if src.parse is None:
+        work = work.select(*[F.col(f"`{f}`") for f in raw_fields], "_file", "_line", "_reason",
+                           *[e.alias(f"_t{i}") for i, e in resolved.items()])
     schema = T.StructType(
         [T.StructField(f, T.StringType()) for f in raw_fields]
         + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),
@@ -103,9 +110,10 @@ def encode(df, cfg: IngestConfig, tree=None):
         + ([T.StructField("_leaf", T.LongType())] if tree is not None else [])
     )
     resolved_ids = sorted(resolved)
+    parse = src.parse
 
     def fn(batches):
-        for batch in batches:
+        for batch in (parse(batches) if parse else batches):
             out = encode_batch(batch, cfg, resolved_ids)
             if tree is not None:
                 out = with_leaf(out, tree.value, ds.ndim)

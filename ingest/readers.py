@@ -1,9 +1,15 @@
-"""Readers: source files to a Spark DataFrame of raw source fields.
+"""Readers: source files to the raw source fields, in the executors.
 
-Every reader returns one string column per source field the config uses (null when a
-record lacks it), plus `_file` (the input file), `_line` (line number when known) and
-`_reason` (why the record is unusable as a whole, else null). Nothing is read on the
-driver: TMY3 files are parsed in the executors, one file per task.
+Raw fields are one string column per source field the config uses (null when a record
+lacks it), plus `_file` (the input file), `_line` (the record's line in its file, when
+known) and `_reason` (why the record is unusable as a whole, else null).
+
+`read_source` returns a `Source`. Text formats (TMY3, CSV) are read by Spark as whole
+files (its `binaryFile` source, so any file system Spark reads works) and parsed in
+Python: TMY3 by `parse_tmy3`, CSV by pyarrow's C++ parser, which is several times faster
+than Spark's. The parsing runs in the same Python pass as the encoding (ingest.encode),
+so the raw text never travels back to Spark. Parquet is read by Spark's own reader.
+Nothing is read on the driver but the header of the first CSV file, when it is local.
 """
 
 from __future__ import annotations
@@ -12,11 +18,23 @@ import csv
 import glob
 import io
 import os
+import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 from .config import IngestConfig
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What Spark reads: `df`, and `parse`, a function run in the executors that turns
+    the Arrow batches of `df` into Arrow batches of raw fields; None when `df` holds the
+    raw fields already."""
+    df: object
+    parse: Callable | None = None
 
 
 def expand_inputs(inputs: list[str]) -> list[str]:
@@ -40,6 +58,17 @@ def expand_inputs(inputs: list[str]) -> list[str]:
             else:
                 raise FileNotFoundError(f"input {m} does not exist")
     return [os.path.abspath(p) if "://" not in p else p for p in out]
+
+
+def raw_schema(fields: list[str]):
+    """The Spark schema of raw fields."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(f, T.StringType()) for f in fields]
+        + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),
+           T.StructField("_reason", T.StringType())]
+    )
 
 
 def parse_tmy3(path: str, text: str, fields: list[str]) -> list[tuple]:
@@ -97,28 +126,108 @@ def parse_tmy3(path: str, text: str, fields: list[str]) -> list[tuple]:
     return out
 
 
-def read_source(spark, cfg: IngestConfig, paths: list[str]):
-    """The raw DataFrame of the inputs (see the module docstring)."""
+def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
+    """The raw-field Arrow table of one CSV file (`data`: its bytes or an Arrow buffer).
+
+    Every field is read as text, exactly as written. A record with the wrong number of
+    fields, every record of a file whose header lacks a field, and a file pyarrow cannot
+    read at all become records with a reason. `_line` counts the header and skips blank
+    lines: it is the line number unless a quoted value spans lines."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    names = [*fields, "_file", "_line", "_reason"]
+    invalid: list[tuple[int, str]] = []
+
+    def on_invalid(row):
+        invalid.append((row.number, f"csv: {row.actual_columns} fields, header has {row.expected_columns}: "
+                                    f"{row.text[:200]!r}"))
+        return "skip"
+
+    def records(lines, reasons, n):
+        return pa.table([pa.nulls(n, pa.string())] * len(fields)
+                        + [pa.array([path] * n, pa.string()), pa.array(lines, pa.int64()), pa.array(reasons, pa.string())],
+                        names=names)
+
+    # Without a header pyarrow names columns f0, f1, ...; configs use Spark's names, _c0, _c1, ...
+    own = [f"f{f[2:]}" if not header and re.fullmatch(r"_c[0-9]+", f) else f for f in fields]
+    try:
+        table = pcsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pcsv.ReadOptions(use_threads=False, autogenerate_column_names=not header),
+            parse_options=pcsv.ParseOptions(delimiter=sep, invalid_row_handler=on_invalid),
+            convert_options=pcsv.ConvertOptions(
+                column_types={f: pa.string() for f in own}, include_columns=own,
+                include_missing_columns=True, strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:
+        if "Empty CSV file" in str(exc):
+            return records([], [], 0)
+        return records([None], [f"csv: unreadable file: {exc}"], 1)
+    table = table.rename_columns(fields)
+    n = table.num_rows
+    first = 2 if header else 1
+    bad = np.array([num for num, _ in invalid], dtype=np.int64)
+    lines = np.setdiff1d(np.arange(first, first + n + len(bad)), bad)
+    missing = [f for f in fields if table.column(f).null_count == n and n]
+    reason = pa.nulls(n, pa.string())
+    if missing:  # strings_can_be_null=False: only a column absent from the header is all null
+        reason = pa.array([f"csv: the header has no column {missing[0]!r}"] * n, pa.string())
+    good = pa.table([*table.columns, pa.array([path] * n, pa.string()), pa.array(lines, pa.int64()), reason],
+                    names=names)
+    if not invalid:
+        return good
+    return pa.concat_tables([good, records(bad.tolist(), [r for _, r in invalid], len(bad))])
+
+
+def check_csv_header(cfg: IngestConfig, path: str) -> None:
+    """Fail fast when the first input (a local CSV file with a header) lacks a field the
+    config reads; later files are checked record by record in the executors."""
+    import pyarrow.csv as pcsv
+
+    if not cfg.csv_options["header"] or "://" in path:
+        return
+    try:
+        names = pcsv.open_csv(path, parse_options=pcsv.ParseOptions(delimiter=cfg.csv_options["sep"])).schema.names
+    except Exception:  # unreadable or empty: the executors report it
+        return
+    for f in cfg.source_fields:
+        if f not in names:
+            raise ValueError(f"input {path} has no column {f!r} (columns: {sorted(names)})")
+
+
+def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
+    """The inputs as a Source (see the module docstring)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     fields = cfg.source_fields
-    if cfg.format == "tmy3":
-        schema = T.StructType(
-            [T.StructField(f, T.StringType()) for f in fields]
-            + [T.StructField("_file", T.StringType()), T.StructField("_line", T.LongType()),
-               T.StructField("_reason", T.StringType())]
-        )
-        sc = spark.sparkContext
-        rdd = sc.wholeTextFiles(",".join(paths), minPartitions=max(1, min(len(paths), sc.defaultParallelism * 4)))
-        rows = rdd.flatMap(lambda kv: parse_tmy3(kv[0], kv[1], fields))
-        return spark.createDataFrame(rows, schema)
+    if cfg.format in ("tmy3", "csv"):
+        files = spark.read.format("binaryFile").load(paths).select("path", "content")
+        header, sep = cfg.csv_options.get("header", True), cfg.csv_options.get("sep", ",")
+        if cfg.format == "csv":
+            check_csv_header(cfg, paths[0])
 
-    if cfg.format == "csv":
-        df = (spark.read.option("header", cfg.csv_options["header"]).option("sep", cfg.csv_options["sep"])
-              .option("mode", "PERMISSIVE").option("inferSchema", False).csv(paths))
-    else:
-        df = spark.read.parquet(*paths)
+        def parse(batches):
+            import pyarrow as pa
+
+            schema = None
+            for batch in batches:
+                for path, content in zip(batch.column("path").to_pylist(), batch.column("content")):
+                    if cfg.format == "csv":
+                        yield from parse_csv(path, content.as_buffer(), fields, header, sep).to_batches()
+                        continue
+                    recs = parse_tmy3(path, content.as_py().decode("utf-8", "replace"), fields)
+                    if recs:
+                        schema = schema or pa.schema([(f, pa.string()) for f in fields]
+                                                     + [("_file", pa.string()), ("_line", pa.int64()),
+                                                        ("_reason", pa.string())])
+                        yield pa.RecordBatch.from_arrays(
+                            [pa.array(c, t) for c, t in zip(zip(*recs), schema.types)], schema=schema)
+
+        return Source(files, parse)
+
+    df = spark.read.parquet(*paths)
     present = set(df.columns)
     cols = []
     for f in fields:
@@ -131,5 +240,5 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]):
         elif not isinstance(dtype, T.StringType):
             c = c.cast("string")
         cols.append(c.alias(f))
-    return df.select(*cols, F.input_file_name().alias("_file"), F.lit(None).cast("long").alias("_line"),
-                     F.lit(None).cast("string").alias("_reason"))
+    return Source(df.select(*cols, F.input_file_name().alias("_file"), F.lit(None).cast("long").alias("_line"),
+                            F.lit(None).cast("string").alias("_reason")))

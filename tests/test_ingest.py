@@ -220,7 +220,8 @@ def test_quarantine(spark, embedded, unique_name, tmp_path):
 
 def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     """A CSV with its own schema: a Spark datetime pattern in a local zone, two
-    dimensions, one measure; a second file in Parquet with epoch seconds."""
+    dimensions, one measure. A record with a field too many is quarantined, not cut to
+    fit."""
     s, engine = embedded
     rng = random.Random(5)
     path = tmp_path / "in" / "a.csv"
@@ -232,6 +233,7 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     lines.append("s1;not a time;1.0;5")
     lines.append("s1;2024-01-01 00:00:00;1e2;5")  # exponent: the exact path, accepted
     lines.append("s1;2024-01-01 00:00:00;1e2;5")  # the same element again: a duplicate
+    lines.append("s2;2024-01-01 00:00:00;1.0;5;6")  # a field too many
     path.write_text("\n".join(lines) + "\n")
     data = {
         "dataset": {"name": unique_name},
@@ -247,13 +249,13 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     cfg = parse_config(data)
     try:
         summary = load(spark, s, engine, cfg, [str(path.parent / "*.csv")], quarantine=str(tmp_path / "q"))
-        assert summary.read == 3003 and summary.quarantined == 1 and summary.duplicates == 1
+        assert summary.read == 3004 and summary.quarantined == 2 and summary.duplicates == 1
         # The expected rows, by the reference encoder (time via zoneinfo).
         from datetime import datetime
         from zoneinfo import ZoneInfo
 
         seen = {}
-        for line in lines[1:]:
+        for line in lines[1:-1]:
             sensor, when, x, reading = line.split(";")
             try:
                 ts = datetime.strptime(when, "%Y-%m-%d %H:%M:%S").replace(tzinfo=ZoneInfo("Asia/Kolkata"))
@@ -264,6 +266,36 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
             seen.setdefault(f"{sensor}|{when}", row)
         rows = np.array(list(seen.values()), dtype=np.int64)
         assert summary.loaded == len(rows)
+        check_tree(engine, unique_name, rows)
+    finally:
+        engine.drop_dataset(unique_name)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_path, fmt):
+    """A generated archive (ingest.generate) in either format loads exactly: the rows the
+    generator wrote, encoded by the reference encoder."""
+    import pandas as pd
+
+    from ingest.generate import generate
+
+    s, engine = embedded
+    files = generate([str(WEATHER)], 30000, str(tmp_path / "in"), fmt, seed=2)
+    base = load_config(ROOT / "ingest" / "examples" / "weather_generated.toml")
+    cfg = replace(base, dataset=replace(base.dataset, name=unique_name, grid=GridParams(500, 2000, base.dataset.grid.l_time)),
+                  format=fmt)
+    frames = [pd.read_csv(p, dtype=str) if fmt == "csv" else pd.read_parquet(p).astype(str) for p in files]
+    good, bad = [], 0
+    for r in pd.concat(frames).to_dict("records"):
+        enc = [encode_value(col, src, r[src.source]) for col, src in zip(cfg.dataset.columns, cfg.sources)]
+        if any(why for _, why in enc):
+            bad += 1
+        else:
+            good.append([v for v, _ in enc])
+    rows = np.array(good, dtype=np.int64)
+    try:
+        summary = load(spark, s, engine, cfg, [tmp_path / "in"])
+        assert (summary.read, summary.loaded, summary.quarantined) == (30000, len(rows), bad)
         check_tree(engine, unique_name, rows)
     finally:
         engine.drop_dataset(unique_name)
@@ -320,6 +352,7 @@ def test_spark_encoding_equals_column_encode(spark):
     """Both encoding paths (Spark SQL and the Python fallback) give exactly what
     gridagg.schema.Column.encode gives, value by value."""
     from ingest.encode import encode
+    from ingest.readers import Source
 
     data = {
         "dataset": {"name": "enc_check"},
@@ -346,7 +379,7 @@ def test_spark_encoding_equals_column_encode(spark):
 
     df = df.select("*", F.lit("f").alias("_file"), F.col("k").cast("long").alias("_line"),
                    F.lit(None).cast("string").alias("_reason"))
-    out = {r["_line"]: r for r in encode(df, cfg).collect()}
+    out = {r["_line"]: r for r in encode(Source(df), cfg).collect()}
     assert len(out) == len(rows)
     for line, (k, t, a, b) in enumerate(rows):
         expect = []
