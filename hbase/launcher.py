@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -636,3 +637,24 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
                      lines[-1] if lines else f"exit code {res.returncode}")
         raise LauncherError(f"creating pre-split table {name} failed: {cause[:300]} "
                             f"(see {p.out_file('admin')} and {p.log_file('admin')})")
+
+
+# HBase's jars that Spark's JVM lacks for writing HFiles and bulk-loading them: Spark
+# brings Hadoop, ZooKeeper, Jackson, logging and the rest.
+_SPARK_BULK_LOAD_JAR = re.compile(
+    r"(hbase-(client|common|server|zookeeper|protocol|protocol-shaded|hadoop-compat|hadoop2-compat|logging"
+    r"|metrics|metrics-api|procedure|replication|asyncfs|unsafe|shaded-protobuf|shaded-netty"
+    r"|shaded-miscellaneous|shaded-gson)|opentelemetry-[a-z]+|protobuf-java)-[0-9][^/]*\.jar")
+
+
+def spark_bulk_load_classpath(settings) -> str:
+    """The classpath Spark's driver needs for hbase/HFileBulkLoad.java: its classes
+    (compiled once with javac, against PySpark's jars and HBase's) and HBase's jars."""
+    import pyspark
+
+    jars = [j for j in resolve_classpath(settings).split(os.pathsep)
+            if _SPARK_BULK_LOAD_JAR.fullmatch(os.path.basename(j))]
+    spark_jars = str(Path(pyspark.__file__).parent / "jars" / "*")
+    classes = _compile_tool(settings, "HFileBulkLoad", (HERE / "HFileBulkLoad.java").read_text(),
+                            os.pathsep.join([spark_jars, *jars]))
+    return os.pathsep.join([str(classes), *jars])

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     cfg = load_config(args.config)
     tag = uuid.uuid4().hex[:8]
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, settings=settings.with_(store="hbase") if "hbase" in args.stores else None)
     spark.range(1).count()  # session warm-up, not timed
     workers_start = start_python_workers(spark)
     results: list[tuple[str, int, float]] = []

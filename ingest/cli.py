@@ -46,7 +46,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     except (GridaggError, OSError) as exc:
         print(f"gridagg ingest: error: {exc}", file=sys.stderr)
         return 2
-    spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions)
+    spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions, settings=settings)
     progress = Progress(spark=spark, quiet=args.quiet)
     try:
         summary = run_ingest(spark, settings, cfg, args.inputs, quarantine=args.quarantine, progress=progress)

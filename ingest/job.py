@@ -7,7 +7,7 @@ per-leaf summaries, never raw rows):
    boxes broadcast, numpy descent) in the same Python pass;
 2. keep one row per element ID (Spark aggregation; a deterministic choice among repeats)
    and count the input rows behind each; bad rows fall into one group of their own;
-3. group the rows by leaf (groupBy(leaf).applyInPandas): one task per touched leaf reads
+3. group the rows by leaf (groupBy(leaf).applyInArrow): one task per touched leaf reads
    the leaf's stored rows from the store, drops new rows whose element ID is stored
    already (a touched leaf's content after the load is exactly stored rows + new rows),
    and builds the leaf's whole subtree on numpy arrays with Algorithm 2's semantics
@@ -16,7 +16,9 @@ per-leaf summaries, never raw rows):
    down to N_size);
 4. the same task writes new rows and moved rows under their final keys (in batches,
    its own store connection) and returns only a summary: counts, and every resulting
-   leaf's box and aggregate (recomputed from its full content);
+   leaf's box and aggregate (recomputed from its full content). Into the local HBase
+   (ingest.hfiles) the task returns the rows as cells instead; the executors write them
+   as HFiles, and the driver has the region server load the files before step 6;
 5. (driver) nothing but those summaries comes back;
 6. write aggregates: every touched leaf's as recomputed in step 3, every ancestor's as
    the merge of its leaves (no deltas anywhere);
@@ -53,11 +55,13 @@ from gridagg.aggregate import PartialAggregate
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
+from gridagg.config import Settings
 from gridagg.schema import Dataset
 from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range
 from gridagg.store import open_store
 
 from .config import IngestConfig
+from . import hfiles
 from .encode import encode, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
@@ -100,8 +104,11 @@ class Summary:
         return dict(self.__dict__)
 
 
-def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffle_partitions: int | None = None):
-    """A SparkSession for the job (or the one spark-submit made: its master wins)."""
+def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffle_partitions: int | None = None,
+                  settings: Settings | None = None):
+    """A SparkSession for the job (or the one spark-submit made: its master wins). Given
+    the settings of the jobs to run, the session can bulk-load HFiles when they apply
+    (ingest.hfiles): their classpath is only taken when the JVM starts."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -110,7 +117,11 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     if master:
         builder = builder.master(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit its --master wins
-        builder = builder.config("spark.master", os.environ.get("GRIDAGG_SPARK_MASTER", "local[*]"))
+        master = os.environ.get("GRIDAGG_SPARK_MASTER", "local[*]")
+        builder = builder.config("spark.master", master)
+    bulk_cp = hfiles.classpath(settings, master) if settings is not None and master else None
+    if bulk_cp:
+        builder = builder.config("spark.driver.extraClassPath", bulk_cp)
     builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
@@ -207,11 +218,12 @@ def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggr
             stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
 
 
-def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray, write_batch: int) -> dict:
+def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray) -> tuple[dict, list, np.ndarray]:
     """One touched leaf, all of it in this task: its stored rows (scanned), the new rows
     located in it (deduplicated against the stored ones by element ID), the subtree they
-    make (Algorithm 2 semantics), and the rows written under their final keys. Returns a
-    small summary: counts and every resulting leaf's box and aggregate."""
+    make (Algorithm 2 semantics), and the rows to write under their final keys. Returns a
+    small summary (counts and every resulting leaf's box and aggregate) and those rows:
+    keys in order and their values."""
     ncols, ndim = len(ds.columns), ds.ndim
     n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
 
@@ -256,41 +268,60 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray,
         prefix = grid_prefix(leaf.grid_id)
         keys_out.extend(prefix + all_eids[i] for i in sel.tolist())
         idx_out.append(sel)
-    if keys_out:
-        sel = np.concatenate(idx_out)
-        order = sorted(range(len(keys_out)), key=keys_out.__getitem__)
-        keys_sorted = [keys_out[i] for i in order]
-        vals_sorted = values[sel[np.asarray(order, dtype=np.int64)]]
-        for s in range(0, len(keys_sorted), write_batch):
-            store.put_rows(ds, keys_sorted[s:s + write_batch], vals_sorted[s:s + write_batch])
-    return {
+    sel = np.concatenate(idx_out) if idx_out else np.zeros(0, dtype=np.int64)
+    order = sorted(range(len(keys_out)), key=keys_out.__getitem__)
+    keys_sorted = [keys_out[i] for i in order]
+    vals_sorted = values[sel[np.asarray(order, dtype=np.int64)]] if order else np.zeros((0, ncols), dtype=np.int64)
+    info = {
         "n_old": n_old, "n_new": n_new, "written": len(keys_out), "moved": moved, "split": split,
         "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
                    for leaf, _, a in final],
     }
+    return info, keys_sorted, vals_sorted
 
 
-def _build_fn(settings, ds, btree, bgrids, write_batch):
+def _build_fn(settings, ds, btree, bgrids, write_batch: int, cells: bool):
+    """The per-leaf task of step 3-4 for applyInArrow: output rows (leaf, info) with the
+    leaf's summary; with `cells`, also one row (key, value) per row to write, instead of
+    writing it to the store."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
-    def fn(key, pdf):
-        import pandas as pd
+    def out(leaf: str, info: dict, keys=(), values=None):
+        import pyarrow as pa
 
-        rows = int(pdf["_n"].sum())
-        if key[0] < 0:  # the bad rows' group: only counted here
-            return pd.DataFrame({"leaf": [""], "info": [json.dumps({"bad": rows})]})
-        g = btree.value.ids[key[0]]
+        n = len(keys)
+        table = {"leaf": pa.array([leaf] + [None] * n, pa.string()),
+                 "info": pa.array([json.dumps(info)] + [None] * n, pa.string())}
+        if cells:
+            blob = np.ascontiguousarray(values, dtype="<i8").tobytes() if n else b""
+            offsets = np.arange(n + 1, dtype=np.int32) * (8 * ncols)
+            value = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
+            table = {"key": pa.array([None, *keys], pa.binary()),
+                     "value": pa.concat_arrays([pa.nulls(1, pa.binary()), value]), **table}
+        return pa.table(table)
+
+    def fn(key, table):
+        import pyarrow.compute as pc
+
+        rows = pc.sum(table.column("_n")).as_py()
+        if key[0].as_py() < 0:  # the bad rows' group: only counted here
+            return out("", {"bad": rows})
+        g = btree.value.ids[key[0].as_py()]
         box, next_axis = bgrids.value[g]
         grid = Grid(g, tuple(tuple(b) for b in box), next_axis)
+        values = np.stack([table.column(c).to_numpy() for c in cols], axis=1)
         store = open_store(settings)
         try:
-            info = _build_leaf(store, ds, grid, pdf["_eid"].to_numpy(dtype=object),
-                               pdf[cols].to_numpy(dtype=np.int64), write_batch)
+            info, keys, vals = _build_leaf(store, ds, grid, table.column("_eid").to_numpy(zero_copy_only=False),
+                                           values)
+            if not cells:
+                for s in range(0, len(keys), write_batch):
+                    store.put_rows(ds, keys[s:s + write_batch], vals[s:s + write_batch])
         finally:
             store.close()
         info["rows"] = rows
-        return pd.DataFrame({"leaf": [g], "info": [json.dumps(info)]})
+        return out(g, info, keys, vals) if cells else out(g, info)
 
     return fn
 
@@ -423,9 +454,18 @@ def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engi
 
     # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    built = (rows.groupBy("_leaf")
-             .applyInPandas(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH), "leaf string, info string")
-             .collect())
+    bulk = hfiles.open_bulk_load(spark, settings, ds)
+    if settings.store == "hbase":
+        progress("rows go to HBase as HFiles (bulk load)" if bulk else "rows go to HBase through its Thrift gateway")
+    try:
+        schema = ("key binary, value binary, " if bulk else "") + "leaf string, info string"
+        built = rows.groupBy("_leaf").applyInArrow(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bool(bulk)), schema)
+        built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
+        if bulk:
+            bulk.load()
+    finally:
+        if bulk:
+            bulk.close()
     final: dict[str, PartialAggregate] = {}
     split_leaves: list[str] = []
     new_leaves: list[Grid] = []

@@ -26,6 +26,7 @@ from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import GridParams
 from gridagg.store import open_store
+from ingest import hfiles
 from ingest.config import load_config, parse_config
 from ingest.encode import element_id, encode_value
 from ingest.job import Progress, run_ingest, spark_session
@@ -42,8 +43,9 @@ pytestmark = pytest.mark.skipif(not FILES[0].exists(), reason="weather samples n
 
 
 @pytest.fixture(scope="module")
-def spark():
-    s = spark_session("local[2]", shuffle_partitions=2)
+def spark(settings, services):
+    # With the HBase settings: the HBase tests bulk-load HFiles, as `gridagg ingest` does.
+    s = spark_session("local[2]", shuffle_partitions=2, settings=settings.with_(store="hbase"))
     yield s
     s.stop()
 
@@ -155,19 +157,37 @@ def test_append_splits_full_leaves(spark, embedded, unique_name):
         engine.drop_dataset(unique_name)
 
 
-def test_tmy3_load_hbase(spark, settings, services, unique_name):
+@pytest.mark.parametrize("path", ["hfiles", "thrift"])
+def test_tmy3_load_append_hbase(spark, settings, services, unique_name, monkeypatch, tmp_path, path):
+    """Load every other hour of a station, append both stations (leaves split, stored rows
+    move) and rerun, into HBase: as HFiles, as into the local HBase, and through the
+    Thrift gateway, as into an external one."""
     s = settings.with_(store="hbase")
+    lines = FILES[0].read_text().splitlines()
+    half = tmp_path / "half" / FILES[0].name
+    half.parent.mkdir()
+    half.write_text("\n".join(lines[:2] + lines[2::2]) + "\n")
     engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
-    cfg = weather_cfg(unique_name)
+    cfg = weather_cfg(unique_name, n_threshold=450)  # doubled leaves go over it
+    if path == "thrift":
+        monkeypatch.setattr(hfiles, "open_bulk_load", lambda *args: None)
+    else:
+        assert hfiles.applies(s, spark.sparkContext.master)
     try:
-        summary = load(spark, s, engine, cfg, FILES)
+        first = load(spark, s, engine, cfg, [half])
+        rows, _ = expected_rows(cfg, [half])
+        assert first.loaded == len(rows)
+        check_tree(engine, unique_name, rows)
+        both = load(spark, s, engine, cfg, FILES)
         rows, _ = expected_rows(cfg, FILES)
-        assert summary.loaded == len(rows)
+        assert (both.loaded, both.duplicates) == (len(rows) - first.loaded, first.loaded)
+        assert both.leaves_split > 0 and both.rows_moved > 0
         check_tree(engine, unique_name, rows)
         random_queries(engine, unique_name, rows, 100, seed=3)
         again = load(spark, s, engine, cfg, FILES)
         assert again.loaded == 0
         check_tree(engine, unique_name, rows)
+        assert engine.check(unique_name) == []
     finally:
         engine.drop_dataset(unique_name)
         engine.directory.close()

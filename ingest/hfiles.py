@@ -1,0 +1,79 @@
+"""HBase bulk load for the ingest job: the executors write the rows as HFiles and the
+region server takes the files whole. Nothing goes through HBase's write path (Thrift,
+WAL, memstore, flushes), which is most of what a load into HBase costs.
+
+It applies when the store is the local HBase (`gridagg services up`) and Spark runs
+locally: the region server must read the files the executors write, and both share this
+machine's disk. Otherwise the job writes rows through the Thrift gateway.
+
+The Java half is hbase/HFileBulkLoad.java. Spark's driver JVM must have it and HBase's
+jars on its classpath from the start: spark_session() adds them (`classpath`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+
+FAMILY, QUALIFIER = "r", "v"  # gridagg.store.hbase: one cell r:v per row
+
+
+def applies(settings, master: str) -> bool:
+    """Whether a job with these settings on this Spark master bulk-loads HFiles."""
+    return settings.store == "hbase" and settings.hbase is None and master.startswith("local")
+
+
+def classpath(settings, master: str) -> str | None:
+    """What spark.driver.extraClassPath needs for a bulk load, None when none applies."""
+    if not applies(settings, master):
+        return None
+    from hbase.launcher import spark_bulk_load_classpath
+
+    return spark_bulk_load_classpath(settings)
+
+
+class BulkLoad:
+    """One job's bulk load into dataset `ds`: write() the cells as HFiles under a staging
+    directory, load() them into the table, close() removes what is left of the staging."""
+
+    def __init__(self, spark, settings, ds):
+        from hbase.launcher import paths
+
+        from gridagg.store.hbase import table_name
+
+        self.spark, self.table = spark, table_name(ds.name)
+        self.zk = ("localhost", str(settings.zk_port))
+        root = paths(settings).tmp / "bulkload"
+        # Under the dataset's writer lock no other job of this dataset runs: staging left
+        # here by one is from a job that was killed.
+        for stale in root.glob(f"{self.table}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
+        self.jvm = spark._jvm
+
+    def write(self, df):
+        """`df`: key (binary), value (binary), then other columns. Returns the DataFrame of
+        the rows whose key is null (the others become cells in HFiles when it runs)."""
+        from pyspark.sql import DataFrame
+
+        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, FAMILY, QUALIFIER, self.dir.as_uri(), *self.zk)
+        return DataFrame(jdf, self.spark)
+
+    def load(self) -> None:
+        if (self.dir / FAMILY).is_dir():
+            self.jvm.HFileBulkLoad.load(self.table, self.dir.as_uri(), *self.zk)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def open_bulk_load(spark, settings, ds) -> BulkLoad | None:
+    """A BulkLoad when one applies and the session has the Java half, else None."""
+    from py4j.java_gateway import JavaClass
+
+    if not applies(settings, spark.sparkContext.master):
+        return None
+    if not isinstance(getattr(spark._jvm, "HFileBulkLoad"), JavaClass):
+        return None  # a session made without spark_session(settings=...)
+    return BulkLoad(spark, settings, ds)
+
