@@ -30,6 +30,7 @@ import org.apache.spark.sql.Row;
  * write(): the executors sort each partition's cells by row key and write them as HFiles,
  * one per partition and region, under dir/family/. Rows whose "key" is null are not
  * cells: they are passed through, and are what the returned Dataset holds.
+ * writeCells(): the driver writes a few cells (the aggregates) as one HFile.
  * load(): hands every HFile under dir to the region servers, which move them into their
  * regions; no cell goes through the write path (WAL, memstore, flushes).
  */
@@ -52,6 +53,32 @@ public class HFileBulkLoad {
     }
     Writer writer = new Writer(dir, Bytes.toBytes(family), Bytes.toBytes(qualifier), starts);
     return in.sortWithinPartitions("key").mapPartitions(writer, Encoders.row(in.schema()));
+  }
+
+  /**
+   * Writes cells already in order into the HFile dir/family/name. `cells` holds, per cell:
+   * a 2-byte row length, the row, a 2-byte qualifier length, the qualifier, a 4-byte value
+   * length and the value (big-endian lengths).
+   */
+  public static void writeCells(byte[] cells, String dir, String family, String name) throws Exception {
+    Configuration conf = HBaseConfiguration.create();
+    Path path = new Path(dir, family + "/" + name);
+    byte[] fam = Bytes.toBytes(family);
+    long ts = System.currentTimeMillis();
+    java.nio.ByteBuffer in = java.nio.ByteBuffer.wrap(cells);
+    try (HFile.Writer out = HFile.getWriterFactory(conf, CacheConfig.DISABLED)
+        .withPath(path.getFileSystem(conf), path)
+        .withFileContext(new HFileContextBuilder().withBlockSize(64 * 1024).build()).create()) {
+      while (in.hasRemaining()) {
+        byte[] row = new byte[in.getShort() & 0xffff];
+        in.get(row);
+        byte[] qualifier = new byte[in.getShort() & 0xffff];
+        in.get(qualifier);
+        byte[] value = new byte[in.getInt()];
+        in.get(value);
+        out.append(new KeyValue(row, fam, qualifier, ts, value));
+      }
+    }
   }
 
   public static void load(String table, String dir, String quorum, String port) throws Exception {

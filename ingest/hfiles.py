@@ -13,9 +13,11 @@ jars on its classpath from the start: spark_session() adds them (`classpath`).
 from __future__ import annotations
 
 import shutil
+import struct
 import uuid
 
-FAMILY, QUALIFIER = "r", "v"  # gridagg.store.hbase: one cell r:v per row
+# gridagg.store.hbase's layout: a row is one cell r:v, aggregates are cells a:<statistic>.
+ROW_FAMILY, ROW_QUALIFIER, AGG_FAMILY = "r", "v", "a"
 
 
 def applies(settings, master: str) -> bool:
@@ -33,8 +35,9 @@ def classpath(settings, master: str) -> str | None:
 
 
 class BulkLoad:
-    """One job's bulk load into dataset `ds`: write() the cells as HFiles under a staging
-    directory, load() them into the table, close() removes what is left of the staging."""
+    """One job's bulk load into dataset `ds`: write() the rows and write_aggregates() the
+    aggregates as HFiles under a staging directory, load() them into the table, close()
+    removes what is left of the staging."""
 
     def __init__(self, spark, settings, ds):
         from hbase.launcher import paths
@@ -50,17 +53,36 @@ class BulkLoad:
             shutil.rmtree(stale, ignore_errors=True)
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
+        # Two warnings each load would print, both harmless here: the ZooKeeper registry is
+        # deprecated, and a local file system has no delegation tokens.
+        log4j = self.jvm.org.apache.logging.log4j
+        for name in ("org.apache.hadoop.hbase.client.ZKConnectionRegistry",
+                     "org.apache.hadoop.hbase.security.token.FsDelegationToken"):
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
 
     def write(self, df):
         """`df`: key (binary), value (binary), then other columns. Returns the DataFrame of
         the rows whose key is null (the others become cells in HFiles when it runs)."""
         from pyspark.sql import DataFrame
 
-        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, FAMILY, QUALIFIER, self.dir.as_uri(), *self.zk)
+        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, ROW_FAMILY, ROW_QUALIFIER, self.dir.as_uri(), *self.zk)
         return DataFrame(jdf, self.spark)
 
+    def write_aggregates(self, store, ds, aggregates) -> None:
+        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells, into one
+        HFile of their family."""
+        parts = []
+        for row, columns in sorted(store.aggregate_cells(ds, aggregates)):
+            for column, value in sorted(columns.items()):
+                qualifier = column.split(b":", 1)[1]
+                parts += [struct.pack(">H", len(row)), row, struct.pack(">H", len(qualifier)), qualifier,
+                          struct.pack(">I", len(value)), value]
+        if parts:
+            self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), AGG_FAMILY, "aggregates")
+
     def load(self) -> None:
-        if (self.dir / FAMILY).is_dir():
+        """Hand every HFile written so far to the region server."""
+        if any(self.dir.glob("*/*")):
             self.jvm.HFileBulkLoad.load(self.table, self.dir.as_uri(), *self.zk)
 
     def close(self) -> None:

@@ -442,6 +442,19 @@ def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engi
           summary: Summary, progress) -> None:
     """Steps 2-7 for the located rows (`_eid`, c0.., `_leaf`; see encode) under `leaves`,
     the dataset's leaves that `btree` was built from. The caller holds the writer lock."""
+    bulk = hfiles.open_bulk_load(spark, settings, ds)
+    if settings.store == "hbase":
+        progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
+                 else "rows and aggregates go to HBase through its Thrift gateway")
+    try:
+        _load_with(spark, settings, ds, located, leaves, btree, engine, summary, progress, bulk)
+    finally:
+        if bulk:
+            bulk.close()
+
+
+def _load_with(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engine: GridEngine,
+               summary: Summary, progress, bulk: hfiles.BulkLoad | None) -> None:
     from pyspark.sql import functions as F
 
     directory, store = engine.directory, engine.store
@@ -456,18 +469,9 @@ def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engi
 
     # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    bulk = hfiles.open_bulk_load(spark, settings, ds)
-    if settings.store == "hbase":
-        progress("rows go to HBase as HFiles (bulk load)" if bulk else "rows go to HBase through its Thrift gateway")
-    try:
-        schema = ("key binary, value binary, " if bulk else "") + "leaf string, info string"
-        built = rows.groupBy("_leaf").applyInArrow(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bool(bulk)), schema)
-        built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
-        if bulk:
-            bulk.load()
-    finally:
-        if bulk:
-            bulk.close()
+    schema = ("key binary, value binary, " if bulk else "") + "leaf string, info string"
+    built = rows.groupBy("_leaf").applyInArrow(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bool(bulk)), schema)
+    built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
     final: dict[str, PartialAggregate] = {}
     split_leaves: list[str] = []
     new_leaves: list[Grid] = []
@@ -495,7 +499,7 @@ def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engi
     summary.leaves_split = len(split_leaves)
     progress(f"read {summary.read} rows, {summary.quarantined} quarantined")
     progress(f"{summary.loaded} new rows in {touched} leaves")
-    progress(f"rows written: {written}")
+    progress(f"rows written: {written}" + (" (as HFiles)" if bulk else ""))
 
     # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
     all_leaf_ids = grids_after(leaves, split_leaves, new_leaves)
@@ -507,7 +511,11 @@ def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engi
         agg = leaf_aggs.get(g, PartialAggregate.empty(ncols))
         for a in ancestors(g):
             anc.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
-    store.put_aggregates(ds, {**final, **anc})
+    if bulk:
+        bulk.write_aggregates(store, ds, {**final, **anc})
+        bulk.load()  # rows and aggregates
+    else:
+        store.put_aggregates(ds, {**final, **anc})
     progress(f"aggregates written: {len(final)} leaves, {len(anc)} ancestors")
 
     # 7. directory switch.

@@ -157,20 +157,28 @@ class HBaseStore(CellStore):
                     )
         return out
 
-    def put_aggregates(self, ds, aggregates):
+    def aggregate_cells(self, ds, aggregates) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """(row key, {column: value}) of each aggregate, as put_aggregates writes them;
+        the ingest job's bulk load writes the same cells as HFiles."""
         sums, mins, maxs = self._agg_cols(ds)
-        items = list(aggregates.items())
+        out = []
+        for gid, agg in aggregates.items():
+            cells = {b"a:n": _bytes(agg.count)}
+            if agg.count:
+                cells.update(zip(sums, map(_bytes, agg.sums)))
+                cells.update(zip(mins, map(_bytes, agg.mins)))
+                cells.update(zip(maxs, map(_bytes, agg.maxs)))
+            out.append((grid_prefix(gid), cells))
+        return out
+
+    def put_aggregates(self, ds, aggregates):
+        items = self.aggregate_cells(ds, aggregates)
         with self._table(ds.name) as table:
             for start in range(0, len(items), CHUNK):
                 self.round_trips.add()
                 with table.batch() as b:
-                    for gid, agg in items[start : start + CHUNK]:
-                        cells = {b"a:n": _bytes(agg.count)}
-                        if agg.count:
-                            cells.update(zip(sums, map(_bytes, agg.sums)))
-                            cells.update(zip(mins, map(_bytes, agg.mins)))
-                            cells.update(zip(maxs, map(_bytes, agg.maxs)))
-                        b.put(grid_prefix(gid), cells)
+                    for key, cells in items[start : start + CHUNK]:
+                        b.put(key, cells)
 
     def close(self):
         # happybase pools have no close; dropping them closes their connections.
