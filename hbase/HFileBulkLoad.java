@@ -36,6 +36,15 @@ import org.apache.spark.sql.Row;
  */
 public class HFileBulkLoad {
 
+  static {
+    // Two warnings every job would print, both harmless here: the ZooKeeper registry is
+    // deprecated, and a local file system has no delegation tokens.
+    for (String name : new String[] {"org.apache.hadoop.hbase.client.ZKConnectionRegistry",
+                                     "org.apache.hadoop.hbase.security.token.FsDelegationToken"}) {
+      org.apache.logging.log4j.core.config.Configurator.setLevel(name, org.apache.logging.log4j.Level.ERROR);
+    }
+  }
+
   static Configuration conf(String quorum, String port) {
     Configuration conf = HBaseConfiguration.create();
     conf.set("hbase.zookeeper.quorum", quorum);
@@ -43,12 +52,28 @@ public class HFileBulkLoad {
     return conf;
   }
 
+  private static Connection connection;
+
+  /** One connection per JVM: a job's calls, and later jobs of the session, share it. */
+  static synchronized Connection connection(String quorum, String port) throws Exception {
+    if (connection == null || connection.isClosed()) {
+      connection = ConnectionFactory.createConnection(conf(quorum, port));
+    }
+    return connection;
+  }
+
+  /** CreatePresplitTable.create in this JVM (no JVM to start); "," separates the specs and the keys. */
+  public static boolean createTable(String table, String families, String splits, String quorum, String port)
+      throws Exception {
+    return CreatePresplitTable.create(connection(quorum, port), table, families.split(","),
+        splits.isEmpty() ? new String[0] : splits.split(","));
+  }
+
   /** Columns of `in`: key (binary), value (binary), then any others (kept on the rows passed through). */
   public static Dataset<Row> write(Dataset<Row> in, String table, String family, String qualifier, String dir,
                                    String quorum, String port) throws Exception {
     byte[][] starts;
-    try (Connection c = ConnectionFactory.createConnection(conf(quorum, port));
-         RegionLocator regions = c.getRegionLocator(TableName.valueOf(table))) {
+    try (RegionLocator regions = connection(quorum, port).getRegionLocator(TableName.valueOf(table))) {
       starts = regions.getStartKeys();
     }
     Writer writer = new Writer(dir, Bytes.toBytes(family), Bytes.toBytes(qualifier), starts);

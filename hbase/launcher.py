@@ -514,50 +514,6 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
 # --------------------------------------------------------------------------- admin
 
 
-_PRESPLIT_JAVA = """\
-import java.util.HexFormat;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.hbase.HBaseConfiguration;
-import org.apache.hadoop.hbase.TableName;
-import org.apache.hadoop.hbase.client.Admin;
-import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
-import org.apache.hadoop.hbase.client.Connection;
-import org.apache.hadoop.hbase.client.ConnectionFactory;
-import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
-
-/** args: table, then family specs "name:maxVersions", then "--", then split keys in hex. */
-public class CreatePresplitTable {
-  public static void main(String[] args) throws Exception {
-    Configuration conf = HBaseConfiguration.create();
-    TableName name = TableName.valueOf(args[0]);
-    TableDescriptorBuilder table = TableDescriptorBuilder.newBuilder(name);
-    int i = 1;
-    for (; i < args.length && !args[i].equals("--"); i++) {
-      String[] spec = args[i].split(":", 2);
-      table.setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(spec[0].getBytes("UTF-8"))
-          .setMaxVersions(Integer.parseInt(spec[1])).build());
-    }
-    i++;
-    byte[][] splits = new byte[Math.max(0, args.length - i)][];
-    for (int j = 0; i < args.length; i++, j++) {
-      splits[j] = HexFormat.of().parseHex(args[i]);
-    }
-    try (Connection conn = ConnectionFactory.createConnection(conf); Admin admin = conn.getAdmin()) {
-      if (admin.tableExists(name)) {
-        System.err.println("table already exists: " + name);
-        System.exit(3);
-      }
-      if (splits.length == 0) {
-        admin.createTable(table.build());
-      } else {
-        admin.createTable(table.build(), splits);
-      }
-    }
-  }
-}
-"""
-
-
 def _compile_tool(settings, class_name: str, source: str, cp: str) -> Path:
     """Compile a helper class once (javac) into tools/classes; return that dir."""
     p = paths(settings)
@@ -613,7 +569,7 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
     p = paths(settings)
     write_conf(settings)
     cp = resolve_classpath(settings)
-    classes = _compile_tool(settings, "CreatePresplitTable", _PRESPLIT_JAVA, cp)
+    classes = _compile_tool(settings, "CreatePresplitTable", (HERE / "CreatePresplitTable.java").read_text(), cp)
     cmd = _java_cmd(settings, "admin", f"{classes}{os.pathsep}{cp}",
                     ["CreatePresplitTable", name, *specs, "--", *keys])
     for attempt in (1, 2):  # one retry: a busy small machine can drop the first ZK/RPC session
@@ -648,13 +604,15 @@ _SPARK_BULK_LOAD_JAR = re.compile(
 
 
 def spark_bulk_load_classpath(settings) -> str:
-    """The classpath Spark's driver needs for hbase/HFileBulkLoad.java: its classes
-    (compiled once with javac, against PySpark's jars and HBase's) and HBase's jars."""
+    """The classpath Spark's driver needs for hbase/HFileBulkLoad.java: its classes and
+    CreatePresplitTable's (compiled once with javac, against PySpark's jars and HBase's)
+    and HBase's jars."""
     import pyspark
 
-    jars = [j for j in resolve_classpath(settings).split(os.pathsep)
-            if _SPARK_BULK_LOAD_JAR.fullmatch(os.path.basename(j))]
+    cp = resolve_classpath(settings)
+    jars = [j for j in cp.split(os.pathsep) if _SPARK_BULK_LOAD_JAR.fullmatch(os.path.basename(j))]
     spark_jars = str(Path(pyspark.__file__).parent / "jars" / "*")
-    classes = _compile_tool(settings, "HFileBulkLoad", (HERE / "HFileBulkLoad.java").read_text(),
-                            os.pathsep.join([spark_jars, *jars]))
+    classes = _compile_tool(settings, "CreatePresplitTable", (HERE / "CreatePresplitTable.java").read_text(), cp)
+    _compile_tool(settings, "HFileBulkLoad", (HERE / "HFileBulkLoad.java").read_text(),
+                  os.pathsep.join([str(classes), spark_jars, *jars]))
     return os.pathsep.join([str(classes), *jars])

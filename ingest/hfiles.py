@@ -53,12 +53,6 @@ class BulkLoad:
             shutil.rmtree(stale, ignore_errors=True)
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
-        # Two warnings each load would print, both harmless here: the ZooKeeper registry is
-        # deprecated, and a local file system has no delegation tokens.
-        log4j = self.jvm.org.apache.logging.log4j
-        for name in ("org.apache.hadoop.hbase.client.ZKConnectionRegistry",
-                     "org.apache.hadoop.hbase.security.token.FsDelegationToken"):
-            log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
 
     def write(self, df):
         """`df`: key (binary), value (binary), then other columns. Returns the DataFrame of
@@ -89,13 +83,25 @@ class BulkLoad:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def open_bulk_load(spark, settings, ds) -> BulkLoad | None:
-    """A BulkLoad when one applies and the session has the Java half, else None."""
+def available(spark, settings) -> bool:
+    """Whether a bulk load applies and the session has the Java half (a session made
+    without spark_session(settings=...) has not)."""
     from py4j.java_gateway import JavaClass
 
-    if not applies(settings, spark.sparkContext.master):
-        return None
-    if not isinstance(getattr(spark._jvm, "HFileBulkLoad"), JavaClass):
-        return None  # a session made without spark_session(settings=...)
-    return BulkLoad(spark, settings, ds)
+    return applies(settings, spark.sparkContext.master) and isinstance(spark._jvm.HFileBulkLoad, JavaClass)
+
+
+def open_bulk_load(spark, settings, ds) -> BulkLoad | None:
+    """A BulkLoad when one is available, else None."""
+    return BulkLoad(spark, settings, ds) if available(spark, settings) else None
+
+
+def create_table(spark, settings, ds) -> None:
+    """Create ds's table as HBaseStore.create_dataset does, but in Spark's JVM, which has
+    HBase's client already: no JVM to start (2 s). Nothing when it exists."""
+    from gridagg.store.hbase import FAMILIES, SPLITS, table_name
+
+    families = ",".join(f"{name}:{opts['max_versions']}" for name, opts in FAMILIES.items())
+    spark._jvm.HFileBulkLoad.createTable(table_name(ds.name), families, ",".join(k.hex() for k in SPLITS),
+                                         "localhost", str(settings.zk_port))
 

@@ -351,7 +351,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         paths = expand_inputs(inputs)
         summary.files = len(paths)
         engine = GridEngine(directory, store)
-        created = ensure_dataset(engine, cfg.dataset)
+        created = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
             # 1. read + encode + locate, one pass.
@@ -410,7 +410,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     cols = [f"c{i}" for i in range(len(ds.columns))]
     try:
         engine = GridEngine(directory, store)
-        ensure_dataset(engine, ds)
+        _ensure_dataset(spark, settings, engine, ds)
         with directory.writer_lock(ds.name):
             leaves, btree = _current_tree(spark, engine, ds)
 
@@ -428,6 +428,13 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
             progress.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset) -> bool:
+    """ensure_dataset, with the HBase table made in Spark's JVM when it can bulk-load."""
+    if hfiles.available(spark, settings):
+        hfiles.create_table(spark, settings, ds)
+    return ensure_dataset(engine, ds)
 
 
 def _current_tree(spark, engine: GridEngine, ds: Dataset):

@@ -31,6 +31,8 @@ from ..schema import Dataset
 from .base import CellStore, RangeCondition, matching
 
 REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
+SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start keys of regions 2..
+FAMILIES = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
 CHUNK = 1000  # keys per multi-get / batched mutation
 
 
@@ -67,16 +69,13 @@ class HBaseStore(CellStore):
         with self.pool.connection() as conn:
             if table_name(ds.name).encode() in conn.tables():
                 return
-            families = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
             if self.settings.hbase is None:
                 from hbase.launcher import create_presplit_table
 
-                step = 256 // REGIONS
-                create_presplit_table(self.settings, table_name(ds.name), families,
-                                      [bytes([i * step]) for i in range(1, REGIONS)])
+                create_presplit_table(self.settings, table_name(ds.name), FAMILIES, SPLITS)
             else:
                 # Thrift1 cannot pre-split; an external cluster splits regions as they grow.
-                conn.create_table(table_name(ds.name), families)
+                conn.create_table(table_name(ds.name), FAMILIES)
 
     def drop_dataset(self, name: str) -> None:
         with self.pool.connection() as conn:
