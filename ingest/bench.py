@@ -4,7 +4,8 @@ each store alone, measured in one run.
     python -m ingest.generate --rows 1000000 --out /tmp/gen-1m
     python -m ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
 
-1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry:
+1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry
+   (--repeat N: N rounds over the stores, each into a fresh dataset):
    read -> encode -> tree -> rows in the store + aggregates + directory committed in
    PostgreSQL (timed end to end; the start of the Spark session and of its Python
    workers is excluded, and the latter printed apart);
@@ -117,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the job into each of these stores (default: embedded)")
     p.add_argument("--no-baselines", action="store_true", help="time the job only")
     p.add_argument("--no-hbase", action="store_true", help="skip the HBase-alone load")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the job N times per store, each into a fresh dataset: the first run of the "
+                        "session carries the JVM's warm-up, later ones show a warm session (default 1)")
     p.add_argument("--keep", action="store_true", help="keep the datasets and baseline tables")
     args = p.parse_args(argv)
 
@@ -133,14 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     workers_start = start_python_workers(spark)
     results: list[tuple[str, int, float]] = []
 
-    for store in args.stores:
-        run_cfg = replace(cfg, dataset=replace(cfg.dataset, name=f"bench_{store[:2]}_{tag}"))
-        s = settings.with_(store=store)
-        summary = run_ingest(spark, s, run_cfg, args.inputs, progress=Progress(spark=spark))
-        print("\n".join(summary.lines()), flush=True)
-        results.append((f"gridagg ingest ({store} store + PostgreSQL)", summary.read, summary.seconds))
-        if not args.keep:
-            drop_dataset(s, run_cfg.dataset.name)
+    for run in range(1, args.repeat + 1):
+        for store in args.stores:
+            run_cfg = replace(cfg, dataset=replace(cfg.dataset, name=f"bench_{store[:2]}_{tag}_{run}"))
+            s = settings.with_(store=store)
+            summary = run_ingest(spark, s, run_cfg, args.inputs, progress=Progress(spark=spark))
+            print("\n".join(summary.lines()), flush=True)
+            label = f"gridagg ingest ({store} store + PostgreSQL)" + (f", run {run}" if args.repeat > 1 else "")
+            results.append((label, summary.read, summary.seconds))
+            if not args.keep:
+                drop_dataset(s, run_cfg.dataset.name)
 
     if not args.no_baselines:
         ncols = len(cfg.dataset.columns)
@@ -176,10 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
 
     print()
-    print(f"| {'what':<44} | {'rows':>10} | {'seconds':>8} | {'rows/s':>10} |")
-    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 10}|{'-' * 12}|")
+    width = max(len(what) for what, _, _ in results)
+    print(f"| {'what':<{width}} | {'rows':>10} | {'seconds':>8} | {'rows/s':>10} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 12}|{'-' * 10}|{'-' * 12}|")
     for what, rows, secs in results:
-        print(f"| {what:<44} | {rows:>10,} | {secs:>8.1f} | {rows / secs if secs else 0:>10,.0f} |")
+        print(f"| {what:<{width}} | {rows:>10,} | {secs:>8.1f} | {rows / secs if secs else 0:>10,.0f} |")
     print(f"\nNot in the table: starting Spark's Python workers took {workers_start:.1f} s, paid once per "
           "session by its first job (a fresh `gridagg ingest` pays it, and the session start, on top).")
     return 0
