@@ -16,9 +16,6 @@ import shutil
 import struct
 import uuid
 
-# gridagg.store.hbase's layout: a row is one cell r:v, aggregates are cells a:<statistic>.
-ROW_FAMILY, ROW_QUALIFIER, AGG_FAMILY = "r", "v", "a"
-
 
 def applies(settings, master: str) -> bool:
     """Whether a job with these settings on this Spark master bulk-loads HFiles."""
@@ -59,20 +56,23 @@ class BulkLoad:
         the rows whose key is null (the others become cells in HFiles when it runs)."""
         from pyspark.sql import DataFrame
 
-        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, ROW_FAMILY, ROW_QUALIFIER, self.dir.as_uri(), *self.zk)
+        from gridagg.store.hbase import HBaseStore
+
+        family, qualifier = HBaseStore.ROW.decode().split(":")  # a row is one cell
+        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, family, qualifier, self.dir.as_uri(), *self.zk)
         return DataFrame(jdf, self.spark)
 
     def write_aggregates(self, store, ds, aggregates) -> None:
-        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells, into one
-        HFile of their family."""
+        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells (all in one
+        family), into one HFile."""
         parts = []
         for row, columns in sorted(store.aggregate_cells(ds, aggregates)):
             for column, value in sorted(columns.items()):
-                qualifier = column.split(b":", 1)[1]
+                family, qualifier = column.split(b":", 1)
                 parts += [struct.pack(">H", len(row)), row, struct.pack(">H", len(qualifier)), qualifier,
                           struct.pack(">I", len(value)), value]
         if parts:
-            self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), AGG_FAMILY, "aggregates")
+            self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), family.decode(), "aggregates")
 
     def load(self) -> None:
         """Hand every HFile written so far to the region server."""
