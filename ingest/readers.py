@@ -71,6 +71,14 @@ def raw_schema(fields: list[str]):
     )
 
 
+def raw_arrow_schema(fields: list[str]):
+    """The Arrow schema of raw fields, as the executors' parsers build them."""
+    import pyarrow as pa
+
+    return pa.schema([(f, pa.string()) for f in fields]
+                     + [("_file", pa.string()), ("_line", pa.int64()), ("_reason", pa.string())])
+
+
 def parse_tmy3(path: str, text: str, fields: list[str]) -> list[tuple]:
     """Records of one TMY3 file: tuples of the requested fields (strings or None), then
     _file, _line, _reason. `timestamp` is the UTC epoch second of the hour-ending local
@@ -137,7 +145,7 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    names = [*fields, "_file", "_line", "_reason"]
+    schema = raw_arrow_schema(fields)
     invalid: list[tuple[int, str]] = []
 
     def on_invalid(row):
@@ -148,7 +156,7 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
     def records(lines, reasons, n):
         return pa.table([pa.nulls(n, pa.string())] * len(fields)
                         + [pa.array([path] * n, pa.string()), pa.array(lines, pa.int64()), pa.array(reasons, pa.string())],
-                        names=names)
+                        schema=schema)
 
     # Without a header pyarrow names columns f0, f1, ...; configs use Spark's names, _c0, _c1, ...
     own = [f"f{f[2:]}" if not header and re.fullmatch(r"_c[0-9]+", f) else f for f in fields]
@@ -174,7 +182,7 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
     if missing:  # strings_can_be_null=False: only a column absent from the header is all null
         reason = pa.array([f"csv: the header has no column {missing[0]!r}"] * n, pa.string())
     good = pa.table([*table.columns, pa.array([path] * n, pa.string()), pa.array(lines, pa.int64()), reason],
-                    names=names)
+                    schema=schema)
     if not invalid:
         return good
     return pa.concat_tables([good, records(bad.tolist(), [r for _, r in invalid], len(bad))])
@@ -205,13 +213,13 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
     if cfg.format in ("tmy3", "csv"):
         files = spark.read.format("binaryFile").load(paths).select("path", "content")
         header, sep = cfg.csv_options.get("header", True), cfg.csv_options.get("sep", ",")
-        if cfg.format == "csv":
+        if cfg.format == "csv" and paths:
             check_csv_header(cfg, paths[0])
 
         def parse(batches):
             import pyarrow as pa
 
-            schema = None
+            schema = raw_arrow_schema(fields)
             for batch in batches:
                 for path, content in zip(batch.column("path").to_pylist(), batch.column("content")):
                     if cfg.format == "csv":
@@ -219,9 +227,6 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
                         continue
                     recs = parse_tmy3(path, content.as_py().decode("utf-8", "replace"), fields)
                     if recs:
-                        schema = schema or pa.schema([(f, pa.string()) for f in fields]
-                                                     + [("_file", pa.string()), ("_line", pa.int64()),
-                                                        ("_reason", pa.string())])
                         yield pa.RecordBatch.from_arrays(
                             [pa.array(c, t) for c, t in zip(zip(*recs), schema.types)], schema=schema)
 
