@@ -17,19 +17,19 @@ per-leaf summaries, never raw rows):
 4. the same task writes new rows and moved rows under their final keys (in batches,
    its own store connection) and returns only a summary: counts, and every resulting
    leaf's box and aggregate (recomputed from its full content). Into the local HBase
-   (ingest.hfiles) the task returns the rows as cells instead; the executors write them
-   as HFiles, and the driver has the region server load the files before step 6;
+   (ingest.hfiles) the task returns the rows as cells instead, and the executors write
+   them as HFiles;
 5. (driver) nothing but those summaries comes back;
 6. write aggregates: every touched leaf's as recomputed in step 3, every ancestor's as
-   the merge of its leaves (no deltas anywhere);
+   the merge of its leaves (no deltas anywhere). With HFiles, the driver writes them as
+   one more file and has the region server load all the files, rows and aggregates;
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
    old leaves; the engine purges retired leaves' rows once no query can need them
    (GridEngine.purge_retired, run by every later write, this job's start included);
 8. only if step 2 counted bad rows: read and encode the inputs again, keeping the bad
    rows, and write them with their reasons to the quarantine output. A clean input is
-   read once: caching every raw row in case some were bad cost about 3 s of a 1M-row
-   load that now takes 7-8 s once Spark is warm.
+   read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
 
 Crash safety: before step 7 nothing a reader uses has changed except rows under live
 leaves (which are then also in the aggregates recomputed on the rerun); since step 3
