@@ -1,9 +1,12 @@
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.PriorityQueue;
+import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.KeyValue;
@@ -13,7 +16,6 @@ import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionLocator;
 import org.apache.hadoop.hbase.io.hfile.CacheConfig;
 import org.apache.hadoop.hbase.io.hfile.HFile;
-import org.apache.hadoop.hbase.io.hfile.HFileContext;
 import org.apache.hadoop.hbase.io.hfile.HFileContextBuilder;
 import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
 import org.apache.hadoop.hbase.util.Bytes;
@@ -27,9 +29,9 @@ import org.apache.spark.sql.Row;
  * HBase bulk load for gridagg's Spark ingest job (used from Python through py4j; see
  * ingest/hfiles.py). Compiled by hbase/launcher.py against Spark's and HBase's jars.
  *
- * write(): the executors sort each partition's cells by row key and write them as HFiles,
- * one per partition and region, under dir/family/. Rows whose "key" is null are not
- * cells: they are passed through, and are what the returned Dataset holds.
+ * write(): the executors write the rows Python packed (each value one region's rows in key
+ * order) as HFiles under dir/family/, one per task and region. Rows without such a value
+ * are passed through, and are what the returned Dataset holds.
  * writeCells(): the driver writes a few cells (the aggregates) as one HFile.
  * load(): hands every HFile under dir to the region servers, which move them into their
  * regions; no cell goes through the write path (WAL, memstore, flushes).
@@ -69,15 +71,22 @@ public class HFileBulkLoad {
         splits.isEmpty() ? new String[0] : splits.split(","));
   }
 
-  /** Columns of `in`: key (binary), value (binary), then any others (kept on the rows passed through). */
-  public static Dataset<Row> write(Dataset<Row> in, String table, String family, String qualifier, String dir,
-                                   String quorum, String port) throws Exception {
-    byte[][] starts;
+  /** The start key of each region of `table`, in order. */
+  public static byte[][] regionStarts(String table, String quorum, String port) throws Exception {
     try (RegionLocator regions = connection(quorum, port).getRegionLocator(TableName.valueOf(table))) {
-      starts = regions.getStartKeys();
+      return regions.getStartKeys();
     }
-    Writer writer = new Writer(dir, Bytes.toBytes(family), Bytes.toBytes(qualifier), starts);
-    return in.sortWithinPartitions("key").mapPartitions(writer, Encoders.row(in.schema()));
+  }
+
+  /**
+   * Rows of `in` with a "cells" value (packed rows of the region numbered "region", see
+   * Run) become HFiles under dir/family/: per task, one per region, merging the task's
+   * values of that region (and more when a task buffers over FLUSH_BYTES). The returned
+   * Dataset holds the other rows.
+   */
+  public static Dataset<Row> write(Dataset<Row> in, String family, String qualifier, String dir) {
+    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), Bytes.toBytes(qualifier)),
+        Encoders.row(in.schema()));
   }
 
   /**
@@ -87,13 +96,10 @@ public class HFileBulkLoad {
    */
   public static void writeCells(byte[] cells, String dir, String family, String name) throws Exception {
     Configuration conf = HBaseConfiguration.create();
-    Path path = new Path(dir, family + "/" + name);
     byte[] fam = Bytes.toBytes(family);
     long ts = System.currentTimeMillis();
-    java.nio.ByteBuffer in = java.nio.ByteBuffer.wrap(cells);
-    try (HFile.Writer out = HFile.getWriterFactory(conf, CacheConfig.DISABLED)
-        .withPath(path.getFileSystem(conf), path)
-        .withFileContext(new HFileContextBuilder().withBlockSize(64 * 1024).build()).create()) {
+    ByteBuffer in = ByteBuffer.wrap(cells);
+    try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name))) {
       while (in.hasRemaining()) {
         byte[] row = new byte[in.getShort() & 0xffff];
         in.get(row);
@@ -106,60 +112,114 @@ public class HFileBulkLoad {
     }
   }
 
+  static HFile.Writer create(Configuration conf, Path path) throws Exception {
+    return HFile.getWriterFactory(conf, CacheConfig.DISABLED).withPath(path.getFileSystem(conf), path)
+        .withFileContext(new HFileContextBuilder().withBlockSize(64 * 1024).build()).create();
+  }
+
   public static void load(String table, String dir, String quorum, String port) throws Exception {
     BulkLoadHFiles.create(conf(quorum, port)).bulkLoad(TableName.valueOf(table), new Path(dir));
   }
 
+  /** Bytes of packed rows a task holds before it writes them out. */
+  static final long FLUSH_BYTES = 256L << 20;
+
   static class Writer implements MapPartitionsFunction<Row, Row> {
     final String dir;
     final byte[] family, qualifier;
-    final byte[][] starts;
 
-    Writer(String dir, byte[] family, byte[] qualifier, byte[][] starts) {
+    Writer(String dir, byte[] family, byte[] qualifier) {
       this.dir = dir;
       this.family = family;
       this.qualifier = qualifier;
-      this.starts = starts;
     }
 
     public Iterator<Row> call(Iterator<Row> rows) throws Exception {
       Configuration conf = HBaseConfiguration.create();
-      HFileContext context = new HFileContextBuilder().withBlockSize(64 * 1024).build();
-      // The task's partition names its files: a retried task overwrites its own.
-      int partition = TaskContext.getPartitionId();
       long ts = System.currentTimeMillis();
+      // The task's partition names its files: a retried task overwrites its own.
+      String task = "p" + TaskContext.getPartitionId();
       List<Row> passed = new ArrayList<>();
-      HFile.Writer out = null;
-      int region = -1;
+      Map<Integer, List<Run>> regions = new TreeMap<>();
+      long held = 0;
+      int flushes = 0;
       while (rows.hasNext()) {
         Row r = rows.next();
-        if (r.isNullAt(0)) {
+        int cells = r.fieldIndex("cells");
+        if (r.isNullAt(cells)) {
           passed.add(r);
           continue;
         }
-        byte[] key = (byte[]) r.get(0);
-        int at = regionOf(key);
-        if (at != region) {  // sorted keys: each region's cells come in one run
-          if (out != null) {
-            out.close();
-          }
-          Path path = new Path(dir, Bytes.toString(family) + "/p" + partition + "-r" + at);
-          FileSystem fs = path.getFileSystem(conf);
-          out = HFile.getWriterFactory(conf, CacheConfig.DISABLED).withPath(fs, path)
-              .withFileContext(context).create();
-          region = at;
+        byte[] packed = (byte[]) r.get(cells);
+        regions.computeIfAbsent(r.getInt(r.fieldIndex("region")), k -> new ArrayList<>()).add(new Run(packed));
+        held += packed.length;
+        if (held > FLUSH_BYTES) {
+          flush(conf, regions, task + "-" + flushes++, ts);
+          held = 0;
         }
-        out.append(new KeyValue(key, family, qualifier, ts, (byte[]) r.get(1)));
       }
-      if (out != null) {
-        out.close();
-      }
+      flush(conf, regions, task + "-" + flushes, ts);
       return passed.iterator();
     }
 
-    int regionOf(byte[] key) {
-      int i = Arrays.binarySearch(starts, key, Bytes.BYTES_COMPARATOR);
-      return i >= 0 ? i : -i - 2;  // the last region starting at or before key
+    void flush(Configuration conf, Map<Integer, List<Run>> regions, String name, long ts) throws Exception {
+      for (Map.Entry<Integer, List<Run>> region : regions.entrySet()) {
+        Path path = new Path(dir, Bytes.toString(family) + "/" + name + "-r" + region.getKey());
+        PriorityQueue<Run> runs = new PriorityQueue<>();
+        for (Run run : region.getValue()) {
+          if (run.i < run.n) {
+            runs.add(run);
+          }
+        }
+        try (HFile.Writer out = create(conf, path)) {
+          while (!runs.isEmpty()) {
+            Run run = runs.poll();
+            out.append(run.cell(family, qualifier, ts));
+            if (++run.i < run.n) {
+              runs.add(run);
+            }
+          }
+        }
+      }
+      regions.clear();
+    }
+  }
+
+  /**
+   * Packed rows, keys in order, read from the front. `packed` (little-endian): int32
+   * count n, int32 value width w, n + 1 int32 key offsets, the keys, then n values of w
+   * bytes. Runs compare by their current key.
+   */
+  static class Run implements Comparable<Run> {
+    final byte[] packed;
+    final ByteBuffer in;
+    final int n, width, keysAt, valuesAt;
+    int i;
+
+    Run(byte[] packed) {
+      this.packed = packed;
+      in = ByteBuffer.wrap(packed).order(ByteOrder.LITTLE_ENDIAN);
+      n = in.getInt(0);
+      width = in.getInt(4);
+      keysAt = 8 + 4 * (n + 1);
+      valuesAt = keysAt + in.getInt(8 + 4 * n);
+    }
+
+    int keyFrom() {
+      return keysAt + in.getInt(8 + 4 * i);
+    }
+
+    int keyLength() {
+      return in.getInt(12 + 4 * i) - in.getInt(8 + 4 * i);
+    }
+
+    KeyValue cell(byte[] family, byte[] qualifier, long ts) {
+      return new KeyValue(packed, keyFrom(), keyLength(), family, 0, family.length, qualifier, 0, qualifier.length,
+          ts, KeyValue.Type.Put, packed, valuesAt + i * width, width);
+    }
+
+    public int compareTo(Run other) {
+      return Bytes.compareTo(packed, keyFrom(), keyLength(), other.packed, other.keyFrom(), other.keyLength());
     }
   }
 }

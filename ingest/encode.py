@@ -74,11 +74,13 @@ def element_id(parts: list) -> str | None:
     return "|".join(str(p) for p in parts)
 
 
-def encode(src, cfg: IngestConfig, tree=None):
+def encode(src, cfg: IngestConfig, tree=None, then=None):
     """The encoded DataFrame (see the module docstring) of `src`, an ingest.readers.Source.
     Given `tree` (a broadcast ingest.tree.SplitTree), also `_leaf`: the position in
-    tree.ids of the leaf holding each good row, -1 for a bad row. Parsing (when the source
-    has a Python parse step), encoding and locating run in one Python pass, so the rows
+    tree.ids of the leaf holding each good row, -1 for a bad row. Given `then`, a pair
+    (function of the encoded Arrow batches yielding Arrow batches, their Spark schema), the
+    DataFrame holds what that function makes of them instead. Parsing (when the source has
+    a Python parse step), encoding, locating and `then` run in one Python pass, so the rows
     cross from Spark to Python only once."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -112,14 +114,17 @@ def encode(src, cfg: IngestConfig, tree=None):
     resolved_ids = sorted(resolved)
     parse = src.parse
 
-    def fn(batches):
+    def encoded(batches):
         for batch in (parse(batches) if parse else batches):
             out = encode_batch(batch, cfg, resolved_ids)
             if tree is not None:
                 out = with_leaf(out, tree.value, ds.ndim)
             yield out
 
-    return work.mapInArrow(fn, schema)
+    if then is None:
+        return work.mapInArrow(encoded, schema)
+    then_fn, then_schema = then
+    return work.mapInArrow(lambda batches: then_fn(encoded(batches)), then_schema)
 
 
 def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):

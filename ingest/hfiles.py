@@ -12,6 +12,7 @@ jars on its classpath from the start: spark_session() adds them (`classpath`).
 
 from __future__ import annotations
 
+import bisect
 import shutil
 import struct
 import uuid
@@ -50,29 +51,40 @@ class BulkLoad:
             shutil.rmtree(stale, ignore_errors=True)
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
+        self._starts = None
+
+    def region_starts(self) -> list[bytes]:
+        """The start key of each of the table's regions, in order (the first is b"")."""
+        if self._starts is None:
+            self._starts = [bytes(k) for k in self.jvm.HFileBulkLoad.regionStarts(self.table, *self.zk)]
+        return self._starts
 
     def write(self, df):
-        """`df`: key (binary), value (binary), then other columns. Returns the DataFrame of
-        the rows whose key is null (the others become cells in HFiles when it runs)."""
+        """`df`: rows (region, cells) to write, cells from pack_rows with rows of the
+        region numbered `region` (in region_starts), and other rows, whose cells are
+        null. Returns the DataFrame of the other rows; when it runs, the cells become
+        HFiles, one per task and region."""
         from pyspark.sql import DataFrame
 
         from gridagg.store.hbase import HBaseStore
 
         family, qualifier = HBaseStore.ROW.decode().split(":")  # a row is one cell
-        jdf = self.jvm.HFileBulkLoad.write(df._jdf, self.table, family, qualifier, self.dir.as_uri(), *self.zk)
-        return DataFrame(jdf, self.spark)
+        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, qualifier, self.dir.as_uri()), self.spark)
 
     def write_aggregates(self, store, ds, aggregates) -> None:
         """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells (all in one
-        family), into one HFile."""
-        parts = []
-        for row, columns in sorted(store.aggregate_cells(ds, aggregates)):
-            for column, value in sorted(columns.items()):
-                family, qualifier = column.split(b":", 1)
-                parts += [struct.pack(">H", len(row)), row, struct.pack(">H", len(qualifier)), qualifier,
-                          struct.pack(">I", len(value)), value]
-        if parts:
-            self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), family.decode(), "aggregates")
+        family), into an HFile per region (a file across regions would be split first)."""
+        cells = sorted(store.aggregate_cells(ds, aggregates))
+        rows = [row for row, _ in cells]
+        for r, (a, b) in enumerate(region_bounds(rows, self.region_starts())):
+            parts = []
+            for row, columns in cells[a:b]:
+                for column, value in sorted(columns.items()):
+                    family, qualifier = column.split(b":", 1)
+                    parts += [struct.pack(">H", len(row)), row, struct.pack(">H", len(qualifier)), qualifier,
+                              struct.pack(">I", len(value)), value]
+            if parts:
+                self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), family.decode(), f"aggregates-r{r}")
 
     def load(self) -> None:
         """Hand every HFile written so far to the region server."""
@@ -81,6 +93,26 @@ class BulkLoad:
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def region_bounds(keys: list[bytes], starts: list[bytes]) -> list[tuple[int, int]]:
+    """(first, end) in `keys` (sorted) of each region, given the regions' start keys."""
+    at = [0] + [bisect.bisect_left(keys, s) for s in starts[1:]] + [len(keys)]
+    return list(zip(at[:-1], at[1:]))
+
+
+def pack_rows(keys: list[bytes], values) -> bytes:
+    """Rows (keys in order; values: an int64 array, a row of it per key) as HFileBulkLoad
+    reads them: little-endian int32 count and value width in bytes, int32 offsets of the
+    keys (count + 1), the keys, then the values as little-endian int64."""
+    import numpy as np
+    import pyarrow as pa
+
+    packed = pa.array(keys, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], dtype=np.int32)[:len(keys) + 1]
+    return b"".join([np.array([len(keys), 8 * values.shape[1]], dtype="<i4").tobytes(), offsets.astype("<i4").tobytes(),
+                     packed.buffers()[2].to_pybytes()[:int(offsets[-1])],
+                     np.ascontiguousarray(values, dtype="<i8").tobytes()])
 
 
 def available(spark, settings) -> bool:

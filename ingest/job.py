@@ -4,30 +4,31 @@ Steps (the driver holds the dataset's writer lock throughout and only ever handl
 per-leaf summaries, never raw rows):
 
 1. read and encode the inputs in Spark, and locate each good row's current leaf (leaf
-   boxes broadcast, numpy descent) in the same Python pass;
-2. keep one row per element ID (Spark aggregation; a deterministic choice among repeats)
-   and count the input rows behind each; bad rows fall into one group of their own;
-3. group the rows by leaf (groupBy(leaf).applyInArrow): one task per touched leaf reads
-   the leaf's stored rows from the store, drops new rows whose element ID is stored
-   already (a touched leaf's content after the load is exactly stored rows + new rows),
-   and builds the leaf's whole subtree on numpy arrays with Algorithm 2's semantics
-   (gridagg.grid.choose_cut / children): a leaf splits while it holds more than N_size
-   rows if it was empty before the load, or if it holds more than N_threshold (then
-   down to N_size);
-4. the same task writes new rows and moved rows under their final keys (in batches,
-   its own store connection) and returns only a summary: counts, and every resulting
-   leaf's box and aggregate (recomputed from its full content). Into the local HBase
-   (ingest.hfiles) the task returns the rows as cells instead, and the executors write
-   them as HFiles;
+   boxes broadcast, numpy descent) in the same Python pass. Rows leave every Python pass
+   packed per bucket (ingest.buckets): Spark shuffles a few thousand Arrow streams, not
+   millions of rows. Here the bucket is a hash of the element ID; bad rows only count;
+2. per element-ID bucket: keep one row per element ID (a deterministic choice among
+   repeats) and count the input rows behind it; pack the rows per bucket of their leaf;
+3. per leaf bucket, one leaf at a time: read the leaf's stored rows from the store, drop
+   new rows whose element ID is stored already (a touched leaf's content after the load
+   is exactly stored rows + new rows), and build the leaf's whole subtree on numpy arrays
+   with Algorithm 2's semantics (gridagg.grid.choose_cut / children): a leaf splits while
+   it holds more than N_size rows if it was empty before the load, or if it holds more
+   than N_threshold (then down to N_size);
+4. the same task writes new rows and moved rows under their final keys (in batches, its
+   own store connection) and returns only a summary: counts, and every resulting leaf's
+   box and aggregate (recomputed from its full content). Into the local HBase
+   (ingest.hfiles) the task returns the rows packed per region instead, and the
+   executors' JVM writes them as HFiles, one per task and region;
 5. (driver) nothing but those summaries comes back;
 6. write aggregates: every touched leaf's as recomputed in step 3, every ancestor's as
    the merge of its leaves (no deltas anywhere). With HFiles, the driver writes them as
-   one more file and has the region server load all the files, rows and aggregates;
+   one more file per region and has the region server load all the files;
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
    old leaves; the engine purges retired leaves' rows once no query can need them
    (GridEngine.purge_retired, run by every later write, this job's start included);
-8. only if step 2 counted bad rows: read and encode the inputs again, keeping the bad
+8. only if step 1 counted bad rows: read and encode the inputs again, keeping the bad
    rows, and write them with their reasons to the quarantine output. A clean input is
    read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
 
@@ -60,13 +61,14 @@ from gridagg.schema import Dataset
 from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range
 from gridagg.store import open_store
 
-from . import hfiles
+from . import buckets, hfiles
 from .config import IngestConfig
 from .encode import encode, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
 WRITE_BATCH = 20000
+HOLD_ROWS = 1 << 18  # rows a task of stage A holds before it packs them
 
 
 @dataclass
@@ -257,73 +259,145 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
                n_size, ndim, ncols, final)
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
-    # Rows to write: every new row, and stored rows whose leaf changed.
-    keys_out: list[bytes] = []
+    # Rows to write: every new row, and stored rows whose leaf changed. In key order: by
+    # leaf prefix (none is a prefix of another), then by element ID, sorted by numpy.
+    eid_array = np.array(all_eids, dtype=bytes)
+    keys_sorted: list[bytes] = []
     idx_out: list[np.ndarray] = []
     moved = 0
-    for leaf, ix, _ in final:
+    for leaf, ix, _ in sorted(final, key=lambda f: grid_prefix(f[0].grid_id)):
         if split:
             sel = ix
             moved += int((ix < n_old).sum())
         else:
             sel = ix[ix >= n_old]
+        sel = sel[np.argsort(eid_array[sel], kind="stable")]
         prefix = grid_prefix(leaf.grid_id)
-        keys_out.extend(prefix + all_eids[i] for i in sel.tolist())
+        keys_sorted.extend(prefix + e for e in eid_array[sel].tolist())
         idx_out.append(sel)
-    sel = np.concatenate(idx_out) if idx_out else np.zeros(0, dtype=np.int64)
-    order = sorted(range(len(keys_out)), key=keys_out.__getitem__)
-    keys_sorted = [keys_out[i] for i in order]
-    vals_sorted = values[sel[np.asarray(order, dtype=np.int64)]] if order else np.zeros((0, ncols), dtype=np.int64)
+    vals_sorted = values[np.concatenate(idx_out)] if keys_sorted else np.zeros((0, ncols), dtype=np.int64)
     info = {
-        "n_old": n_old, "n_new": n_new, "written": len(keys_out), "moved": moved, "split": split,
+        "n_old": n_old, "n_new": n_new, "written": len(keys_sorted), "moved": moved, "split": split,
         "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
                    for leaf, _, a in final],
     }
     return info, keys_sorted, vals_sorted
 
 
-def _build_fn(settings, ds, btree, bgrids, write_batch: int, cells: bool):
-    """The per-leaf task of step 3-4 for applyInArrow: output rows (leaf, info) with the
-    leaf's summary; with `cells`, also one row (key, value) per row to write, instead of
-    writing it to the store."""
+def _to_eid_buckets(n_buckets: int, cols: list[str]):
+    """Stage A's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
+    good rows, with `_h` (a hash of the element ID), packed per bucket of that hash; bad
+    rows only counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
+
+    def fn(batches):
+        import pyarrow as pa
+
+        held, bad = [], 0
+        for batch in batches:
+            good = batch.column("_leaf").to_numpy() >= 0
+            bad += len(good) - int(good.sum())
+            rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
+            held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
+            if sum(t.num_rows for t in held) >= HOLD_ROWS:
+                yield from _eid_split(held, bad)
+                held, bad = [], 0
+        yield from _eid_split(held, bad)
+
+    def _eid_split(held, bad):
+        import pyarrow as pa
+
+        rows = pa.concat_tables(held) if held else None
+        if rows is None or not (rows.num_rows or bad):
+            return []
+        return buckets.split(rows, rows.column("_h").to_numpy() % np.uint64(n_buckets), bad=bad).to_batches()
+
+    return fn
+
+
+def _dedupe_fn(n_buckets: int, cols: list[str]):
+    """Stage B, per element-ID bucket (applyInArrow): one row per element ID, the largest
+    (c0, c1, ..) among repeats (a deterministic choice; the leaf follows from the values),
+    with `_n`, the input rows behind it; packed per bucket of their leaf."""
+
+    def fn(key, table):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if key[0].as_py() < 0:
+            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], [None])
+        rows = buckets.unpack(table.column("blob"))
+        n = rows.num_rows
+        if len(np.unique(rows.column("_h").to_numpy())) == n:  # distinct hashes, so distinct IDs
+            counts = np.ones(n, dtype=np.int64)
+        else:
+            rows = rows.take(pc.sort_indices(rows, sort_keys=[("_eid", "ascending"), *[(c, "descending") for c in cols]]))
+            eid = rows.column("_eid").combine_chunks()
+            starts = np.flatnonzero(np.r_[True, pc.not_equal(eid[1:], eid[:-1]).to_numpy(zero_copy_only=False)])
+            counts = np.diff(np.r_[starts, n])
+            rows = rows.take(pa.array(starts))
+        rows = rows.drop_columns(["_h"]).append_column("_n", pa.array(counts, pa.int64()))
+        return buckets.split(rows, rows.column("_leaf").to_numpy() % n_buckets)
+
+    return fn
+
+
+def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None):
+    """Stages C-D, per leaf bucket (applyInArrow): each leaf of the bucket built by
+    _build_leaf. Output rows (leaf, info) carry a leaf's summary. Given the region start
+    keys of an HBase bulk load, the rows to write come out as rows (region, cells): one
+    per region, its rows packed in key order (hfiles.pack_rows); else the task writes
+    them to the store."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
-    def out(leaf: str, info: dict, keys=(), values=None):
-        import pyarrow as pa
-
-        n = len(keys)
-        table = {"leaf": pa.array([leaf] + [None] * n, pa.string()),
-                 "info": pa.array([json.dumps(info)] + [None] * n, pa.string())}
-        if cells:
-            blob = np.ascontiguousarray(values, dtype="<i8").tobytes() if n else b""
-            offsets = np.arange(n + 1, dtype=np.int32) * (8 * ncols)
-            value = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
-            table = {"key": pa.array([None, *keys], pa.binary()),
-                     "value": pa.concat_arrays([pa.nulls(1, pa.binary()), value]), **table}
-        return pa.table(table)
-
     def fn(key, table):
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        rows = pc.sum(table.column("_n")).as_py()
-        if key[0].as_py() < 0:  # the bad rows' group: only counted here
-            return out("", {"bad": rows})
-        g = btree.value.ids[key[0].as_py()]
-        box, next_axis = bgrids.value[g]
-        grid = Grid(g, tuple(tuple(b) for b in box), next_axis)
-        values = np.stack([table.column(c).to_numpy() for c in cols], axis=1)
+        bucket = key[0].as_py()
+        if bucket < 0:  # the bad rows: only counted here
+            summaries, cells = [("", {"bad": pc.sum(table.column("bad")).as_py()})], []
+        else:
+            summaries, cells = _build_bucket(buckets.unpack(table.column("blob")))
+        return pa.table({"leaf": pa.array([g for g, _ in summaries] + [None] * len(cells), pa.string()),
+                         "info": pa.array([json.dumps(i) for _, i in summaries] + [None] * len(cells), pa.string()),
+                         "region": pa.array([None] * len(summaries) + [r for r, _ in cells], pa.int32()),
+                         "cells": pa.array([None] * len(summaries) + [c for _, c in cells], pa.binary())})
+
+    def _build_bucket(rows):
+        leaf = rows.column("_leaf").to_numpy()
+        order = np.argsort(leaf, kind="stable")
+        leaf = leaf[order]
+        values = np.stack([rows.column(c).to_numpy() for c in cols], axis=1)[order]
+        eids = rows.column("_eid").to_numpy(zero_copy_only=False)[order]
+        inputs = rows.column("_n").to_numpy()[order]
+        cuts = np.flatnonzero(np.diff(leaf)) + 1
+        summaries, keys, vals = [], [], []
         store = open_store(settings)
         try:
-            info, keys, vals = _build_leaf(store, ds, grid, table.column("_eid").to_numpy(zero_copy_only=False),
-                                           values)
-            if not cells:
-                for s in range(0, len(keys), write_batch):
-                    store.put_rows(ds, keys[s:s + write_batch], vals[s:s + write_batch])
+            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
+                g = btree.value.ids[int(leaf[a])]
+                box, next_axis = bgrids.value[g]
+                grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
+                info, k, v = _build_leaf(store, ds, grid, eids[a:b], values[a:b])
+                info["rows"] = int(inputs[a:b].sum())
+                summaries.append((g, info))
+                if region_starts is None:
+                    for s in range(0, len(k), write_batch):
+                        store.put_rows(ds, k[s:s + write_batch], v[s:s + write_batch])
+                else:
+                    keys.extend(k)
+                    vals.append(v)
         finally:
             store.close()
-        info["rows"] = rows
-        return out(g, info, keys, vals) if cells else out(g, info)
+        if region_starts is None or not keys:
+            return summaries, []
+        # Each leaf's keys are in order already: Timsort merges those runs.
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        keys = [keys[i] for i in order]
+        vals = np.concatenate(vals)[np.asarray(order, dtype=np.int64)]
+        return summaries, [(r, hfiles.pack_rows(keys[a:b], vals[a:b]))
+                           for r, (a, b) in enumerate(hfiles.region_bounds(keys, region_starts)) if a < b]
 
     return fn
 
@@ -356,8 +430,9 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         with directory.writer_lock(ds.name):
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
-            located = encode(read_source(spark, cfg, paths), cfg, btree).select("_eid", *cols, "_leaf")
-            _load(spark, settings, ds, located, leaves, btree, engine, summary, progress)
+            n = _bucket_count(spark)
+            located = encode(read_source(spark, cfg, paths), cfg, btree, then=(_to_eid_buckets(n, cols), buckets.SCHEMA))
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
             bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
@@ -413,14 +488,14 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
         _ensure_dataset(spark, settings, engine, ds)
         with directory.writer_lock(ds.name):
             leaves, btree = _current_tree(spark, engine, ds)
+            n = _bucket_count(spark)
+            to_buckets = _to_eid_buckets(n, cols)
 
             def locate(batches):
-                for batch in batches:
-                    yield with_leaf(batch, btree.value, ds.ndim)
+                return to_buckets(with_leaf(batch, btree.value, ds.ndim) for batch in batches)
 
-            located = rows.select("_eid", *cols).mapInArrow(
-                locate, ", ".join(["_eid string", *(f"{c} long" for c in cols), "_leaf long"]))
-            _load(spark, settings, ds, located, leaves, btree, engine, summary, progress)
+            located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress)
     finally:
         store.close()
         directory.close()
@@ -445,39 +520,42 @@ def _current_tree(spark, engine: GridEngine, ds: Dataset):
     return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
 
 
-def _load(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engine: GridEngine,
+def _bucket_count(spark) -> int:
+    """How many buckets the job's rows travel in (ingest.buckets): one per shuffle
+    partition, so every core has several to work on."""
+    return int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+
+def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree, engine: GridEngine,
           summary: Summary, progress) -> None:
-    """Steps 2-7 for the located rows (`_eid`, c0.., `_leaf`; see encode) under `leaves`,
-    the dataset's leaves that `btree` was built from. The caller holds the writer lock."""
+    """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
+    _to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
+    The caller holds the writer lock."""
     bulk = hfiles.open_bulk_load(spark, settings, ds)
     if settings.store == "hbase":
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")
     try:
-        _load_with(spark, settings, ds, located, leaves, btree, engine, summary, progress, bulk)
+        _load_with(spark, settings, ds, located, n_buckets, leaves, btree, engine, summary, progress, bulk)
     finally:
         if bulk:
             bulk.close()
 
 
-def _load_with(spark, settings, ds: Dataset, located, leaves: list[Grid], btree, engine: GridEngine,
-               summary: Summary, progress, bulk: hfiles.BulkLoad | None) -> None:
-    from pyspark.sql import functions as F
-
+def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree,
+               engine: GridEngine, summary: Summary, progress, bulk: hfiles.BulkLoad | None) -> None:
     directory, store = engine.directory, engine.store
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
     summary.leaves_before = len(leaves)
 
-    # 2. one row per element ID (a deterministic choice among repeats; the leaf follows
-    #    from the values), with the number of input rows behind it.
-    rows = (located.groupBy("_eid").agg(F.max(F.struct(*cols, "_leaf")).alias("b"), F.count(F.lit(1)).alias("_n"))
-            .select("_eid", *[F.col(f"b.{c}").alias(c) for c in ["_leaf", *cols]], "_n"))
+    # 2. one row per element ID, with the number of input rows behind it.
+    rows = located.groupBy("bucket").applyInArrow(_dedupe_fn(n_buckets, cols), buckets.SCHEMA)
 
-    # 3-5. per touched leaf, in one task: stored rows, dedupe, subtree, row writes.
+    # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    schema = ("key binary, value binary, " if bulk else "") + "leaf string, info string"
-    built = rows.groupBy("_leaf").applyInArrow(_build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bool(bulk)), schema)
+    build = _build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None)
+    built = rows.groupBy("bucket").applyInArrow(build, "leaf string, info string, region int, cells binary")
     built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
     final: dict[str, PartialAggregate] = {}
     split_leaves: list[str] = []

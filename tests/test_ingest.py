@@ -241,7 +241,7 @@ def test_quarantine(spark, embedded, unique_name, tmp_path):
 def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     """A CSV with its own schema: a Spark datetime pattern in a local zone, two
     dimensions, one measure. A record with a field too many is quarantined, not cut to
-    fit."""
+    fit. Of an element's repeats the largest row is loaded."""
     s, engine = embedded
     rng = random.Random(5)
     path = tmp_path / "in" / "a.csv"
@@ -253,6 +253,9 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     lines.append("s1;not a time;1.0;5")
     lines.append("s1;2024-01-01 00:00:00;1e2;5")  # exponent: the exact path, accepted
     lines.append("s1;2024-01-01 00:00:00;1e2;5")  # the same element again: a duplicate
+    # The same elements with other values: the largest row (by column) is kept.
+    lines.append("s3;2024-04-04 03:03:00;-9.99;5")
+    lines.append("s4;2024-05-05 04:04:00;199.99;5")
     lines.append("s2;2024-01-01 00:00:00;1.0;5;6")  # a field too many
     path.write_text("\n".join(lines) + "\n")
     data = {
@@ -269,7 +272,7 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
     cfg = parse_config(data)
     try:
         summary = load(spark, s, engine, cfg, [str(path.parent / "*.csv")], quarantine=str(tmp_path / "q"))
-        assert summary.read == 3004 and summary.quarantined == 2 and summary.duplicates == 1
+        assert summary.read == 3006 and summary.quarantined == 2 and summary.duplicates == 3
         # The expected rows, by the reference encoder (time via zoneinfo).
         from datetime import datetime
         from zoneinfo import ZoneInfo
@@ -283,7 +286,7 @@ def test_generic_csv_other_schema(spark, embedded, unique_name, tmp_path):
                 continue
             row = [cfg.dataset.columns[0].encode(ts), cfg.dataset.columns[1].encode(x),
                    cfg.dataset.columns[2].encode(reading)]
-            seen.setdefault(f"{sensor}|{when}", row)
+            seen[f"{sensor}|{when}"] = max(seen.get(f"{sensor}|{when}", row), row)
         rows = np.array(list(seen.values()), dtype=np.int64)
         assert summary.loaded == len(rows)
         check_tree(engine, unique_name, rows)

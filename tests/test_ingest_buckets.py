@@ -1,0 +1,71 @@
+"""How the ingest job's Python passes hand rows on (ingest.buckets), and how rows are
+packed for the HFile writer (ingest.hfiles): pure, no Spark."""
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest import buckets
+from ingest.hfiles import pack_rows, region_bounds
+
+eids = st.text(alphabet="ab|0123456789é", min_size=1, max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(eids, st.integers(-2**63, 2**63 - 1)), max_size=60),
+       st.integers(1, 7), st.integers(0, 5))
+def test_split_then_unpack_gives_every_row_once_in_its_bucket(rows, n_buckets, bad):
+    table = pa.table({"_eid": pa.array([e for e, _ in rows], pa.string()),
+                      "c0": pa.array([v for _, v in rows], pa.int64())})
+    keys = buckets.hash_strings(table.column("_eid")) % np.uint64(n_buckets)
+    out = buckets.split(table, keys, bad=bad)
+
+    assert out.column("bad").to_pylist().count(bad) >= (1 if bad else 0)
+    assert sum(out.column("bad").to_pylist()) == bad
+    seen = []
+    for bucket, blob in zip(out.column("bucket").to_pylist(), out.column("blob")):
+        if bucket == -1:
+            assert not blob.is_valid
+            continue
+        part = buckets.unpack(pa.chunked_array([pa.array([blob.as_py()], pa.binary())]))
+        part_keys = buckets.hash_strings(part.column("_eid")) % np.uint64(n_buckets)
+        assert set(part_keys.tolist()) == {bucket}
+        seen += list(zip(part.column("_eid").to_pylist(), part.column("c0").to_pylist()))
+    assert sorted(seen) == sorted(rows)
+    assert len(set(out.column("bucket").to_pylist())) == out.num_rows  # one value per bucket
+
+
+def test_hash_is_a_function_of_the_text_alone():
+    # The same IDs in different arrays (and slices, which start inside a buffer) hash alike.
+    a = pa.array(["x|1", "station 7|2024-01-01", "x|1", "é|2"])
+    b = pa.array(["pad", "é|2", "x|1", "station 7|2024-01-01"]).slice(1)
+    ha, hb = buckets.hash_strings(a), buckets.hash_strings(b)
+    assert ha[0] == ha[2] == hb[1]
+    assert ha[1] == hb[2] and ha[3] == hb[0]
+    assert len({int(h) for h in ha}) == 3
+    assert buckets.hash_strings(pa.chunked_array([a[:2], a[2:]])).tolist() == ha.tolist()
+
+
+def test_unpack_of_nothing_is_none():
+    assert buckets.unpack(pa.chunked_array([pa.array([None], pa.binary())])) is None
+
+
+def test_packed_rows_layout():
+    keys = [b"\x10a-1", b"\x10a-22", b"\x90b-3"]
+    values = np.array([[1, -2], [3, 4], [2**62, 0]], dtype=np.int64)
+    packed = pack_rows(keys, values)
+    n, width = struct.unpack_from("<ii", packed)
+    offsets = struct.unpack_from(f"<{n + 1}i", packed, 8)
+    at = 8 + 4 * (n + 1)
+    assert (n, width) == (3, 16)
+    assert [packed[at + offsets[i]:at + offsets[i + 1]] for i in range(n)] == keys
+    assert np.frombuffer(packed[at + offsets[-1]:], dtype="<i8").reshape(n, 2).tolist() == values.tolist()
+
+
+def test_region_bounds_cut_sorted_keys_at_region_starts():
+    keys = [b"\x01a", b"\x01b", b"\x20", b"\x40z", b"\xf0"]
+    assert region_bounds(keys, [b"", b"\x20", b"\x80"]) == [(0, 2), (2, 4), (4, 5)]
+    assert region_bounds([], [b"", b"\x20"]) == [(0, 0), (0, 0)]
