@@ -82,9 +82,11 @@ class GridEngine:
 
     # -- datasets ---------------------------------------------------------------------
 
-    def create_dataset(self, ds: Dataset) -> Dataset:
-        """Create a dataset: its pre-split grid table and its store tables."""
-        self.store.create_dataset(ds)
+    def create_dataset(self, ds: Dataset, store_tables: bool = True) -> Dataset:
+        """Create a dataset: its pre-split grid table and its store tables (unless
+        store_tables is False: the bulk ingest makes an HBase table while it runs)."""
+        if store_tables:
+            self.store.create_dataset(ds)
         leaves = presplit(ds.domain(), ds.time_axis, ds.grid.l_time)
         self.directory.create_dataset(ds, leaves)
         return ds

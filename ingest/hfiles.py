@@ -37,7 +37,7 @@ class BulkLoad:
     aggregates as HFiles under a staging directory, load() them into the table, close()
     removes what is left of the staging."""
 
-    def __init__(self, spark, settings, ds):
+    def __init__(self, spark, settings, ds, new_table=None):
         from hbase.launcher import paths
 
         from gridagg.store.hbase import table_name
@@ -51,13 +51,24 @@ class BulkLoad:
             shutil.rmtree(stale, ignore_errors=True)
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
+        self.new_table = new_table
         self._starts = None
 
     def region_starts(self) -> list[bytes]:
-        """The start key of each of the table's regions, in order (the first is b"")."""
+        """The start key of each of the table's regions, in order (the first is b"").
+        A table being made will have the HBase store's pre-split regions."""
         if self._starts is None:
-            self._starts = [bytes(k) for k in self.jvm.HFileBulkLoad.regionStarts(self.table, *self.zk)]
+            from gridagg.store.hbase import SPLITS
+
+            self._starts = ([b"", *SPLITS] if self.new_table else
+                            [bytes(k) for k in self.jvm.HFileBulkLoad.regionStarts(self.table, *self.zk)])
         return self._starts
+
+    def wait_for_table(self) -> None:
+        """Return once the table exists (at once unless it is being made); raises what
+        making it raised."""
+        if self.new_table:
+            self.new_table.result()
 
     def write(self, df):
         """`df`: rows (region, cells) to write, cells from pack_rows with rows of the
@@ -88,6 +99,7 @@ class BulkLoad:
 
     def load(self) -> None:
         """Hand every HFile written so far to the region server."""
+        self.wait_for_table()
         if any(self.dir.glob("*/*")):
             self.jvm.HFileBulkLoad.load(self.table, self.dir.as_uri(), *self.zk)
 
@@ -123,9 +135,10 @@ def available(spark, settings) -> bool:
     return applies(settings, spark.sparkContext.master) and isinstance(spark._jvm.HFileBulkLoad, JavaClass)
 
 
-def open_bulk_load(spark, settings, ds) -> BulkLoad | None:
-    """A BulkLoad when one is available, else None."""
-    return BulkLoad(spark, settings, ds) if available(spark, settings) else None
+def open_bulk_load(spark, settings, ds, new_table=None) -> BulkLoad | None:
+    """A BulkLoad when one is available, else None. `new_table`: the Future of ds's
+    table being made (create_table_later), if it is."""
+    return BulkLoad(spark, settings, ds, new_table) if available(spark, settings) else None
 
 
 def create_table(spark, settings, ds) -> None:
@@ -137,3 +150,14 @@ def create_table(spark, settings, ds) -> None:
     spark._jvm.HFileBulkLoad.createTable(table_name(ds.name), families, ",".join(k.hex() for k in SPLITS),
                                          "localhost", str(settings.zk_port))
 
+
+
+def create_table_later(spark, settings, ds):
+    """create_table in a thread of its own: returns its Future."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="create-table")
+    try:
+        return pool.submit(create_table, spark, settings, ds)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one task

@@ -223,7 +223,8 @@ def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggr
 
 
 def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray) -> tuple[dict, list, np.ndarray]:
-    """One touched leaf, all of it in this task: its stored rows (scanned), the new rows
+    """One touched leaf, all of it in this task: its stored rows (scanned from `store`;
+    none when it is None), the new rows
     located in it (deduplicated against the stored ones by element ID), the subtree they
     make (Algorithm 2 semantics), and the rows to write under their final keys. Returns a
     small summary (counts and every resulting leaf's box and aggregate) and those rows:
@@ -233,7 +234,7 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
 
     old_keys: list[bytes] = []
     parts: list[np.ndarray] = []
-    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))):
+    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))) if store else ():
         old_keys.extend(keys)
         parts.append(values)
     n_old = len(old_keys)
@@ -341,12 +342,13 @@ def _dedupe_fn(n_buckets: int, cols: list[str]):
     return fn
 
 
-def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None):
+def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
     """Stages C-D, per leaf bucket (applyInArrow): each leaf of the bucket built by
-    _build_leaf. Output rows (leaf, info) carry a leaf's summary. Given the region start
-    keys of an HBase bulk load, the rows to write come out as rows (region, cells): one
-    per region, its rows packed in key order (hfiles.pack_rows); else the task writes
-    them to the store."""
+    _build_leaf (with the leaf's stored rows unless not `scan`: a new table has none).
+    Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
+    HBase bulk load, the rows to write come out as rows (region, cells): one per region,
+    its rows packed in key order (hfiles.pack_rows); else the task writes them to the
+    store."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
@@ -373,13 +375,13 @@ def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list
         inputs = rows.column("_n").to_numpy()[order]
         cuts = np.flatnonzero(np.diff(leaf)) + 1
         summaries, keys, vals = [], [], []
-        store = open_store(settings)
+        store = open_store(settings) if scan or region_starts is None else None
         try:
             for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
                 g = btree.value.ids[int(leaf[a])]
                 box, next_axis = bgrids.value[g]
                 grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
-                info, k, v = _build_leaf(store, ds, grid, eids[a:b], values[a:b])
+                info, k, v = _build_leaf(store if scan else None, ds, grid, eids[a:b], values[a:b])
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))
                 if region_starts is None:
@@ -389,7 +391,8 @@ def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list
                     keys.extend(k)
                     vals.append(v)
         finally:
-            store.close()
+            if store is not None:
+                store.close()
         if region_starts is None or not keys:
             return summaries, []
         # Each leaf's keys are in order already: Timsort merges those runs.
@@ -425,14 +428,14 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         paths = expand_inputs(inputs)
         summary.files = len(paths)
         engine = GridEngine(directory, store)
-        created = _ensure_dataset(spark, settings, engine, cfg.dataset)
+        created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with directory.writer_lock(ds.name):
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
             located = encode(read_source(spark, cfg, paths), cfg, btree, then=(_to_eid_buckets(n, cols), buckets.SCHEMA))
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress)
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
             bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
@@ -485,7 +488,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     cols = [f"c{i}" for i in range(len(ds.columns))]
     try:
         engine = GridEngine(directory, store)
-        _ensure_dataset(spark, settings, engine, ds)
+        _, new_table = _ensure_dataset(spark, settings, engine, ds)
         with directory.writer_lock(ds.name):
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
@@ -495,7 +498,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
                 return to_buckets(with_leaf(batch, btree.value, ds.ndim) for batch in batches)
 
             located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress)
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
     finally:
         store.close()
         directory.close()
@@ -505,11 +508,29 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     return summary
 
 
-def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset) -> bool:
-    """ensure_dataset, with the HBase table made in Spark's JVM when it can bulk-load."""
-    if hfiles.available(spark, settings):
+def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset):
+    """ensure_dataset, with the HBase table made in Spark's JVM when the job can
+    bulk-load. Returns (created, new_table): new_table is None, or, when neither the
+    dataset nor its table exist, a Future of the table being made meanwhile (its first
+    use of HBase's client in a session took 1.7-2.4 s). Nothing of such a job touches
+    HBase before it waits for the table (hfiles.BulkLoad)."""
+    if not hfiles.available(spark, settings):
+        return ensure_dataset(engine, ds), None
+    try:
+        engine.directory.dataset(ds.name)
+        new = False
+    except UnknownDataset:
+        new = not engine.store.has_table(ds.name)
+    if new:
+        new_table = hfiles.create_table_later(spark, settings, ds)
+        try:
+            engine.create_dataset(ds, store_tables=False)
+            return True, new_table
+        except DatasetExists:  # another job made the dataset first
+            new_table.result()
+    else:
         hfiles.create_table(spark, settings, ds)
-    return ensure_dataset(engine, ds)
+    return ensure_dataset(engine, ds), None
 
 
 def _current_tree(spark, engine: GridEngine, ds: Dataset):
@@ -527,11 +548,13 @@ def _bucket_count(spark) -> int:
 
 
 def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree, engine: GridEngine,
-          summary: Summary, progress) -> None:
+          summary: Summary, progress, new_table=None) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
     _to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
-    The caller holds the writer lock."""
-    bulk = hfiles.open_bulk_load(spark, settings, ds)
+    `new_table`: see _ensure_dataset. The caller holds the writer lock."""
+    bulk = hfiles.open_bulk_load(spark, settings, ds, new_table)
+    if bulk is None and new_table is not None:
+        new_table.result()  # rows go through the store, into the table
     if settings.store == "hbase":
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")
@@ -554,7 +577,8 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
 
     # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    build = _build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None)
+    build = _build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
+                      scan=not (bulk and bulk.new_table))
     built = rows.groupBy("bucket").applyInArrow(build, "leaf string, info string, region int, cells binary")
     built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
     final: dict[str, PartialAggregate] = {}
@@ -587,6 +611,8 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     progress(f"rows written: {written}" + (" (as HFiles)" if bulk else ""))
 
     # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
+    if bulk:
+        bulk.wait_for_table()
     all_leaf_ids = grids_after(leaves, split_leaves, new_leaves)
     untouched = [g for g in all_leaf_ids if g not in final]
     leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}

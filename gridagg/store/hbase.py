@@ -65,10 +65,15 @@ class HBaseStore(CellStore):
 
     ROW = b"r:v"
 
-    def create_dataset(self, ds: Dataset) -> None:
+    def has_table(self, name: str) -> bool:
+        """Whether dataset `name` has its table in HBase."""
         with self.pool.connection() as conn:
-            if table_name(ds.name).encode() in conn.tables():
-                return
+            return table_name(name).encode() in conn.tables()
+
+    def create_dataset(self, ds: Dataset) -> None:
+        if self.has_table(ds.name):
+            return
+        with self.pool.connection() as conn:
             if self.settings.hbase is None:
                 from hbase.launcher import create_presplit_table
 
@@ -78,8 +83,8 @@ class HBaseStore(CellStore):
                 conn.create_table(table_name(ds.name), FAMILIES)
 
     def drop_dataset(self, name: str) -> None:
-        with self.pool.connection() as conn:
-            if table_name(name).encode() in conn.tables():
+        if self.has_table(name):
+            with self.pool.connection() as conn:
                 conn.delete_table(table_name(name), disable=True)
 
     def put_rows(self, ds, keys, values):
