@@ -47,8 +47,18 @@ public class HFileBulkLoad {
     }
   }
 
+  private static Configuration base;
+
+  /** HBase's configuration, read once per JVM (reading its XML files took tens of ms a time). */
+  static synchronized Configuration base() {
+    if (base == null) {
+      base = HBaseConfiguration.create();
+    }
+    return base;
+  }
+
   static Configuration conf(String quorum, String port) {
-    Configuration conf = HBaseConfiguration.create();
+    Configuration conf = new Configuration(base());
     conf.set("hbase.zookeeper.quorum", quorum);
     conf.set("hbase.zookeeper.property.clientPort", port);
     return conf;
@@ -95,7 +105,7 @@ public class HFileBulkLoad {
    * length and the value (big-endian lengths).
    */
   public static void writeCells(byte[] cells, String dir, String family, String name) throws Exception {
-    Configuration conf = HBaseConfiguration.create();
+    Configuration conf = base();
     byte[] fam = Bytes.toBytes(family);
     long ts = System.currentTimeMillis();
     ByteBuffer in = ByteBuffer.wrap(cells);
@@ -135,7 +145,7 @@ public class HFileBulkLoad {
     }
 
     public Iterator<Row> call(Iterator<Row> rows) throws Exception {
-      Configuration conf = HBaseConfiguration.create();
+      Configuration conf = base();
       long ts = System.currentTimeMillis();
       // The task's partition names its files: a retried task overwrites its own.
       String task = "p" + TaskContext.getPartitionId();
