@@ -68,7 +68,7 @@ from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
 WRITE_BATCH = 20000
-HOLD_ROWS = 1 << 18  # rows a task of stage A holds before it packs them
+HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
 
 
 @dataclass
@@ -232,12 +232,15 @@ def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggr
 
 
 def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray) -> tuple[dict, list, np.ndarray]:
-    """One touched leaf, all of it in this task: its stored rows (scanned from `store`;
-    none when it is None), the new rows
-    located in it (deduplicated against the stored ones by element ID), the subtree they
-    make (Algorithm 2 semantics), and the rows to write under their final keys. Returns a
-    small summary (counts and every resulting leaf's box and aggregate) and those rows:
+    """One touched leaf, all of it in this task: its stored rows (scanned from `store`,
+    none when it is None), the new rows located in it (deduplicated against the stored
+    ones by element ID), the subtree they make (Algorithm 2 semantics), and the rows to
+    write under their final keys. Returns a small summary (counts and every resulting
+    leaf's box and aggregate) and those rows:
     keys in order and their values."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     ncols, ndim = len(ds.columns), ds.ndim
     n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
 
@@ -270,8 +273,8 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
     # Rows to write: every new row, and stored rows whose leaf changed. In key order: by
-    # leaf prefix (none is a prefix of another), then by element ID, sorted by numpy.
-    eid_array = np.array(all_eids, dtype=bytes)
+    # leaf prefix (none is a prefix of another), then by element ID (Arrow sorts bytes).
+    eid_array = pa.array(all_eids, pa.binary())
     keys_sorted: list[bytes] = []
     idx_out: list[np.ndarray] = []
     moved = 0
@@ -281,9 +284,9 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
             moved += int((ix < n_old).sum())
         else:
             sel = ix[ix >= n_old]
-        sel = sel[np.argsort(eid_array[sel], kind="stable")]
+        sel = sel[pc.sort_indices(eid_array.take(sel)).to_numpy()]
         prefix = grid_prefix(leaf.grid_id)
-        keys_sorted.extend(prefix + e for e in eid_array[sel].tolist())
+        keys_sorted.extend(prefix + all_eids[i] for i in sel.tolist())
         idx_out.append(sel)
     vals_sorted = values[np.concatenate(idx_out)] if keys_sorted else np.zeros((0, ncols), dtype=np.int64)
     info = {
@@ -295,22 +298,23 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
 
 
 def _to_eid_buckets(n_buckets: int, cols: list[str]):
-    """Stage A's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
+    """Step 1's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
     good rows, with `_h` (a hash of the element ID), packed per bucket of that hash; bad
     rows only counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
 
     def fn(batches):
         import pyarrow as pa
 
-        held, bad = [], 0
+        held, n_held, bad = [], 0, 0
         for batch in batches:
             good = batch.column("_leaf").to_numpy() >= 0
             bad += len(good) - int(good.sum())
             rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
             held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
-            if sum(t.num_rows for t in held) >= HOLD_ROWS:
+            n_held += rows.num_rows
+            if n_held >= HOLD_ROWS:
                 yield from _eid_split(held, bad)
-                held, bad = [], 0
+                held, n_held, bad = [], 0, 0
         yield from _eid_split(held, bad)
 
     def _eid_split(held, bad):
@@ -325,7 +329,7 @@ def _to_eid_buckets(n_buckets: int, cols: list[str]):
 
 
 def _dedupe_fn(n_buckets: int, cols: list[str]):
-    """Stage B, per element-ID bucket (applyInArrow): one row per element ID, the largest
+    """Step 2, per element-ID bucket (applyInArrow): one row per element ID, the largest
     (c0, c1, ..) among repeats (a deterministic choice; the leaf follows from the values),
     with `_n`, the input rows behind it; packed per bucket of their leaf."""
 
@@ -352,7 +356,7 @@ def _dedupe_fn(n_buckets: int, cols: list[str]):
 
 
 def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
-    """Stages C-D, per leaf bucket (applyInArrow): each leaf of the bucket built by
+    """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
     _build_leaf (with the leaf's stored rows unless not `scan`: a new table has none).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
