@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where bad rows go as JSON lines (default quarantine/<dataset>-<time>)")
     p.add_argument("--store", choices=["embedded", "hbase"], help="cell store (default GRIDAGG_STORE)")
     p.add_argument("--shuffle-partitions", type=int,
-                   help="spark.sql.shuffle.partitions (default: 8 per core Spark has)")
+                   help="spark.sql.shuffle.partitions, also the number of buckets the rows travel "
+                        "in; a Python worker holds one bucket at a time (default: 8 per core Spark has)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
