@@ -151,7 +151,6 @@ def create_table(spark, settings, ds) -> None:
                                          "localhost", str(settings.zk_port))
 
 
-
 def create_table_later(spark, settings, ds):
     """create_table in a thread of its own: returns its Future."""
     from concurrent.futures import ThreadPoolExecutor
