@@ -8,7 +8,7 @@ Layout under ``<data_dir>/hbase``::
     zk/        data dir of the in-process ZooKeeper
     logs/      master.log, thrift.log (log4j2) and master.out, thrift.out (stdout/stderr)
     run/       master.pid, thrift.pid
-    tools/     the small Java admin helper (pre-split table creation)
+    tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys
     cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
 
 The HMaster runs in standalone mode: one JVM with an in-process ZooKeeper, the master
@@ -514,13 +514,13 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
 # --------------------------------------------------------------------------- admin
 
 
-def _compile_tool(settings, class_name: str, source: str, cp: str) -> Path:
-    """Compile a helper class once (javac) into tools/classes; return that dir."""
+def _compile_tool(settings, class_name: str, cp: str) -> Path:
+    """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir."""
     p = paths(settings)
     classes = p.tools / "classes"
-    src = p.tools / f"{class_name}.java"
+    src = HERE / f"{class_name}.java"
     stamp = p.tools / f"{class_name}.key"
-    key = hashlib.sha256((source + "\0" + cp).encode()).hexdigest()
+    key = hashlib.sha256((src.read_text() + "\0" + cp).encode()).hexdigest()
     if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
         return classes
     javac = Path(java_bin()).resolve().parent / "javac"
@@ -531,7 +531,6 @@ def _compile_tool(settings, class_name: str, source: str, cp: str) -> Path:
                                 "(Debian: apt-get install -y openjdk-17-jdk-headless)")
         javac = Path(found)
     classes.mkdir(parents=True, exist_ok=True)
-    src.write_text(source)
     res = subprocess.run([str(javac), "-nowarn", "-cp", cp, "-d", str(classes), str(src)],
                          capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
     if res.returncode != 0:
@@ -569,7 +568,7 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
     p = paths(settings)
     write_conf(settings)
     cp = resolve_classpath(settings)
-    classes = _compile_tool(settings, "CreatePresplitTable", (HERE / "CreatePresplitTable.java").read_text(), cp)
+    classes = _compile_tool(settings, "CreatePresplitTable", cp)
     cmd = _java_cmd(settings, "admin", f"{classes}{os.pathsep}{cp}",
                     ["CreatePresplitTable", name, *specs, "--", *keys])
     for attempt in (1, 2):  # one retry: a busy small machine can drop the first ZK/RPC session
@@ -612,7 +611,6 @@ def spark_bulk_load_classpath(settings) -> str:
     cp = resolve_classpath(settings)
     jars = [j for j in cp.split(os.pathsep) if _SPARK_BULK_LOAD_JAR.fullmatch(os.path.basename(j))]
     spark_jars = str(Path(pyspark.__file__).parent / "jars" / "*")
-    classes = _compile_tool(settings, "CreatePresplitTable", (HERE / "CreatePresplitTable.java").read_text(), cp)
-    _compile_tool(settings, "HFileBulkLoad", (HERE / "HFileBulkLoad.java").read_text(),
-                  os.pathsep.join([str(classes), spark_jars, *jars]))
+    classes = _compile_tool(settings, "CreatePresplitTable", cp)
+    _compile_tool(settings, "HFileBulkLoad", os.pathsep.join([str(classes), spark_jars, *jars]))
     return os.pathsep.join([str(classes), *jars])

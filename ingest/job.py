@@ -357,7 +357,8 @@ def _dedupe_fn(n_buckets: int, cols: list[str]):
 
 def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
     """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
-    _build_leaf (with the leaf's stored rows unless not `scan`: a new table has none).
+    _build_leaf (with the leaf's stored rows unless not `scan`: a new table has none;
+    only with an HBase bulk load).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
     its rows packed in key order (hfiles.pack_rows); else the task writes them to the
@@ -388,13 +389,13 @@ def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list
         inputs = rows.column("_n").to_numpy()[order]
         cuts = np.flatnonzero(np.diff(leaf)) + 1
         summaries, keys, vals = [], [], []
-        store = open_store(settings) if scan or region_starts is None else None
+        store = open_store(settings) if scan else None
         try:
             for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
                 g = btree.value.ids[int(leaf[a])]
                 box, next_axis = bgrids.value[g]
                 grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
-                info, k, v = _build_leaf(store if scan else None, ds, grid, eids[a:b], values[a:b])
+                info, k, v = _build_leaf(store, ds, grid, eids[a:b], values[a:b])
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))
                 if region_starts is None:
@@ -566,8 +567,6 @@ def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Gr
     _to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
     `new_table`: see _ensure_dataset. The caller holds the writer lock."""
     bulk = hfiles.open_bulk_load(spark, settings, ds, new_table)
-    if bulk is None and new_table is not None:
-        new_table.result()  # rows go through the store, into the table
     if settings.store == "hbase":
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")

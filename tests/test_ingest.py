@@ -170,7 +170,7 @@ def test_tmy3_load_append_hbase(spark, settings, services, unique_name, monkeypa
     engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
     cfg = weather_cfg(unique_name, n_threshold=450)  # doubled leaves go over it
     if path == "thrift":
-        monkeypatch.setattr(hfiles, "open_bulk_load", lambda *args: None)
+        monkeypatch.setattr(hfiles, "available", lambda *args: False)
     else:
         assert hfiles.applies(s, spark.sparkContext.master)
     try:
