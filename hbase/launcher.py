@@ -204,6 +204,8 @@ def site_properties(settings) -> dict[str, str]:
         "hbase.zookeeper.property.dataDir": str(p.zk),
         # The local filesystem has no hflush/hsync; HBase refuses it unless told.
         "hbase.unsafe.stream.capability.enforce": "false",
+        # Bulk-loaded HFiles are renamed into regions, not copied twice (the class says why).
+        "fs.file.impl": "LocalDiskFileSystem",
         "hbase.wal.provider": "filesystem",
         "hbase.wal.meta_provider": "filesystem",
         # No web UIs (they need more JDK 17 opens and are not used).
@@ -258,7 +260,10 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
+    """The java command of a JVM with HBase's classpath `cp` and our hbase-site.xml, whose
+    fs.file.impl is compiled here (hbase/LocalDiskFileSystem.java, into tools/classes)."""
     p = paths(settings)
+    classes = _compile_tool(settings, "LocalDiskFileSystem", cp)
     return [
         java_bin(), HEAPS[role], *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
         "-Djava.net.preferIPv4Stack=true",
@@ -267,7 +272,7 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         f"-Dgridagg.log.file={role}.log",
         f"-Dhbase.log.dir={p.logs}",
         f"-Dhbase.log.file={role}.log",
-        "-cp", f"{p.conf}{os.pathsep}{cp}",
+        "-cp", os.pathsep.join([str(p.conf), str(classes), cp]),
         *main,
     ]
 
@@ -568,8 +573,8 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
     p = paths(settings)
     write_conf(settings)
     cp = resolve_classpath(settings)
-    classes = _compile_tool(settings, "CreatePresplitTable", cp)
-    cmd = _java_cmd(settings, "admin", f"{classes}{os.pathsep}{cp}",
+    _compile_tool(settings, "CreatePresplitTable", cp)  # into tools/classes, which _java_cmd adds
+    cmd = _java_cmd(settings, "admin", cp,
                     ["CreatePresplitTable", name, *specs, "--", *keys])
     for attempt in (1, 2):  # one retry: a busy small machine can drop the first ZK/RPC session
         res = subprocess.run(cmd, cwd=p.root, stdin=subprocess.DEVNULL, capture_output=True,
