@@ -18,6 +18,7 @@ import org.apache.hadoop.hbase.io.hfile.CacheConfig;
 import org.apache.hadoop.hbase.io.hfile.HFile;
 import org.apache.hadoop.hbase.io.hfile.HFileContextBuilder;
 import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
+import org.apache.hadoop.hbase.tool.BulkLoadHFilesTool;
 import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -33,6 +34,7 @@ import org.apache.spark.sql.Row;
  * order) as HFiles under dir/family/, one per task and region. Rows without such a value
  * are passed through, and are what the returned Dataset holds.
  * writeCells(): the driver writes a few cells (the aggregates) as one HFile.
+ * warmUp(): what a bulk load uses, started while the session has nothing else to do.
  * load(): hands every HFile under dir to the region servers, which move them into their
  * regions; no cell goes through the write path (WAL, memstore, flushes).
  */
@@ -72,6 +74,18 @@ public class HFileBulkLoad {
       connection = ConnectionFactory.createConnection(conf(quorum, port));
     }
     return connection;
+  }
+
+  /**
+   * Starts what a session's first bulk load would start cold (HBase's connection, the
+   * HFile writer, the bulk-load tool): writes an empty HFile at `file` and deletes it.
+   */
+  public static void warmUp(String quorum, String port, String file) throws Exception {
+    connection(quorum, port);
+    Path path = new Path(file);
+    create(base(), path).close();
+    path.getFileSystem(base()).delete(path, false);
+    new BulkLoadHFilesTool(conf(quorum, port));
   }
 
   /** CreatePresplitTable.create in this JVM (no JVM to start); "," separates the specs and the keys. */

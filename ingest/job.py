@@ -151,6 +151,8 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
         # Leaf groups differ in size: 8 tasks per core keep every core busy to the end
         # (10M rows: 50-57 s against 54-60 s with 2 per core); Spark merges small ones.
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism * 8))
+    if bulk_cp:
+        hfiles.warm_up(spark, settings)
     return spark
 
 
