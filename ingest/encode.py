@@ -27,8 +27,6 @@ from gridagg.schema import Column
 
 from .config import ColumnSource, IngestConfig
 
-PLAIN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
-EPOCH_PLAIN = r"^[+-]?[0-9]{1,15}$"
 EPOCH_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
@@ -143,12 +141,12 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
             good = pc.is_valid(t).to_numpy(zero_copy_only=False)
             enc = pc.fill_null(t, 0).to_numpy().astype(np.int64) - int(col.epoch.timestamp())
         elif col.kind == "time" and src.time_format == "epoch":
-            enc, good = _plain_integers(batch.column(src.source), EPOCH_PLAIN, 0)
+            enc, good = _plain_integers(batch.column(src.source), 0, point=False, max_digits=15)
             enc = enc - int(col.epoch.timestamp())
         elif col.kind == "time":  # ISO text: the exact path parses it
             enc, good = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         else:
-            enc, good = _plain_integers(batch.column(src.source), PLAIN, col.scale)
+            enc, good = _plain_integers(batch.column(src.source), col.scale)
             markers = _marker_encodings(col, src)
             if markers:
                 good &= ~np.isin(enc, markers)
@@ -193,26 +191,28 @@ def with_leaf(batch, tree, ndim: int):
     return batch.append_column("_leaf", pa.array(leaf, pa.int64()))
 
 
-def _plain_integers(text, pattern: str, scale: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stored integers (value * 10**scale) of text matching `pattern`, with integer
-    arithmetic only, and which entries were decided: text that does not match, is too
-    long for int64, or has non-zero decimals beyond the scale is left undecided."""
+def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18) -> tuple[np.ndarray, np.ndarray]:
+    """Stored integers (value * 10**scale) of plain numbers in `text`, with integer
+    arithmetic only, and which entries were decided. Plain: an optional sign, then ASCII
+    digits (up to max_digits) with at most one decimal point among or around them (none
+    unless `point`). Anything else, and non-zero decimals beyond the scale, is left
+    undecided. (Checked without a regex: matching one took a third of the time.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    text = pc.fill_null(text, "")
+    body = pc.utf8_ltrim(text, "+-")
+    signs = pc.subtract(pc.binary_length(text), pc.binary_length(body)).to_numpy()
+    digit_text = pc.replace_substring(body, ".", "", max_replacements=1) if point else body
+    ndigits = pc.binary_length(digit_text).to_numpy().astype(np.int64)
     # At most 18 digits, so every intermediate value below fits in int64.
-    cand = pc.fill_null(pc.and_(pc.match_substring_regex(text, pattern), pc.less_equal(pc.binary_length(text), 19)),
-                        False)
-    s = pc.if_else(cand, text, pa.scalar("0"))
-    negative = pc.starts_with(s, "-").to_numpy(zero_copy_only=False)
-    body = pc.utf8_ltrim(s, "+-")
-    dot = pc.find_substring(body, ".").to_numpy()
-    length = pc.binary_length(body).to_numpy().astype(np.int64)
-    digits = pc.cast(pc.replace_substring(body, ".", ""), pa.int64()).to_numpy()
-    decimals = np.where(dot >= 0, length - dot - 1, 0)
-    ndigits = length - (dot >= 0)
-    shift = scale - decimals
-    good = cand.to_numpy(zero_copy_only=False) & (ndigits + np.maximum(shift, 0) <= 18)
+    good = (pc.ascii_is_decimal(digit_text).to_numpy(zero_copy_only=False) & (signs <= 1)
+            & (ndigits <= min(max_digits, 18)))
+    digits = pc.cast(pc.if_else(pa.array(good), digit_text, pa.scalar("0")), pa.int64()).to_numpy()
+    negative = pc.starts_with(text, "-").to_numpy(zero_copy_only=False)
+    dot = pc.find_substring(body, ".").to_numpy() if point else np.full(len(text), -1)
+    shift = scale - np.where(dot >= 0, ndigits - dot, 0)  # scale minus the decimals given
+    good &= ndigits + np.maximum(shift, 0) <= 18
     digits = np.where(good, digits, 0)
     up = 10 ** np.clip(shift, 0, 18).astype(np.int64)
     down = 10 ** np.clip(-shift, 0, 18).astype(np.int64)

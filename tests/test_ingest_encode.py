@@ -26,7 +26,8 @@ decimal_text = st.builds(
     lambda sign, whole, dot, frac, pad: f"{pad}{sign}{whole}{dot}{frac}",
     st.sampled_from(["", "-", "+"]), digits, st.sampled_from(["", "."]), digits,
     st.sampled_from([""] * 8 + [" ", "\t"]))
-odd_text = st.sampled_from(["", "1e2", "NaN", "-9999", "-9999.000", ".", "-", "+-1", "1_0", "0x10", None])
+odd_text = st.sampled_from(["", "1e2", "NaN", "-9999", "-9999.000", ".", "-", "+-1", "1_0", "0x10", None,
+                            "1.2.3", "++1", "1-", "1.-2", "\u0661\u0662", "3.\u0665", "１２"])
 epoch_text = st.one_of(st.integers(900_000_000, 1_950_000_000).map(str), st.sampled_from(["", "1.5", "x", "+946684800"]))
 
 
