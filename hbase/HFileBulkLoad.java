@@ -18,7 +18,6 @@ import org.apache.hadoop.hbase.io.hfile.CacheConfig;
 import org.apache.hadoop.hbase.io.hfile.HFile;
 import org.apache.hadoop.hbase.io.hfile.HFileContextBuilder;
 import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
-import org.apache.hadoop.hbase.tool.BulkLoadHFilesTool;
 import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -85,7 +84,7 @@ public class HFileBulkLoad {
     Path path = new Path(file);
     create(base(), path).close();
     path.getFileSystem(base()).delete(path, false);
-    new BulkLoadHFilesTool(conf(quorum, port));
+    BulkLoadHFiles.create(conf(quorum, port));
   }
 
   /** CreatePresplitTable.create in this JVM (no JVM to start); "," separates the specs and the keys. */

@@ -241,8 +241,7 @@ def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray)
     none when it is None), the new rows located in it (deduplicated against the stored
     ones by element ID), the subtree they make (Algorithm 2 semantics), and the rows to
     write under their final keys. Returns a small summary (counts and every resulting
-    leaf's box and aggregate) and those rows:
-    keys in order and their values."""
+    leaf's box and aggregate) and those rows: keys in order and their values."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
