@@ -176,7 +176,9 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
     n = table.num_rows
     first = 2 if header else 1
     bad = np.array([num for num, _ in invalid], dtype=np.int64)
-    lines = np.setdiff1d(np.arange(first, first + n + len(bad)), bad)
+    lines = np.arange(first, first + n + len(bad))
+    if invalid:
+        lines = lines[~np.isin(lines, bad)]
     missing = [f for f in fields if table.column(f).null_count == n and n]
     reason = pa.nulls(n, pa.string())
     if missing:  # strings_can_be_null=False: only a column absent from the header is all null
