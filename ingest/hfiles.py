@@ -12,7 +12,6 @@ jars on its classpath from the start: spark_session() adds them (`classpath`).
 
 from __future__ import annotations
 
-import bisect
 import shutil
 import struct
 import threading
@@ -86,8 +85,10 @@ class BulkLoad:
     def write_aggregates(self, store, ds, aggregates) -> None:
         """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells (all in one
         family), into an HFile per region (a file across regions would be split first)."""
+        import pyarrow as pa
+
         cells = sorted(store.aggregate_cells(ds, aggregates))
-        rows = [row for row, _ in cells]
+        rows = pa.array([row for row, _ in cells], pa.binary())
         for r, (a, b) in enumerate(region_bounds(rows, self.region_starts())):
             parts = []
             for row, columns in cells[a:b]:
@@ -108,23 +109,28 @@ class BulkLoad:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def region_bounds(keys: list[bytes], starts: list[bytes]) -> list[tuple[int, int]]:
-    """(first, end) in `keys` (sorted) of each region, given the regions' start keys."""
-    at = [0] + [bisect.bisect_left(keys, s) for s in starts[1:]] + [len(keys)]
+def region_bounds(keys, starts: list[bytes]) -> list[tuple[int, int]]:
+    """(first, end) in `keys` (sorted, an Arrow binary array) of each region, given the
+    regions' start keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = [0] + [pc.sum(pc.less(keys, pa.scalar(s, pa.binary()))).as_py() or 0 for s in starts[1:]] + [len(keys)]
     return list(zip(at[:-1], at[1:]))
 
 
-def pack_rows(keys: list[bytes], values) -> bytes:
-    """Rows (keys in order; values: an int64 array, a row of it per key) as HFileBulkLoad
-    reads them: little-endian int32 count and value width in bytes, int32 offsets of the
-    keys (count + 1), the keys, then the values as little-endian int64."""
+def pack_rows(keys, values) -> bytes:
+    """Rows (keys in order, an Arrow binary array; values: an int64 array, a row of it per
+    key) as HFileBulkLoad reads them: little-endian int32 count and value width in bytes,
+    int32 offsets of the keys (count + 1), the keys, then the values as little-endian
+    int64."""
     import numpy as np
-    import pyarrow as pa
 
-    packed = pa.array(keys, pa.binary())
-    offsets = np.frombuffer(packed.buffers()[1], dtype=np.int32)[:len(keys) + 1]
-    return b"".join([np.array([len(keys), 8 * values.shape[1]], dtype="<i4").tobytes(), offsets.astype("<i4").tobytes(),
-                     packed.buffers()[2].to_pybytes()[:int(offsets[-1])],
+    n = len(keys)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1]
+    return b"".join([np.array([n, 8 * values.shape[1]], dtype="<i4").tobytes(),
+                     (offsets - offsets[0]).astype("<i4").tobytes(),
+                     keys.buffers()[2].to_pybytes()[int(offsets[0]):int(offsets[-1])],
                      np.ascontiguousarray(values, dtype="<i8").tobytes()])
 
 

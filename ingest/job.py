@@ -1,7 +1,7 @@
 """The bulk ingest job: source files -> grid tree, raw rows, aggregates, directory.
 
 Steps (the driver holds the dataset's writer lock throughout and only ever handles
-per-leaf summaries, never raw rows):
+per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.tasks):
 
 1. read and encode the inputs in Spark, and locate each good row's current leaf (leaf
    boxes broadcast, numpy descent) in the same Python pass. Rows leave every Python pass
@@ -58,17 +58,16 @@ from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
 from gridagg.schema import Dataset
-from gridagg.grid import Grid, ancestors, children, choose_cut, grid_prefix, prefix_range
+from gridagg.grid import Grid, ancestors
 from gridagg.store import open_store
 
-from . import buckets, hfiles
+from . import buckets, hfiles, tasks
 from .config import IngestConfig
 from .encode import encode, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
 WRITE_BATCH = 20000
-HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
 
 
 @dataclass
@@ -213,219 +212,6 @@ def ensure_dataset(engine: GridEngine, ds: Dataset) -> bool:
     return False
 
 
-# -------------------------------------------------------------------- executor side
-
-
-def _partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggregate, limit: int,
-               n_size: int, ndim: int, ncols: int, final: list) -> None:
-    """Algorithm 2 on numpy arrays: split `grid` (holding values[idx], aggregate agg)
-    while it holds more than `limit` rows, its children while they hold more than
-    n_size; appends (leaf, idx, agg) of every resulting leaf to `final`."""
-    stack = [(grid, idx, agg, limit)]
-    while stack:
-        g, ix, a, lim = stack.pop()
-        cut = choose_cut(g.next_axis, a.count, a.sums, a.mins, a.maxs, ndim) if a.count > lim else None
-        if cut is None:
-            final.append((g, ix, a))
-            continue
-        axis, at = cut
-        low = values[ix, axis] <= at
-        kids = children(g, axis, at, ndim)
-        # Pushed high child first so that leaves come out in grid-ID order.
-        for child, part in ((kids[1], ix[~low]), (kids[0], ix[low])):
-            stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
-
-
-def _build_leaf(store, ds, grid: Grid, eids: np.ndarray, new_values: np.ndarray) -> tuple[dict, list, np.ndarray]:
-    """One touched leaf, all of it in this task: its stored rows (scanned from `store`,
-    none when it is None), the new rows located in it (deduplicated against the stored
-    ones by element ID), the subtree they make (Algorithm 2 semantics), and the rows to
-    write under their final keys. Returns a small summary (counts and every resulting
-    leaf's box and aggregate) and those rows: keys in order and their values."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    ncols, ndim = len(ds.columns), ds.ndim
-    n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
-
-    old_keys: list[bytes] = []
-    parts: list[np.ndarray] = []
-    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))) if store else ():
-        old_keys.extend(keys)
-        parts.append(values)
-    n_old = len(old_keys)
-    eid_bytes = [e.encode() for e in eids]
-    if n_old:
-        start = len(grid_prefix(grid.grid_id))
-        old_eids = [k[start:] for k in old_keys]
-        stored = set(old_eids)
-        keep = np.fromiter((e not in stored for e in eid_bytes), dtype=bool, count=len(eid_bytes))
-        if not keep.all():
-            new_values = new_values[keep]
-            eid_bytes = [e for e, k in zip(eid_bytes, keep) if k]
-        values = np.concatenate(parts + [new_values]) if len(new_values) else np.concatenate(parts)
-        all_eids = old_eids + eid_bytes
-    else:
-        values = new_values
-        all_eids = eid_bytes
-    n_new = len(eid_bytes)
-    limit = n_size if n_old == 0 else n_threshold
-
-    final: list = []
-    _partition(grid, np.arange(len(values)), values, PartialAggregate.of_rows(values, ncols), limit,
-               n_size, ndim, ncols, final)
-    split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
-
-    # Rows to write: every new row, and stored rows whose leaf changed. In key order: by
-    # leaf prefix (none is a prefix of another), then by element ID (Arrow sorts bytes).
-    eid_array = pa.array(all_eids, pa.binary())
-    keys_sorted: list[bytes] = []
-    idx_out: list[np.ndarray] = []
-    moved = 0
-    for leaf, ix, _ in sorted(final, key=lambda f: grid_prefix(f[0].grid_id)):
-        if split:
-            sel = ix
-            moved += int((ix < n_old).sum())
-        else:
-            sel = ix[ix >= n_old]
-        sel = sel[pc.sort_indices(eid_array.take(sel)).to_numpy()]
-        prefix = grid_prefix(leaf.grid_id)
-        keys_sorted.extend(prefix + all_eids[i] for i in sel.tolist())
-        idx_out.append(sel)
-    vals_sorted = values[np.concatenate(idx_out)] if keys_sorted else np.zeros((0, ncols), dtype=np.int64)
-    info = {
-        "n_old": n_old, "n_new": n_new, "written": len(keys_sorted), "moved": moved, "split": split,
-        "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
-                   for leaf, _, a in final],
-    }
-    return info, keys_sorted, vals_sorted
-
-
-def _to_eid_buckets(n_buckets: int, cols: list[str]):
-    """Step 1's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
-    good rows, with `_h` (a hash of the element ID), packed per bucket of that hash; bad
-    rows only counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
-
-    def fn(batches):
-        import pyarrow as pa
-
-        held, n_held, bad = [], 0, 0
-        for batch in batches:
-            good = batch.column("_leaf").to_numpy() >= 0
-            bad += len(good) - int(good.sum())
-            rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
-            held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
-            n_held += rows.num_rows
-            if n_held >= HOLD_ROWS:
-                yield from _eid_split(held, bad)
-                held, n_held, bad = [], 0, 0
-        yield from _eid_split(held, bad)
-
-    def _eid_split(held, bad):
-        import pyarrow as pa
-
-        rows = pa.concat_tables(held) if held else None
-        if rows is None or not (rows.num_rows or bad):
-            return []
-        return buckets.split(rows, rows.column("_h").to_numpy() % np.uint64(n_buckets), bad=bad).to_batches()
-
-    return fn
-
-
-def _dedupe_fn(n_buckets: int, cols: list[str]):
-    """Step 2, per element-ID bucket (applyInArrow): one row per element ID, the largest
-    (c0, c1, ..) among repeats (a deterministic choice; the leaf follows from the values),
-    with `_n`, the input rows behind it; packed per bucket of their leaf."""
-
-    def fn(key, table):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if key[0].as_py() < 0:
-            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], [None])
-        rows = buckets.unpack(table.column("blob"))
-        n = rows.num_rows
-        if len(np.unique(rows.column("_h").to_numpy())) == n:  # distinct hashes, so distinct IDs
-            counts = np.ones(n, dtype=np.int64)
-        else:
-            rows = rows.take(pc.sort_indices(rows, sort_keys=[("_eid", "ascending"), *[(c, "descending") for c in cols]]))
-            eid = rows.column("_eid").combine_chunks()
-            starts = np.flatnonzero(np.r_[True, pc.not_equal(eid[1:], eid[:-1]).to_numpy(zero_copy_only=False)])
-            counts = np.diff(np.r_[starts, n])
-            rows = rows.take(pa.array(starts))
-        rows = rows.drop_columns(["_h"]).append_column("_n", pa.array(counts, pa.int64()))
-        return buckets.split(rows, rows.column("_leaf").to_numpy() % n_buckets)
-
-    return fn
-
-
-def _build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
-    """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
-    _build_leaf (with the leaf's stored rows unless not `scan`: a new table has none;
-    only with an HBase bulk load).
-    Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
-    HBase bulk load, the rows to write come out as rows (region, cells): one per region,
-    its rows packed in key order (hfiles.pack_rows); else the task writes them to the
-    store."""
-    ncols = len(ds.columns)
-    cols = [f"c{i}" for i in range(ncols)]
-
-    def fn(key, table):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        bucket = key[0].as_py()
-        if bucket < 0:  # the bad rows: only counted here
-            summaries, cells = [("", {"bad": pc.sum(table.column("bad")).as_py()})], []
-        else:
-            summaries, cells = _build_bucket(buckets.unpack(table.column("blob")))
-        return pa.table({"leaf": pa.array([g for g, _ in summaries] + [None] * len(cells), pa.string()),
-                         "info": pa.array([json.dumps(i) for _, i in summaries] + [None] * len(cells), pa.string()),
-                         "region": pa.array([None] * len(summaries) + [r for r, _ in cells], pa.int32()),
-                         "cells": pa.array([None] * len(summaries) + [c for _, c in cells], pa.binary())})
-
-    def _build_bucket(rows):
-        leaf = rows.column("_leaf").to_numpy()
-        order = np.argsort(leaf, kind="stable")
-        leaf = leaf[order]
-        values = np.stack([rows.column(c).to_numpy() for c in cols], axis=1)[order]
-        eids = rows.column("_eid").to_numpy(zero_copy_only=False)[order]
-        inputs = rows.column("_n").to_numpy()[order]
-        cuts = np.flatnonzero(np.diff(leaf)) + 1
-        summaries, keys, vals = [], [], []
-        store = open_store(settings) if scan else None
-        try:
-            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
-                g = btree.value.ids[int(leaf[a])]
-                box, next_axis = bgrids.value[g]
-                grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
-                info, k, v = _build_leaf(store, ds, grid, eids[a:b], values[a:b])
-                info["rows"] = int(inputs[a:b].sum())
-                summaries.append((g, info))
-                if region_starts is None:
-                    for s in range(0, len(k), write_batch):
-                        store.put_rows(ds, k[s:s + write_batch], v[s:s + write_batch])
-                else:
-                    keys.extend(k)
-                    vals.append(v)
-        finally:
-            if store is not None:
-                store.close()
-        if region_starts is None or not keys:
-            return summaries, []
-        # Each leaf's keys are in order already: Timsort merges those runs.
-        order = sorted(range(len(keys)), key=keys.__getitem__)
-        keys = [keys[i] for i in order]
-        vals = np.concatenate(vals)[np.asarray(order, dtype=np.int64)]
-        return summaries, [(r, hfiles.pack_rows(keys[a:b], vals[a:b]))
-                           for r, (a, b) in enumerate(hfiles.region_bounds(keys, region_starts)) if a < b]
-
-    return fn
-
-
-# -------------------------------------------------------------------- driver side
-
-
 def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine: str | None = None,
                progress=None, directory: GridDirectory | None = None, store=None) -> Summary:
     """Load the inputs into cfg's dataset (created if needed). `directory` and `store`
@@ -452,7 +238,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
-            located = encode(read_source(spark, cfg, paths), cfg, btree, then=(_to_eid_buckets(n, cols), buckets.SCHEMA))
+            located = encode(read_source(spark, cfg, paths), cfg, btree, then=(tasks.to_eid_buckets(n, cols), buckets.SCHEMA))
             _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
@@ -510,7 +296,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
         with directory.writer_lock(ds.name):
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
-            to_buckets = _to_eid_buckets(n, cols)
+            to_buckets = tasks.to_eid_buckets(n, cols)
 
             def locate(batches):
                 return to_buckets(with_leaf(batch, btree.value, ds.ndim) for batch in batches)
@@ -568,7 +354,7 @@ def _bucket_count(spark) -> int:
 def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree, engine: GridEngine,
           summary: Summary, progress, new_table=None) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
-    _to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
+    ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
     `new_table`: see _ensure_dataset. The caller holds the writer lock."""
     bulk = hfiles.open_bulk_load(spark, settings, ds, new_table)
     if settings.store == "hbase":
@@ -589,11 +375,11 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     summary.leaves_before = len(leaves)
 
     # 2. one row per element ID, with the number of input rows behind it.
-    rows = located.groupBy("bucket").applyInArrow(_dedupe_fn(n_buckets, cols), buckets.SCHEMA)
+    rows = located.groupBy("bucket").applyInArrow(tasks.dedupe_fn(n_buckets, cols), buckets.SCHEMA)
 
     # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes.
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
-    build = _build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
+    build = tasks.build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
                       scan=not (bulk and bulk.new_table))
     built = rows.groupBy("bucket").applyInArrow(build, "leaf string, info string, region int, cells binary")
     built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()

@@ -1,0 +1,240 @@
+"""The job's Python passes, run in Spark's executors (steps 1-4 of ingest.job).
+
+Only what the tasks need is imported here: a Python worker imports this module on its
+first task, and the driver's modules (PostgreSQL's client among them) cost it 0.1 s.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from gridagg.aggregate import PartialAggregate
+from gridagg.grid import Grid, children, choose_cut, grid_prefix, prefix_range
+from gridagg.store import open_store
+
+from . import buckets, hfiles
+
+HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
+
+
+def partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggregate, limit: int,
+               n_size: int, ndim: int, ncols: int, final: list) -> None:
+    """Algorithm 2 on numpy arrays: split `grid` (holding values[idx], aggregate agg)
+    while it holds more than `limit` rows, its children while they hold more than
+    n_size; appends (leaf, idx, agg) of every resulting leaf to `final`."""
+    stack = [(grid, idx, agg, limit)]
+    while stack:
+        g, ix, a, lim = stack.pop()
+        cut = choose_cut(g.next_axis, a.count, a.sums, a.mins, a.maxs, ndim) if a.count > lim else None
+        if cut is None:
+            final.append((g, ix, a))
+            continue
+        axis, at = cut
+        low = values[ix, axis] <= at
+        kids = children(g, axis, at, ndim)
+        # Pushed high child first so that leaves come out in grid-ID order.
+        for child, part in ((kids[1], ix[~low]), (kids[0], ix[low])):
+            stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
+
+
+def build_leaf(store, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dict, list]:
+    """One touched leaf, all of it in this task: its stored rows (scanned from `store`,
+    none when it is None), the new rows located in it (`eids`, an Arrow binary array, and
+    `new_values`; deduplicated against the stored ones by element ID), the subtree they
+    make (Algorithm 2 semantics), and the rows to write under their final keys. Returns a
+    small summary (counts and every resulting leaf's box and aggregate) and those rows,
+    as (leaf key prefix, element IDs in byte order, their values) per resulting leaf."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ncols, ndim = len(ds.columns), ds.ndim
+    n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
+
+    old_keys: list[bytes] = []
+    parts: list[np.ndarray] = []
+    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))) if store else ():
+        old_keys.extend(keys)
+        parts.append(values)
+    n_old = len(old_keys)
+    if n_old:
+        start = len(grid_prefix(grid.grid_id))
+        old_eids = [k[start:] for k in old_keys]
+        stored = set(old_eids)
+        keep = np.fromiter((e not in stored for e in eids.to_pylist()), dtype=bool, count=len(eids))
+        if not keep.all():
+            new_values = new_values[keep]
+            eids = eids.filter(pa.array(keep))
+        values = np.concatenate(parts + [new_values]) if len(new_values) else np.concatenate(parts)
+        all_eids = pa.concat_arrays([pa.array(old_eids, pa.binary()), eids])
+    else:
+        values = new_values
+        all_eids = eids
+    n_new = len(eids)
+    limit = n_size if n_old == 0 else n_threshold
+
+    final: list = []
+    partition(grid, np.arange(len(values)), values, PartialAggregate.of_rows(values, ncols), limit,
+              n_size, ndim, ncols, final)
+    split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
+
+    # Rows to write: every new row, and stored rows whose leaf changed; per resulting leaf
+    # in element-ID order (Arrow sorts bytes), ranked by one sort over the whole leaf.
+    rank = np.empty(len(all_eids), dtype=np.int64)
+    rank[pc.sort_indices(all_eids).to_numpy()] = np.arange(len(all_eids))
+    rows: list = []
+    moved = written = 0
+    for leaf, ix, _ in final:
+        if split:
+            sel = ix
+            moved += int((ix < n_old).sum())
+        else:
+            sel = ix[ix >= n_old]
+        if len(sel):
+            sel = sel[np.argsort(rank[sel])]
+            rows.append((grid_prefix(leaf.grid_id), all_eids.take(pa.array(sel)), values[sel]))
+            written += len(sel)
+    info = {
+        "n_old": n_old, "n_new": n_new, "written": written, "moved": moved, "split": split,
+        "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
+                   for leaf, _, a in final],
+    }
+    return info, rows
+
+
+def row_keys(prefix: bytes, eids):
+    """The row keys of element IDs `eids` (Arrow binary) under a leaf's key `prefix`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.binary_join_element_wise(pa.scalar(prefix, pa.binary()), eids, pa.scalar(b"", pa.binary()))
+
+
+def to_eid_buckets(n_buckets: int, cols: list[str]):
+    """Step 1's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
+    good rows, with `_h` (a hash of the element ID), packed per bucket of that hash; bad
+    rows only counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
+
+    def fn(batches):
+        import pyarrow as pa
+
+        held, n_held, bad = [], 0, 0
+        for batch in batches:
+            good = batch.column("_leaf").to_numpy() >= 0
+            bad += len(good) - int(good.sum())
+            rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
+            held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
+            n_held += rows.num_rows
+            if n_held >= HOLD_ROWS:
+                yield from _eid_split(held, bad)
+                held, n_held, bad = [], 0, 0
+        yield from _eid_split(held, bad)
+
+    def _eid_split(held, bad):
+        import pyarrow as pa
+
+        rows = pa.concat_tables(held) if held else None
+        if rows is None or not (rows.num_rows or bad):
+            return []
+        return buckets.split(rows, rows.column("_h").to_numpy() % np.uint64(n_buckets), bad=bad).to_batches()
+
+    return fn
+
+
+def dedupe_fn(n_buckets: int, cols: list[str]):
+    """Step 2, per element-ID bucket (applyInArrow): one row per element ID, the largest
+    (c0, c1, ..) among repeats (a deterministic choice; the leaf follows from the values),
+    with `_n`, the input rows behind it; packed per bucket of their leaf."""
+
+    def fn(key, table):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if key[0].as_py() < 0:
+            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], [None])
+        rows = buckets.unpack(table.column("blob"))
+        n = rows.num_rows
+        # Distinct hashes mean distinct IDs. A sort finds repeats: np.unique's hash table
+        # took 30 times as long on a bucket's hashes, which all share their low bits.
+        hashes = np.sort(rows.column("_h").to_numpy())
+        if not (hashes[1:] == hashes[:-1]).any():
+            counts = np.ones(n, dtype=np.int64)
+        else:
+            rows = rows.take(pc.sort_indices(rows, sort_keys=[("_eid", "ascending"), *[(c, "descending") for c in cols]]))
+            eid = rows.column("_eid").combine_chunks()
+            starts = np.flatnonzero(np.r_[True, pc.not_equal(eid[1:], eid[:-1]).to_numpy(zero_copy_only=False)])
+            counts = np.diff(np.r_[starts, n])
+            rows = rows.take(pa.array(starts))
+        rows = rows.drop_columns(["_h"]).append_column("_n", pa.array(counts, pa.int64()))
+        return buckets.split(rows, rows.column("_leaf").to_numpy() % n_buckets)
+
+    return fn
+
+
+def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
+    """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
+    build_leaf (with the leaf's stored rows unless not `scan`: a new table has none;
+    only with an HBase bulk load).
+    Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
+    HBase bulk load, the rows to write come out as rows (region, cells): one per region,
+    its rows packed in key order (hfiles.pack_rows); else the task writes them to the
+    store."""
+    ncols = len(ds.columns)
+    cols = [f"c{i}" for i in range(ncols)]
+
+    def fn(key, table):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        bucket = key[0].as_py()
+        if bucket < 0:  # the bad rows: only counted here
+            summaries, cells = [("", {"bad": pc.sum(table.column("bad")).as_py()})], []
+        else:
+            summaries, cells = _build_bucket(buckets.unpack(table.column("blob")))
+        return pa.table({"leaf": pa.array([g for g, _ in summaries] + [None] * len(cells), pa.string()),
+                         "info": pa.array([json.dumps(i) for _, i in summaries] + [None] * len(cells), pa.string()),
+                         "region": pa.array([None] * len(summaries) + [r for r, _ in cells], pa.int32()),
+                         "cells": pa.array([None] * len(summaries) + [c for _, c in cells], pa.binary())})
+
+    def _build_bucket(rows):
+        import pyarrow as pa
+
+        leaf = rows.column("_leaf").to_numpy()
+        order = np.argsort(leaf, kind="stable")
+        leaf = leaf[order]
+        values = np.stack([rows.column(c).to_numpy() for c in cols], axis=1)[order]
+        eids = rows.column("_eid").cast(pa.binary()).take(pa.array(order)).combine_chunks()
+        inputs = rows.column("_n").to_numpy()[order]
+        cuts = np.flatnonzero(np.diff(leaf)) + 1
+        summaries, out = [], []
+        store = open_store(settings) if scan else None
+        try:
+            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
+                g = btree.value.ids[int(leaf[a])]
+                box, next_axis = bgrids.value[g]
+                grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
+                info, leaf_rows = build_leaf(store, ds, grid, eids.slice(a, b - a), values[a:b])
+                info["rows"] = int(inputs[a:b].sum())
+                summaries.append((g, info))
+                if region_starts is not None:
+                    out.extend(leaf_rows)
+                    continue
+                for prefix, leaf_eids, v in leaf_rows:
+                    k = row_keys(prefix, leaf_eids).to_pylist()
+                    for s in range(0, len(k), write_batch):
+                        store.put_rows(ds, k[s:s + write_batch], v[s:s + write_batch])
+        finally:
+            if store is not None:
+                store.close()
+        if region_starts is None or not out:
+            return summaries, []
+        # No leaf's prefix is a prefix of another's, so the bucket's keys in order are its
+        # leaves' rows in prefix order.
+        out.sort(key=lambda r: r[0])
+        keys = pa.concat_arrays([row_keys(prefix, leaf_eids) for prefix, leaf_eids, _ in out])
+        vals = np.concatenate([v for _, _, v in out])
+        return summaries, [(r, hfiles.pack_rows(keys.slice(a, b - a), vals[a:b]))
+                           for r, (a, b) in enumerate(hfiles.region_bounds(keys, region_starts)) if a < b]
+
+    return fn
