@@ -8,7 +8,8 @@ Layout under ``<data_dir>/hbase``::
     zk/        data dir of the in-process ZooKeeper
     logs/      master.log, thrift.log (log4j2) and master.out, thrift.out (stdout/stderr)
     run/       master.pid, thrift.pid
-    tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys
+    tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys;
+               gridagg-tools.jar, the same classes for Spark's driver
     cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
 
 The HMaster runs in standalone mode: one JVM with an in-process ZooKeeper, the master
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -618,4 +620,20 @@ def spark_bulk_load_classpath(settings) -> str:
     spark_jars = str(Path(pyspark.__file__).parent / "jars" / "*")
     classes = _compile_tool(settings, "CreatePresplitTable", cp)
     _compile_tool(settings, "HFileBulkLoad", os.pathsep.join([str(classes), spark_jars, *jars]))
-    return os.pathsep.join([str(classes), *jars])
+    return os.pathsep.join([str(_tools_jar(settings, classes)), *jars])
+
+
+def _tools_jar(settings, classes: Path) -> Path:
+    """tools/classes as a jar, rebuilt when a class is newer. Spark's driver gets the jar:
+    a JVM can share archived classes (ingest.class_archive) only from a classpath without
+    non-empty directories."""
+    jar = paths(settings).tools / "gridagg-tools.jar"
+    files = sorted(classes.glob("*.class"))
+    if jar.exists() and jar.stat().st_mtime >= max(f.stat().st_mtime for f in files):
+        return jar
+    tmp = jar.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w") as out:
+        for f in files:
+            out.write(f, f.name)
+    os.replace(tmp, jar)
+    return jar

@@ -61,7 +61,7 @@ from gridagg.schema import Dataset
 from gridagg.grid import Grid, ancestors
 from gridagg.store import open_store
 
-from . import buckets, hfiles, tasks
+from . import buckets, class_archive, hfiles, tasks
 from .config import IngestConfig
 from .encode import encode, with_leaf
 from .readers import expand_inputs, read_source
@@ -112,6 +112,7 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     (ingest.hfiles): their classpath is only taken when the JVM starts."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)
@@ -128,9 +129,12 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     # saved: 1M rows, a session's first job 8.2 s against 9.2 s; 10M rows 56.9 s against
     # 60.3 s, with the same 19.3 s of task CPU in the JVM. Its heap starts at full size:
     # growing it from the default kept G1 busy in a session's first job (1M rows, 4.56-4.70 s
-    # against 4.67-5.80 s).
+    # against 4.67-5.80 s). Its classes come from an archive (ingest.class_archive).
     memory = os.environ.get("GRIDAGG_SPARK_DRIVER_MEMORY", "2g")
-    builder = builder.config("spark.driver.extraJavaOptions", f"-XX:TieredStopAtLevel=1 -Xms{memory}")
+    java_options = f"-XX:TieredStopAtLevel=1 -Xms{memory}"
+    if SparkContext._gateway is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM starts now
+        java_options += " " + class_archive.java_options(settings or Settings.from_env(), bulk_cp)
+    builder = builder.config("spark.driver.extraJavaOptions", java_options.strip())
     builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
