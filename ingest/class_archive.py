@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 # The JVM warns about every class it cannot archive (signed jars, old class files).
@@ -82,6 +83,8 @@ def _finish(partial: Path, archive: Path, lock: Path) -> None:
     proc = getattr(SparkContext._gateway, "proc", None)
     try:
         if proc is not None:
+            print("gridagg: saving Spark's class archive for later sessions (once, about 20 s)", file=sys.stderr,
+                  flush=True)
             proc.stdin.close()
             proc.wait(timeout=300)
             if partial.exists() and partial.stat().st_size:
