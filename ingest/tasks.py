@@ -104,7 +104,8 @@ def build_leaf(store, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dic
 
 
 def row_keys(prefix: bytes, eids):
-    """The row keys of element IDs `eids` (Arrow binary) under a leaf's key `prefix`."""
+    """gridagg.grid.row_key over an Arrow binary array of element IDs: their row keys
+    under a leaf's key `prefix` (its grid_prefix), without a Python loop per row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
