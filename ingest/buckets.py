@@ -26,12 +26,10 @@ def unpack(blobs):
 
 
 def bucketed(buckets: list[int], bad: list[int], blobs):
-    """Bucketed rows (see SCHEMA) as an Arrow table; `blobs`: an Arrow binary array, or
-    a list of bytes or None."""
+    """Bucketed rows (see SCHEMA) as an Arrow table; `blobs`: an Arrow binary array."""
     import pyarrow as pa
 
-    return pa.table({"bucket": pa.array(buckets, pa.int32()), "bad": pa.array(bad, pa.int64()),
-                     "blob": blobs if isinstance(blobs, pa.Array) else pa.array(blobs, pa.binary())})
+    return pa.table({"bucket": pa.array(buckets, pa.int32()), "bad": pa.array(bad, pa.int64()), "blob": blobs})
 
 
 def split(table, keys: np.ndarray, bad: int = 0):
@@ -55,16 +53,15 @@ def split(table, keys: np.ndarray, bad: int = 0):
                 out.write_table(rows.slice(a, b - a))
             ends.append(sink.tell())
     counts = [0] * len(buckets)
-    valid = [True] * len(buckets)
-    if bad:  # the bad rows' entry: a null blob
+    valid = None
+    if bad:  # the bad rows' entry, the last one: a null blob
         buckets.append(-1)
         counts.append(bad)
-        valid.append(False)
         ends.append(ends[-1])
-    bitmap = pa.py_buffer(np.packbits(np.array(valid, dtype=bool), bitorder="little").tobytes())
+        valid = pa.py_buffer(np.packbits(np.arange(len(buckets)) < len(buckets) - 1, bitorder="little").tobytes())
     blobs = pa.Array.from_buffers(pa.binary(), len(buckets),
-                                  [bitmap, pa.py_buffer(np.array(ends, dtype=np.int32)), sink.getvalue()],
-                                  null_count=len(valid) - sum(valid))
+                                  [valid, pa.py_buffer(np.array(ends, dtype=np.int32)), sink.getvalue()],
+                                  null_count=int(bool(bad)))
     return bucketed(buckets, counts, blobs)
 
 

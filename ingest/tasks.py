@@ -153,7 +153,7 @@ def dedupe_fn(n_buckets: int, cols: list[str]):
         import pyarrow.compute as pc
 
         if key[0].as_py() < 0:
-            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], [None])
+            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], pa.nulls(1, pa.binary()))
         rows = buckets.unpack(table.column("blob"))
         n = rows.num_rows
         # Distinct hashes mean distinct IDs. A sort finds repeats: np.unique's hash table
