@@ -1,11 +1,13 @@
 """Partial aggregates: count, and per column sum, min and max of stored integers.
 
 Kept for every leaf and every ancestor grid. Sums are Python ints (exact, unbounded);
-the stores keep them in 8 bytes and refuse a sum that would not fit.
+the stores keep them in 16 bytes (pack), far beyond any realistic sum of int64 values.
 """
 
 from __future__ import annotations
 
+import functools
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,8 +58,33 @@ class PartialAggregate:
         self.maxs = [b if a is None else a if b is None else max(a, b) for a, b in zip(self.maxs, other.maxs)]
         return self
 
+    def pack(self) -> bytes:
+        """The aggregate as the stores keep it (one value per grid): count, mins and maxs
+        as little-endian int64, then each sum as 16 bytes, low 8 unsigned, high 8 signed.
+        An empty aggregate's mins and maxs are stored as 0."""
+        mins = [0 if v is None else v for v in self.mins]
+        maxs = [0 if v is None else v for v in self.maxs]
+        sums = [part for s in self.sums for part in (s & 0xFFFFFFFFFFFFFFFF, s >> 64)]
+        return _layout(len(self.sums)).pack(self.count, *mins, *maxs, *sums)
+
+    @classmethod
+    def unpack(cls, data: bytes, ncols: int) -> "PartialAggregate":
+        """The aggregate of `ncols` columns that pack() made `data` from."""
+        vals = _layout(ncols).unpack_from(data)
+        count = vals[0]
+        if count == 0:
+            return cls.empty(ncols)
+        parts = vals[1 + 2 * ncols :]
+        sums = [low + (high << 64) for low, high in zip(parts[::2], parts[1::2])]
+        return cls(count, sums, list(vals[1 : 1 + ncols]), list(vals[1 + ncols : 1 + 2 * ncols]))
+
     def copy(self) -> "PartialAggregate":
         return PartialAggregate(self.count, list(self.sums), list(self.mins), list(self.maxs))
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(ncols: int) -> struct.Struct:
+    return struct.Struct("<" + "q" * (1 + 2 * ncols) + "Qq" * ncols)
 
 
 def exact_column_sums(values: np.ndarray) -> list[int]:

@@ -82,22 +82,22 @@ class BulkLoad:
         family, qualifier = HBaseStore.ROW.decode().split(":")  # a row is one cell
         return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, qualifier, self.dir.as_uri()), self.spark)
 
-    def write_aggregates(self, store, ds, aggregates) -> None:
-        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells (all in one
-        family), into an HFile per region (a file across regions would be split first)."""
+    def write_aggregates(self, aggregates) -> None:
+        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells, into an
+        HFile per region (a file across regions would be split first)."""
         import pyarrow as pa
 
-        cells = sorted(store.aggregate_cells(ds, aggregates))
+        from gridagg.store.hbase import HBaseStore
+
+        family, qualifier = HBaseStore.AGG.split(b":")
+        cells = sorted(HBaseStore.aggregate_cells(aggregates))
         rows = pa.array([row for row, _ in cells], pa.binary())
         for r, (a, b) in enumerate(region_bounds(rows, self.region_starts())):
-            parts = []
-            for row, columns in cells[a:b]:
-                for column, value in sorted(columns.items()):
-                    family, qualifier = column.split(b":", 1)
-                    parts += [struct.pack(">H", len(row)), row, struct.pack(">H", len(qualifier)), qualifier,
-                              struct.pack(">I", len(value)), value]
-            if parts:
-                self.jvm.HFileBulkLoad.writeCells(b"".join(parts), self.dir.as_uri(), family.decode(), f"aggregates-r{r}")
+            if a < b:
+                self.jvm.HFileBulkLoad.writeCells(b"".join(
+                    struct.pack(">H", len(row)) + row + struct.pack(">H", len(qualifier)) + qualifier
+                    + struct.pack(">I", len(value)) + value for row, value in cells[a:b]),
+                    self.dir.as_uri(), family.decode(), f"aggregates-r{r}")
 
     def load(self) -> None:
         """Hand every HFile written so far to the region server."""

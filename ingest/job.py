@@ -429,7 +429,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
         for a in ancestors(g):
             anc.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
     if bulk:
-        bulk.write_aggregates(store, ds, {**final, **anc})
+        bulk.write_aggregates({**final, **anc})
         bulk.load()  # rows and aggregates
     else:
         store.put_aggregates(ds, {**final, **anc})

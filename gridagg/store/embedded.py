@@ -10,7 +10,7 @@ per grid it touches; a grid with too many segments, or a write that replaces sto
 rows, is rewritten as one segment.
 
 LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
-a segment, "<name>/a" maps grid IDs to packed partial aggregates. LMDB allows one writer
+a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB allows one writer
 and many readers across processes, so API workers and ingest processes can share it.
 One more, "epochs", maps dataset names to their directory epochs (see gridagg.directory):
 every process of the store shares this file, so reading an epoch needs no round trip.
@@ -18,7 +18,6 @@ every process of the store shares this file, so reading an epoch needs no round 
 
 from __future__ import annotations
 
-import functools
 import struct
 import threading
 from itertools import groupby
@@ -36,29 +35,6 @@ from .base import CellStore, RangeCondition, matching
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
 HEAD = struct.Struct("<II")  # rows, columns
-
-
-@functools.lru_cache(maxsize=None)
-def aggregate_layout(ncols: int) -> struct.Struct:
-    """count, mins, maxs as int64, then each sum as 16 bytes: low 8 unsigned, high 8 signed."""
-    return struct.Struct("<" + "q" * (1 + 2 * ncols) + "Qq" * ncols)
-
-
-def pack_aggregate(agg: PartialAggregate) -> bytes:
-    mins = [0 if v is None else v for v in agg.mins]
-    maxs = [0 if v is None else v for v in agg.maxs]
-    sums = [part for s in agg.sums for part in (s & 0xFFFFFFFFFFFFFFFF, s >> 64)]
-    return aggregate_layout(len(agg.sums)).pack(agg.count, *mins, *maxs, *sums)
-
-
-def unpack_aggregate(data: bytes, ncols: int) -> PartialAggregate:
-    vals = aggregate_layout(ncols).unpack_from(data)
-    count = vals[0]
-    if count == 0:
-        return PartialAggregate.empty(ncols)
-    parts = vals[1 + 2 * ncols :]
-    sums = [low + (high << 64) for low, high in zip(parts[::2], parts[1::2])]
-    return PartialAggregate(count, sums, list(vals[1 : 1 + ncols]), list(vals[1 + ncols : 1 + 2 * ncols]))
 
 
 def pack_segment(eids: list[bytes], values: np.ndarray) -> bytes:
@@ -297,7 +273,7 @@ class EmbeddedStore(CellStore):
             for gid in grid_ids:
                 data = txn.get(gid.encode())
                 if data is not None:
-                    out[gid] = unpack_aggregate(data, ncols)
+                    out[gid] = PartialAggregate.unpack(data, ncols)
         return out
 
     def put_aggregates(self, ds, aggregates):
@@ -305,7 +281,7 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "a")
         with self.env.begin(write=True, db=db) as txn:
             for gid, agg in aggregates.items():
-                txn.put(gid.encode(), pack_aggregate(agg))
+                txn.put(gid.encode(), agg.pack())
 
     @staticmethod
     def _epoch_in(txn, name: str) -> int:
