@@ -10,8 +10,9 @@ per grid it touches; a grid with too many segments, or a write that replaces sto
 rows, is rewritten as one segment.
 
 LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
-a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB allows one writer
-and many readers across processes, so API workers and ingest processes can share it.
+a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB
+allows one writer and many readers across processes, so API workers and ingest processes
+can share it.
 One more, "epochs", maps dataset names to their directory epochs (see gridagg.directory):
 every process of the store shares this file, so reading an epoch needs no round trip.
 """
