@@ -57,6 +57,14 @@ class CellStore(ABC):
     def put_rows(self, ds: Dataset, keys: list[bytes], values: np.ndarray) -> None:
         """Write rows: keys[i] gets values[i] (an int64 row of len(ds.columns))."""
 
+    def put_grids(self, ds: Dataset, grids: list[tuple[bytes, list[bytes], np.ndarray]]) -> None:
+        """Write rows grid by grid, each grid given as (its key prefix, element IDs,
+        values): row key prefix + eids[i] gets values[i]. The same as put_rows, for a
+        writer that has its rows by grid already (the ingest job)."""
+        if grids:
+            self.put_rows(ds, [prefix + e for prefix, eids, _ in grids for e in eids],
+                          np.concatenate([values for _, _, values in grids]))
+
     @abstractmethod
     def delete_rows(self, ds: Dataset, keys: list[bytes]) -> None:
         """Delete rows by key; missing keys are ignored."""

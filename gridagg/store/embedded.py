@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import struct
 import threading
-from itertools import groupby
 from pathlib import Path
 from typing import Iterator
 
@@ -163,26 +162,34 @@ class EmbeddedStore(CellStore):
     # -- CellStore ----------------------------------------------------------------------
 
     def put_rows(self, ds, keys, values):
+        parts = [split_key(k) for k in keys]
+        by_prefix: dict[bytes, list[int]] = {}
+        for i, (prefix, _) in enumerate(parts):
+            by_prefix.setdefault(prefix, []).append(i)
+        values = np.asarray(values)
+        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
+
+    def put_grids(self, ds, grids):
         self.round_trips.add()
         db = self._db(ds.name, "s")
-        values = np.ascontiguousarray(values, dtype="<i8")
-        parts = [split_key(k) for k in keys]
-        order = sorted(range(len(parts)), key=lambda i: parts[i][0])
-        with self.env.begin(write=True, db=db) as txn:
-            for prefix, group in groupby(order, key=lambda i: parts[i][0]):
-                idx = list(group)
-                eids = [parts[i][1] for i in idx]
-                segments = self._segments(txn, prefix)
-                stored = self._rows_of(segments) if segments else {}
-                if stored and (len(segments) >= MAX_SEGMENTS or any(e in stored for e in eids)):
-                    stored.update(zip(eids, values[idx]))
-                    self._rewrite(txn, prefix, segments, stored)
-                    continue
-                if len(set(eids)) < len(eids):  # a key twice in one call: the last wins
-                    last = dict(zip(eids, idx))
-                    eids, idx = list(last), list(last.values())
-                seq = struct.unpack(">I", segments[-1][0][-4:])[0] + 1 if segments else 0
-                txn.put(prefix + struct.pack(">I", seq), pack_segment(eids, values[idx]))
+        with self.env.begin(write=True, db=db) as txn:  # one commit (and fsync) for all
+            for prefix, eids, values in sorted(grids, key=lambda g: g[0]):
+                self._append(txn, prefix, eids, np.ascontiguousarray(values, dtype="<i8"))
+
+    def _append(self, txn, prefix: bytes, eids: list[bytes], values: np.ndarray) -> None:
+        """Add rows to a grid: a segment of their own, unless the grid has too many
+        segments or some element IDs are stored already (then one rewritten segment)."""
+        segments = self._segments(txn, prefix)
+        stored = self._rows_of(segments) if segments else {}
+        if stored and (len(segments) >= MAX_SEGMENTS or any(e in stored for e in eids)):
+            stored.update(zip(eids, values))
+            self._rewrite(txn, prefix, segments, stored)
+            return
+        if len(set(eids)) < len(eids):  # an element ID twice in one call: the last wins
+            last = dict(zip(eids, range(len(eids))))
+            eids, values = list(last), values[list(last.values())]
+        seq = struct.unpack(">I", segments[-1][0][-4:])[0] + 1 if segments else 0
+        txn.put(prefix + struct.pack(">I", seq), pack_segment(eids, values))
 
     def delete_rows(self, ds, keys):
         self.round_trips.add()
