@@ -103,6 +103,22 @@ def build_leaf(store, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dic
     return info, rows
 
 
+def write_grids(store, ds, leaf_rows: list, write_batch: int) -> None:
+    """Write build_leaf's rows (leaf key prefix, element IDs, values per resulting leaf)
+    to the store, about `write_batch` rows per put_grids: a few writes per built leaf,
+    each one LMDB commit in the embedded store, where one per resulting leaf made 15,600
+    of them in a 10M-row load."""
+    batch, n = [], 0
+    for prefix, eids, values in leaf_rows:
+        batch.append((prefix, eids.to_pylist(), values))
+        n += len(values)
+        if n >= write_batch:
+            store.put_grids(ds, batch)
+            batch, n = [], 0
+    if batch:
+        store.put_grids(ds, batch)
+
+
 def row_keys(prefix: bytes, eids):
     """gridagg.grid.row_key over an Arrow binary array of element IDs: their row keys
     under a leaf's key `prefix` (its grid_prefix), without a Python loop per row."""
@@ -220,18 +236,8 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 summaries.append((g, info))
                 if region_starts is not None:
                     out.extend(leaf_rows)
-                    continue
-                # A few store writes per leaf (each one LMDB commit in the embedded store),
-                # not one per resulting leaf: a 10M-row load made 15,600 of them.
-                batch, n = [], 0
-                for prefix, leaf_eids, v in leaf_rows:
-                    batch.append((prefix, leaf_eids.to_pylist(), v))
-                    n += len(v)
-                    if n >= write_batch:
-                        store.put_grids(ds, batch)
-                        batch, n = [], 0
-                if batch:
-                    store.put_grids(ds, batch)
+                else:
+                    write_grids(store, ds, leaf_rows, write_batch)
         finally:
             if store is not None:
                 store.close()
