@@ -82,6 +82,25 @@ class PartialAggregate:
         return PartialAggregate(self.count, list(self.sums), list(self.mins), list(self.maxs))
 
 
+def ancestor_aggregates(leaves: dict[str, PartialAggregate], ncols: int) -> dict[str, PartialAggregate]:
+    """Every proper ancestor's aggregate, given every leaf's (grid ID -> aggregate) of a
+    tree or subtree: each the merge of its children's, deepest first, so one merge per
+    grid. (A grid's parent is its ID without the last character, gridagg.grid.) Merging
+    each leaf into each of its ancestors took 1.6 s for the 15,600 leaves of 10M rows."""
+    depth: dict[int, list[tuple[str, PartialAggregate]]] = {}
+    for g, agg in leaves.items():
+        depth.setdefault(len(g), []).append((g, agg))
+    out: dict[str, PartialAggregate] = {}
+    for d in range(max(depth, default=1), 1, -1):
+        for g, agg in depth.get(d, []):
+            up = out.get(g[:-1])
+            if up is None:
+                up = out[g[:-1]] = PartialAggregate.empty(ncols)
+                depth.setdefault(d - 1, []).append((g[:-1], up))
+            up.merge(agg)
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def _layout(ncols: int) -> struct.Struct:
     return struct.Struct("<" + "q" * (1 + 2 * ncols) + "Qq" * ncols)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .aggregate import PartialAggregate
+from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
 from .errors import InvalidInput, WorkLimitExceeded
 from .grid import (
@@ -377,9 +377,7 @@ class GridEngine:
                     expected[owner].merge(PartialAggregate.of_rows(rows[owners == owner], ncols))
                 elif owner not in retired:
                     stray += int((owners == owner).sum())
-        for leaf, agg in list(expected.items()):
-            for a in ancestors(leaf):
-                expected.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
+        expected.update(ancestor_aggregates(expected, ncols))
         stored = self.store.get_aggregates(ds, list(expected))
         problems = [f"{stray} rows lie under no leaf"] if stray else []
         for g in sorted(expected, key=lambda x: (len(x), x)):

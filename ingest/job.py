@@ -52,13 +52,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gridagg.aggregate import PartialAggregate
+from gridagg.aggregate import PartialAggregate, ancestor_aggregates
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
 from gridagg.schema import Dataset
-from gridagg.grid import Grid, ancestors
+from gridagg.grid import Grid
 from gridagg.store import open_store
 
 from . import buckets, class_archive, hfiles, tasks
@@ -423,11 +423,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     untouched = [g for g in all_leaf_ids if g not in final]
     leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}
     leaf_aggs.update(final)
-    anc: dict[str, PartialAggregate] = {}
-    for g in all_leaf_ids:
-        agg = leaf_aggs.get(g, PartialAggregate.empty(ncols))
-        for a in ancestors(g):
-            anc.setdefault(a, PartialAggregate.empty(ncols)).merge(agg)
+    anc = ancestor_aggregates({g: leaf_aggs.get(g, PartialAggregate.empty(ncols)) for g in all_leaf_ids}, ncols)
     if bulk:
         bulk.write_aggregates({**final, **anc})
         bulk.load()  # rows and aggregates
