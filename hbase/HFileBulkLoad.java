@@ -1,5 +1,8 @@
+import java.net.URI;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -113,15 +116,16 @@ public class HFileBulkLoad {
   }
 
   /**
-   * Writes cells already in order into the HFile dir/family/name. `cells` holds, per cell:
-   * a 2-byte row length, the row, a 2-byte qualifier length, the qualifier, a 4-byte value
-   * length and the value (big-endian lengths).
+   * Writes the cells of the local file `cells` (a URI), already in order, into the HFile
+   * dir/family/name. The file holds, per cell: a 2-byte row length, the row, a 2-byte
+   * qualifier length, the qualifier, a 4-byte value length and the value (big-endian
+   * lengths). A file, because py4j sends a byte array as text: 0.45 s for 9 MB.
    */
-  public static void writeCells(byte[] cells, String dir, String family, String name) throws Exception {
+  public static void writeCells(String cells, String dir, String family, String name) throws Exception {
     Configuration conf = base();
     byte[] fam = Bytes.toBytes(family);
     long ts = System.currentTimeMillis();
-    ByteBuffer in = ByteBuffer.wrap(cells);
+    ByteBuffer in = ByteBuffer.wrap(Files.readAllBytes(Paths.get(URI.create(cells))));
     try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name))) {
       while (in.hasRemaining()) {
         byte[] row = new byte[in.getShort() & 0xffff];

@@ -92,12 +92,20 @@ class BulkLoad:
         family, qualifier = HBaseStore.AGG.split(b":")
         cells = sorted(HBaseStore.aggregate_cells(aggregates))
         rows = pa.array([row for row, _ in cells], pa.binary())
+        # The cells reach the JVM as a file, gone before load() (the bulk load would take
+        # anything in the staging directory for a column family's files).
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / "aggregates.cells"
         for r, (a, b) in enumerate(region_bounds(rows, self.region_starts())):
             if a < b:
-                self.jvm.HFileBulkLoad.writeCells(b"".join(
+                path.write_bytes(b"".join(
                     struct.pack(">H", len(row)) + row + struct.pack(">H", len(qualifier)) + qualifier
-                    + struct.pack(">I", len(value)) + value for row, value in cells[a:b]),
-                    self.dir.as_uri(), family.decode(), f"aggregates-r{r}")
+                    + struct.pack(">I", len(value)) + value for row, value in cells[a:b]))
+                try:
+                    self.jvm.HFileBulkLoad.writeCells(path.as_uri(), self.dir.as_uri(), family.decode(),
+                                                      f"aggregates-r{r}")
+                finally:
+                    path.unlink()
 
     def load(self) -> None:
         """Hand every HFile written so far to the region server."""
