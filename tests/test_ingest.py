@@ -435,3 +435,31 @@ def test_spark_encoding_equals_column_encode(spark):
                 assert col.encode(a) == expect[1]
             except Exception as exc:  # rejected by both
                 assert expect[1] is None, exc
+
+
+@pytest.mark.parametrize("fmt", ["tmy3", "csv"])
+def test_local_paths_and_file_uris_read_alike(spark, tmp_path, fmt):
+    """Local inputs are read by the executors themselves; inputs given as URIs (here
+    file://, standing for hdfs:// or s3a://) come through Spark. Both give the same raw
+    records, file names included, even for a name with a space and a '#'."""
+    from ingest.readers import expand_inputs, raw_schema, read_source
+
+    if fmt == "tmy3":
+        cfg, src = load_config(EXAMPLE), FILES[0]
+    else:
+        cfg = parse_config({"dataset": {"name": "read_check"}, "input": {"format": "csv", "id": ["k"]},
+                            "dimensions": [{"name": "a", "min": 0, "max": 100, "source": "a"}]})
+        src = tmp_path / "src.csv"
+        src.write_text("k,a\n" + "".join(f"{i},{i % 100}\n" for i in range(500)) + "1,2,3\n")
+    path = tmp_path / "in put" / f"a #1.{fmt}"
+    path.parent.mkdir()
+    path.write_bytes(src.read_bytes())
+
+    def records(inputs):
+        source = read_source(spark, cfg, expand_inputs(inputs))
+        return sorted(source.df.mapInArrow(source.parse, raw_schema(cfg.source_fields)).collect(),
+                      key=lambda r: r["_line"])
+
+    local = records([str(path.parent)])
+    assert local == records([f"file://{path}"])
+    assert len(local) == (8760 if fmt == "tmy3" else 501) and local[0]["_file"] == f"file:{path}"
