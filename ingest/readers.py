@@ -8,9 +8,10 @@ known) and `_reason` (why the record is unusable as a whole, else null).
 parsed in Python: TMY3 by `parse_tmy3`, CSV by pyarrow's C++ parser, which is several
 times faster than Spark's. Spark's `binaryFile` source lists them; the executors read
 local files themselves, and files on other file systems (hdfs://, s3a://: any Spark
-reads) come through Spark, which costs a copy of every byte into Python (1M rows of CSV:
-1.0-1.1 s to read and parse, against 0.7-0.8 s). The parsing runs in the same Python pass as the encoding (ingest.encode),
-so the raw text never travels back to Spark. Parquet is read by Spark's own reader.
+reads) come through Spark, which costs a copy of every byte into Python (1M rows of CSV
+read and parsed in 1.0-1.65 s, against 0.7-1.0 s read locally). The parsing runs in the
+same Python pass as the encoding (ingest.encode), so the raw text never travels back to
+Spark. Parquet is read by Spark's own reader.
 Nothing is read on the driver but the header of the first CSV file, when it is local.
 """
 
