@@ -43,7 +43,8 @@ from .grid import (
 )
 from .query import QueryPlan, QueryResult, QuerySpec
 from .schema import Dataset
-from .store import CellStore, RangeCondition
+from .scan import RangeCondition, ScanRequest, Skip
+from .store import CellStore
 
 
 @dataclass
@@ -282,27 +283,20 @@ class GridEngine:
         domain = ds.domain()
         where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
         columns = sorted({a.col for a in spec.aggregates if a.col is not None})
-        skipped_with_rows = False
-        if not minmax_only and candidates:  # sum/count/avg need every partial grid: one pass
-            found, visited = self.store.aggregate_rows(
-                ds, [prefix_range(grid_prefix(g.grid_id)) for g in candidates], where, columns)
-            plan.scanned_grids_after += len(candidates)
-            plan.rows_in_scanned_grids += visited
-            plan.rows_matched_by_scans += found.count
-            total.merge(found)
-        for g in candidates if minmax_only else []:  # grid by grid, skipping as 4.6.2 says
-            if total.count and all(_cannot_improve(a, aggs[g.grid_id], total) for a in spec.aggregates):
-                skipped_with_rows = True
-                continue
-            # Only the dimensions where this grid sticks out of the box need testing.
-            own = [c for c in where if not c.lo <= g.box[c.column][0] <= g.box[c.column][1] <= c.hi]
-            found, visited = self.store.aggregate_rows(ds, [prefix_range(grid_prefix(g.grid_id))], own, columns)
-            plan.scanned_grids_after += 1
-            plan.rows_in_scanned_grids += visited
-            plan.rows_matched_by_scans += found.count
-            total.merge(found)
-            self.check_deadline(started)
-        return not skipped_with_rows
+        skip = None
+        if minmax_only:
+            specs = [(a.col, a.func == "max") for a in spec.aggregates]
+            bounds = np.array([[aggs[g.grid_id].maxs[c] if m else aggs[g.grid_id].mins[c] for c, m in specs]
+                               for g in candidates], np.int64).reshape(len(candidates), len(specs))
+            skip = Skip(specs, bounds, [(total.maxs[c] if m else total.mins[c]) for c, m in specs])
+        if candidates:
+            found = self.store.scan(ds, ScanRequest([g.grid_id for g in candidates], where, columns, skip=skip))
+            plan.scanned_grids_after += found.grids_scanned
+            plan.rows_in_scanned_grids += found.rows_visited
+            plan.rows_matched_by_scans += found.rows_matched
+            total.merge(found.aggs.aggregate(0, columns, len(ds.columns)))
+            return not found.grids_skipped
+        return True
 
     def check_deadline(self, started: float) -> None:
         """Raise WorkLimitExceeded when a query that began at `started`

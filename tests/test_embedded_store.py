@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import row_key
 from gridagg.schema import Dataset
-from gridagg.store.base import RangeCondition
+from gridagg.scan import RangeCondition, ScanRequest
 from gridagg.store.embedded import EmbeddedStore
 
 DS = Dataset.from_json({"name": "seg", "dimensions": [{"name": "x", "min": 0, "max": 20}],
@@ -24,8 +24,8 @@ bounds = st.tuples(st.integers(0, 20), st.integers(0, 20)).map(sorted)
 
 @settings(max_examples=100, deadline=None)
 @given(batches=st.lists(rows, min_size=1, max_size=4), cut=st.tuples(st.sampled_from(GRIDS), st.integers(0, 30)),
-       length=st.integers(1, 40), xb=bounds)
-def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, xb):
+       length=st.integers(1, 40), xb=bounds, read=st.lists(st.sampled_from(GRIDS), unique=True))
+def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, xb, read):
     store = EmbeddedStore(tmp_path_factory.mktemp("lmdb"))
     store.create_dataset(DS)
     expect: dict[bytes, tuple[int, int]] = {}
@@ -39,11 +39,12 @@ def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, x
     want = {k: r for k, r in expect.items() if start <= k < stop and xb[0] <= r[0] <= xb[1]}
     got = {k: tuple(r) for ks, vs in store.scan_rows(DS, start, stop, where) for k, r in zip(ks, vs.tolist())}
     assert got == want
-    agg, _ = store.aggregate_rows(DS, [(start, stop)], where, [1])
-    assert agg.count == len(want)
-    assert agg.sums[1] == sum(v for _, v in want.values())
-    assert (agg.mins[1], agg.maxs[1]) == ((min(v for _, v in want.values()), max(v for _, v in want.values()))
-                                          if want else (None, None))
+    in_grids = {k: r for k, r in expect.items() if k[1 : k.index(b"-", 1)].decode() in read and xb[0] <= r[0] <= xb[1]}
+    agg = store.scan(DS, ScanRequest(read, where, [1])).aggs.aggregate(0, [1], 2)
+    assert agg.count == len(in_grids)
+    assert agg.sums[1] == sum(v for _, v in in_grids.values())
+    assert (agg.mins[1], agg.maxs[1]) == ((min(v for _, v in in_grids.values()), max(v for _, v in in_grids.values()))
+                                          if in_grids else (None, None))
     assert store.existing_keys(DS, list(expect)) == set(expect)
     store.delete_rows(DS, list(want))
     left = {k for ks, _ in store.scan_rows(DS, b"", b"\xff\xff") for k in ks}
@@ -51,11 +52,11 @@ def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, x
     store.close()
 
 
-def test_empty_range_gives_the_empty_aggregate(tmp_path):
+def test_grids_without_rows_give_the_empty_aggregate(tmp_path):
     store = EmbeddedStore(tmp_path)
     store.create_dataset(DS)
-    agg, visited = store.aggregate_rows(DS, [(b"a", b"b")], [], [1])
-    assert (agg, visited) == (PartialAggregate.empty(2), 0)
+    answer = store.scan(DS, ScanRequest(["0", "01"], [], [1]))
+    assert (answer.aggs.aggregate(0, [1], 2), answer.rows_visited) == (PartialAggregate.empty(2), 0)
     store.close()
 
 

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import numpy as np
 
 from ..aggregate import PartialAggregate
+from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from ..trips import TripCounter
-
-
-class RangeCondition(NamedTuple):
-    """Rows must have lo <= value <= hi in column `column` (stored integers)."""
-
-    column: int
-    lo: int
-    hi: int
 
 
 def matching(values: np.ndarray, where) -> np.ndarray | None:
@@ -87,28 +80,10 @@ class CellStore(ABC):
         order, as (keys, (k, ncols) int64 array) batches of at most batch_rows rows. With
         with_keys=False the keys may be None (queries need only the values)."""
 
-    def aggregate_rows(
-        self,
-        ds: Dataset,
-        ranges: list[tuple[bytes, bytes]],
-        where: list[RangeCondition] = (),
-        columns: list[int] | None = None,
-    ) -> tuple[PartialAggregate, int]:
-        """The aggregate of the rows in these key ranges that satisfy every condition,
-        and how many rows the ranges hold in all (the rows looked at). With `columns`,
-        only those columns' statistics are filled in (see PartialAggregate.of_rows).
-        Backends may compute it without materialising the rows."""
-        parts, visited = [], 0
-        for start, stop in ranges:
-            for _, rows in self.scan_rows(ds, start, stop, with_keys=False):
-                visited += len(rows)
-                mask = matching(rows, where)
-                kept = rows if mask is None else rows[mask]
-                parts.append(kept if columns is None else kept[:, columns])
-        ncols = len(ds.columns)
-        if not parts:
-            return PartialAggregate.empty(ncols), visited
-        return PartialAggregate.of_rows(np.concatenate(parts), ncols, columns), visited
+    @abstractmethod
+    def scan(self, ds: Dataset, request: ScanRequest) -> ScanAnswer:
+        """Read the rows of request.grids (each grid's own rows) as gridagg.scan says, in
+        one round trip: only aggregates (and the rows of request.rows_of) come back."""
 
     @abstractmethod
     def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:

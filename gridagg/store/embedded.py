@@ -1,13 +1,11 @@
 """The embedded store: the paper's layout in LMDB, an ordered key-value store in a file.
 
 Rows keep the paper's keys (salt + grid ID + "-" + element ID), but are stored packed
-per grid: a grid's rows live in a few segments, each one LMDB value holding many rows as
-int64 columns (rows ordered by the first dimension) followed by their element IDs. A
-query reads a partially overlapping grid with one cursor step per segment, finds a range
-of the first dimension by binary search and filters the rest with numpy, instead of one
-Python step per row (that step dominated query time). A write appends one segment
-per grid it touches; a grid with too many segments, or a write that replaces stored
-rows, is rewritten as one segment.
+per grid: a grid's rows live in a few segments (gridagg.segments), each one LMDB value
+holding many rows as int64 columns. A query's scan takes each segment's address in the
+map and reads it with a compiled kernel (gridagg.kernels): one Python step per segment,
+none per row. A write appends one segment per grid it touches; a grid with too many
+segments, or a write that replaces stored rows, is rewritten as one segment.
 
 LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
 a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB
@@ -27,46 +25,16 @@ from typing import Iterator
 import lmdb
 import numpy as np
 
+from .. import segments
 from ..aggregate import PartialAggregate
-from ..grid import prefix_range
+from ..grid import grid_prefix, prefix_range
+from ..kernels import scan_segments
+from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
-from .base import CellStore, RangeCondition, matching
+from .base import CellStore, matching
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
-HEAD = struct.Struct("<II")  # rows, columns
-
-
-def pack_segment(eids: list[bytes], values: np.ndarray) -> bytes:
-    """Rows as one value: header, the columns one after another (little-endian int64),
-    n + 1 offsets, the element IDs. Rows are ordered by column 0 (the first dimension,
-    time in the usual dataset), so a range on it is a binary search, not a scan."""
-    n, ncols = values.shape
-    order = np.argsort(values[:, 0], kind="stable") if n else np.zeros(0, dtype=np.int64)
-    eids = [eids[i] for i in order.tolist()]
-    offsets = np.zeros(n + 1, dtype="<u4")
-    np.cumsum([len(e) for e in eids], out=offsets[1:])
-    columns = np.ascontiguousarray(values[order].T, dtype="<i8")
-    return b"".join((HEAD.pack(n, ncols), columns.tobytes(), offsets.tobytes(), b"".join(eids)))
-
-
-def segment_columns(data) -> np.ndarray:
-    """The (ncols, n) columns of a segment, without copying (valid while `data` is)."""
-    n, ncols = HEAD.unpack_from(data)
-    return np.frombuffer(data, dtype="<i8", count=n * ncols, offset=HEAD.size).reshape(ncols, n)
-
-
-def segment_values(data) -> np.ndarray:
-    """The (n, ncols) rows of a segment (a view, valid while `data` is)."""
-    return segment_columns(data).T
-
-
-def segment_eids(data) -> list[bytes]:
-    n, ncols = HEAD.unpack_from(data)
-    at = HEAD.size + 8 * n * ncols
-    offsets = np.frombuffer(data, dtype="<u4", count=n + 1, offset=at).tolist()
-    blob = bytes(data[at + 4 * (n + 1) :])
-    return [blob[offsets[i] : offsets[i + 1]] for i in range(n)]
 
 
 def split_key(key: bytes) -> tuple[bytes, bytes]:
@@ -128,20 +96,17 @@ class EmbeddedStore(CellStore):
         return out
 
     @staticmethod
-    def _rewrite(txn, prefix: bytes, segments, rows: dict[bytes, np.ndarray]) -> None:
+    def _rewrite(txn, prefix: bytes, stored, rows: dict[bytes, np.ndarray]) -> None:
         """Replace a grid's segments by one holding `rows` (element ID -> row)."""
-        for key, _ in segments:
+        for key, _ in stored:
             txn.delete(key)
         if rows:
             eids = list(rows)
-            txn.put(prefix + struct.pack(">I", 0), pack_segment(eids, np.array([rows[e] for e in eids])))
+            txn.put(prefix + struct.pack(">I", 0), segments.pack(eids, np.array([rows[e] for e in eids])))
 
     @staticmethod
-    def _rows_of(segments) -> dict[bytes, np.ndarray]:
-        rows: dict[bytes, np.ndarray] = {}
-        for _, value in segments:
-            rows.update(zip(segment_eids(value), segment_values(value).copy()))
-        return rows
+    def _rows_of(stored) -> dict[bytes, np.ndarray]:
+        return segments.rows_of(value for _, value in stored)
 
     @staticmethod
     def _in_range(cursor, start: bytes, stop: bytes):
@@ -179,17 +144,17 @@ class EmbeddedStore(CellStore):
     def _append(self, txn, prefix: bytes, eids: list[bytes], values: np.ndarray) -> None:
         """Add rows to a grid: a segment of their own, unless the grid has too many
         segments or some element IDs are stored already (then one rewritten segment)."""
-        segments = self._segments(txn, prefix)
-        stored = self._rows_of(segments) if segments else {}
-        if stored and (len(segments) >= MAX_SEGMENTS or any(e in stored for e in eids)):
+        present = self._segments(txn, prefix)
+        stored = self._rows_of(present) if present else {}
+        if stored and (len(present) >= MAX_SEGMENTS or any(e in stored for e in eids)):
             stored.update(zip(eids, values))
-            self._rewrite(txn, prefix, segments, stored)
+            self._rewrite(txn, prefix, present, stored)
             return
         if len(set(eids)) < len(eids):  # an element ID twice in one call: the last wins
             last = dict(zip(eids, range(len(eids))))
             eids, values = list(last), values[list(last.values())]
-        seq = struct.unpack(">I", segments[-1][0][-4:])[0] + 1 if segments else 0
-        txn.put(prefix + struct.pack(">I", seq), pack_segment(eids, values))
+        seq = struct.unpack(">I", present[-1][0][-4:])[0] + 1 if present else 0
+        txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values))
 
     def delete_rows(self, ds, keys):
         self.round_trips.add()
@@ -200,10 +165,10 @@ class EmbeddedStore(CellStore):
             by_prefix.setdefault(prefix, set()).add(eid)
         with self.env.begin(write=True, db=db) as txn:
             for prefix, gone in by_prefix.items():
-                segments = self._segments(txn, prefix)
-                if segments:
-                    rows = self._rows_of(segments)
-                    self._rewrite(txn, prefix, segments, {e: r for e, r in rows.items() if e not in gone})
+                present = self._segments(txn, prefix)
+                if present:
+                    rows = self._rows_of(present)
+                    self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone})
 
     def existing_keys(self, ds, keys):
         self.round_trips.add()
@@ -214,7 +179,7 @@ class EmbeddedStore(CellStore):
         out = set()
         with self.env.begin(db=db, buffers=True) as txn:
             for prefix, ks in by_prefix.items():
-                stored = {e for _, v in self._segments(txn, prefix) for e in segment_eids(v)}
+                stored = {e for _, v in self._segments(txn, prefix) for e in segments.eids(v)}
                 out.update(k for k in ks if split_key(k)[1] in stored)
         return out
 
@@ -224,8 +189,8 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
             for prefix, value, whole in self._in_range(txn.cursor(), start, stop):
-                values = segment_values(value)
-                keys = [prefix + e for e in segment_eids(value)] if with_keys or not whole else None
+                values = segments.values(value)
+                keys = [prefix + e for e in segments.eids(value)] if with_keys or not whole else None
                 mask = matching(values, where)
                 if not whole:  # a range that cuts through this grid's rows
                     in_range = np.array([start <= k < stop for k in keys], dtype=bool)
@@ -242,35 +207,22 @@ class EmbeddedStore(CellStore):
                 for s in range(0, len(values), batch_rows):
                     yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
 
-    def aggregate_rows(self, ds, ranges, where: list[RangeCondition] = (), columns=None):
-        ncols = len(ds.columns)
-        first = [c for c in where if c.column == 0]
-        rest = [c for c in where if c.column != 0]
-        views: list[np.ndarray] = []
-        visited = 0
+    def scan(self, ds, request: ScanRequest) -> ScanAnswer:
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
             cursor = txn.cursor()
-            for start, stop in ranges:
-                for _, value, whole in self._in_range(cursor, start, stop):
-                    if not whole:  # the generic path tests such rows key by key
-                        return super().aggregate_rows(ds, ranges, where, columns)
-                    columns_of = segment_columns(value)
-                    visited += columns_of.shape[1]
-                    lo, hi = 0, columns_of.shape[1]
-                    for cond in first:  # rows are ordered by column 0: a binary search
-                        lo = max(lo, int(columns_of[0].searchsorted(cond.lo, "left")))
-                        hi = min(hi, int(columns_of[0].searchsorted(cond.hi, "right")))
-                    if lo < hi:
-                        views.append(columns_of[:, lo:hi])
-            # One copy of every candidate row, then the other conditions vectorized at once.
-            rows = np.concatenate(views, axis=1) if views else np.empty((ncols, 0), dtype=np.int64)
-        mask = matching(rows.T, rest)
-        picked = rows if columns is None else rows[list(columns)]
-        if mask is not None:  # compress: several times faster than boolean indexing here
-            picked = np.compress(mask, picked, axis=1)
-        return PartialAggregate.of_rows(picked.T, ncols, columns), visited
+            found = []
+            for gid in request.grids:
+                prefix = grid_prefix(gid)
+                grid = []
+                if cursor.set_range(prefix):
+                    for key, value in cursor:
+                        if key[:-4] != prefix:
+                            break
+                        grid.append(value)
+                found.append(grid)
+            return scan_segments(request, found, len(ds.columns))
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()

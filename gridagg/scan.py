@@ -1,0 +1,99 @@
+"""What a query asks a cell store to read (ScanRequest) and what comes back (ScanAnswer).
+
+The planner (gridagg.planner) answers what it can from partial aggregates and hands the
+rest to the store in one ScanRequest: the grids whose own rows must be read (leaves the
+query box or polygon cuts), the box as range conditions, the columns whose statistics are
+wanted, and how matching rows are grouped (all into one group per grid's `group`, or by
+time bucket for a series). A store answers it in one pass, wherever the rows are: the
+embedded store in this process (gridagg.kernels), HBase on its region servers
+(hbase/GridScanObserver.java), both with the same semantics:
+
+- a grid's rows are its segments (gridagg.segments); a row matches when
+  lo <= value <= hi for every condition;
+- a matching row adds to its group: the count, and for each wanted column whose value is
+  not NULL, present, min, max and sum;
+- with `buckets`, a row's group is floor((row[column] - base) / step), and rows whose
+  group falls outside [0, count) are left out;
+- a grid marked in `rows_of` gives back its matching rows instead (every column), for
+  tests the store cannot make (a polygon's edge);
+- with `skip` (min/max-only queries, the paper's 4.6.2), grids are visited in the given
+  order and a grid is passed over when its stored bounds cannot improve the best answer
+  found so far (for every min spec its stored min >= the best; for every max spec its
+  stored max <= the best).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .aggregate import AggArrays
+
+
+class RangeCondition(NamedTuple):
+    """Rows must have lo <= value <= hi in column `column` (stored integers)."""
+
+    column: int
+    lo: int
+    hi: int
+
+
+class Buckets(NamedTuple):
+    """Group rows by floor((row[column] - base) / step), keeping groups 0..count-1."""
+
+    column: int
+    base: int
+    step: int
+    count: int
+
+
+@dataclass
+class Skip:
+    """Min/max scan skipping: specs are (column, is_max); bounds[i, j] is grid i's stored
+    min (or max) of spec j's column; best[j] is the best answer known before the scan
+    (from reused grids), None when there is none yet."""
+
+    specs: list[tuple[int, bool]]
+    bounds: np.ndarray
+    best: list[int | None]
+
+
+@dataclass
+class ScanRequest:
+    grids: list[str]
+    conditions: list[RangeCondition]
+    columns: list[int]
+    groups: np.ndarray | None = None  # int64 per grid; None: every grid in group 0
+    ngroups: int = 1
+    buckets: Buckets | None = None
+    rows_of: np.ndarray | None = None  # bool per grid
+    skip: Skip | None = None
+
+    def group_of_grids(self) -> np.ndarray:
+        return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
+
+
+@dataclass
+class ScanAnswer:
+    """aggs: ngroups x len(columns) aggregates of the matching rows; rows: grid index ->
+    its matching rows (an (k, ncols) int64 array), for the grids of `rows_of`; and what
+    the scan cost: rows in the grids read, rows that matched, grids read and passed over."""
+
+    aggs: AggArrays
+    rows: dict[int, np.ndarray] = field(default_factory=dict)
+    rows_visited: int = 0
+    rows_matched: int = 0
+    grids_scanned: int = 0
+    grids_skipped: int = 0
+
+    def merge(self, other: "ScanAnswer") -> "ScanAnswer":
+        """Add another part of the same request's answer (another region's) into this one."""
+        self.aggs.add_into(np.arange(len(other.aggs)), other.aggs)
+        self.rows.update(other.rows)
+        self.rows_visited += other.rows_visited
+        self.rows_matched += other.rows_matched
+        self.grids_scanned += other.grids_scanned
+        self.grids_skipped += other.grids_skipped
+        return self
