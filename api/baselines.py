@@ -70,8 +70,4 @@ def answer(backend, ds, spec, body: dict) -> dict:
     if body.get("region") is not None:
         raise InvalidInput(f"dataset {ds.name} is a {backend.kind} baseline view: polygon regions are "
                            "served by gridagg datasets only", field="region")
-    result = backend.run(ds, spec)
-    from .execute import decode_values
-
-    return {"results": decode_values(ds, spec.aggregates, result.values), "count": result.count,
-            "plan": result.plan.to_json(result.count)}
+    return backend.run(ds, spec).to_json(ds)

@@ -197,6 +197,11 @@ class AggArrays:
     def take(self, idx) -> "AggArrays":
         return AggArrays(self.count[idx], self.present[idx], self.mins[idx], self.maxs[idx], self.hi[idx], self.lo[idx])
 
+    def take_columns(self, cols: list[int]) -> "AggArrays":
+        """The same aggregates over these columns only."""
+        return AggArrays(self.count, self.present[:, cols], self.mins[:, cols], self.maxs[:, cols],
+                         self.hi[:, cols], self.lo[:, cols])
+
     def add_into(self, groups: np.ndarray, other: "AggArrays") -> None:
         """Merge row j of other into row groups[j] of self, for every j (unbuffered: a
         group may receive many rows)."""

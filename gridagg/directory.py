@@ -1,31 +1,22 @@
-"""The grid directory in PostgreSQL: dataset definitions and the leaf grids' boxes.
+"""The grid directory in PostgreSQL: dataset definitions, the leaf grids' boxes, and the
+log of what changed.
 
 An n-dimensional grid is stored as ceil(n/2) `box` columns, dimensions 2j and 2j+1 in
 column c<j> (x and y); when n is odd the last box is degenerate in y (always [0, 0]).
-Finding the leaf of each of many points, and listing the leaves a query box touches
-with a flag for "fully inside", are one SQL round trip each, using && and <@ on the
-composite GiST index.
+Finding the leaf of each of many points is one SQL round trip on the composite GiST
+index (&& and <@).
 
-Queries list leaves far more often than writes change them, so each process also keeps
-the leaves of the datasets it queries in memory (LeafIndex), tagged with the directory
-version they were read at. Every change of a dataset's leaves gives it a new version in
-the same transaction, so one indexed lookup of the version tells a query whether the
-leaves it holds are still the current ones: answers stay exact and a write is seen by
-the next query of every process.
-
-A store whose processes share one machine (the embedded LMDB store) also keeps a
-directory epoch per dataset, moved on after every committed change of the leaves and
-read without a round trip. While the epoch stands still a query skips the version lookup
-(that lookup was a fifth of a query's time), confirming the version with PostgreSQL at
-least every RECONFIRM_SECONDS all the same: a writer that dies between its commit and
-moving the epoch on delays other processes by at most that long.
+Queries do not ask PostgreSQL for leaves: each serving process holds the whole tree in
+memory (gridagg.tree) and keeps it current from here. Every committed change of a
+dataset takes a new version, in the same transaction logs the leaves it changed
+(gridagg_changes), and then moves the dataset's epoch on the store's board
+(gridagg.epochs) so local readers learn of it without a round trip. `changes_since`
+tells a reader, in one round trip, everything that changed after its own version.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from contextlib import contextmanager
 from importlib import resources
 
@@ -68,67 +59,9 @@ def parse_boxes(texts: list[str], ndim: int) -> Box:
     return tuple(dims[:ndim])
 
 
-class LeafIndex:
-    """The leaves of one dataset as of one directory version, held in memory.
-
-    Leaves are sorted by their lower bound on one axis (time when there is one), and
-    `reach` is the widest leaf along it: a box [lo, hi] on that axis can only touch leaves
-    whose lower bound lies in [lo - reach, hi], found by binary search. The time pre-split
-    keeps reach at L_time, so a query looks at the leaves of a few time slices only."""
-
-    def __init__(self, version: int, rows: list[tuple], ndim: int, axis: int):
-        """rows: (grid_id, next_dim, lo_0, hi_0, ..., lo_n-1, hi_n-1) per leaf."""
-        self.version = version
-        bounds = np.array([r[2:2 + 2 * ndim] for r in rows], dtype=np.int64).reshape(len(rows), ndim, 2)
-        order = np.argsort(bounds[:, axis, 0], kind="stable")
-        self.grid_ids = [rows[i][0] for i in order.tolist()]
-        self.next_dims = [rows[i][1] for i in order.tolist()]
-        self.lo = bounds[order, :, 0]
-        self.hi = bounds[order, :, 1]
-        self.axis = axis
-        self.reach = int((self.hi[:, axis] - self.lo[:, axis]).max()) if len(rows) else 0
-        self.loaded_at = time.monotonic()
-        self.load_seconds = 0.0
-        self.epoch: int | None = None  # the store's directory epoch when last confirmed
-        self.confirmed_at = self.loaded_at
-
-    def confirm(self, epoch: int | None) -> None:
-        """Record that the version was current when the store's epoch read `epoch`."""
-        self.epoch, self.confirmed_at = epoch, time.monotonic()
-
-    def current(self, epoch: int | None) -> bool:
-        """Whether these leaves can answer without asking PostgreSQL: the epoch has not
-        moved since the version was last confirmed, recently enough."""
-        return (epoch is not None and epoch == self.epoch
-                and time.monotonic() - self.confirmed_at < RECONFIRM_SECONDS)
-
-    def __len__(self) -> int:
-        return len(self.grid_ids)
-
-    def intersecting(self, box: Box) -> list[tuple[Grid, bool]]:
-        """(leaf, fully inside box) for every leaf box touches (closed intervals, as &&
-        and <@ count touching)."""
-        qlo = np.array([lo for lo, _ in box], dtype=np.int64)
-        qhi = np.array([hi for _, hi in box], dtype=np.int64)
-        starts = self.lo[:, self.axis]
-        a = int(np.searchsorted(starts, qlo[self.axis] - self.reach, side="left"))
-        b = int(np.searchsorted(starts, qhi[self.axis], side="right"))
-        lo, hi = self.lo[a:b], self.hi[a:b]
-        hits = np.flatnonzero((lo <= qhi).all(axis=1) & (hi >= qlo).all(axis=1))
-        inside = ((lo[hits] >= qlo).all(axis=1) & (hi[hits] <= qhi).all(axis=1)).tolist()
-        ids, next_dims = self.grid_ids, self.next_dims
-        return [(Grid(ids[j], tuple(zip(l, h)), next_dims[j]), full)
-                for j, l, h, full in zip((a + hits).tolist(), lo[hits].tolist(), hi[hits].tolist(), inside)]
-
-
-# A stale LeafIndex is reloaded only once the time since its last load is this many times
-# what that load took, so a dataset being split all the time costs at most about a tenth
-# of a process's time in reloads; meanwhile the GiST query answers.
-RELOAD_SPACING = 10
-
-# Leaves held under an unmoved directory epoch are still confirmed with PostgreSQL this
-# often (see the module docstring).
-RECONFIRM_SECONDS = 1.0
+# How long the change log keeps an entry. A process that has not looked at a dataset for
+# longer reloads its tree instead of catching up.
+CHANGE_LOG_SECONDS = 600
 
 
 def check_pool(pool: ConnectionPool) -> None:
@@ -160,11 +93,9 @@ class GridDirectory:
         except Exception as exc:  # the pool raises its own timeout type
             raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {exc}") from exc
         self.round_trips = TripCounter()
-        # The CellStore whose directory epochs this directory moves on and reads (set by
-        # GridEngine; None: every query looks the version up).
-        self.epochs = None
-        self._indexes: dict[str, LeafIndex] = {}
-        self._loading = threading.Lock()
+        # The board whose epochs this directory moves on after each change (set by
+        # GridEngine from its store; None: no board).
+        self.board = None
         with self.connection() as conn:
             conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
 
@@ -198,6 +129,7 @@ class GridDirectory:
             box_columns=sql.SQL(", ").join(sql.SQL("{} box NOT NULL").format(sql.Identifier(c)) for c in cols),
             index=sql.Identifier(f"grids_{ds.name}_boxes"),
             index_columns=sql.SQL(", ").join(map(sql.Identifier, cols)),
+            version_index=sql.Identifier(f"grids_{ds.name}_version"),
         )
         with self.connection() as conn, conn.transaction():
             try:
@@ -209,7 +141,8 @@ class GridDirectory:
                 raise DatasetExists(ds.name) from None
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table(ds.name)))
             conn.execute(ddl)
-            self._insert_leaves(conn, ds, leaves)
+            version = conn.execute("SELECT version FROM gridagg_datasets WHERE name = %s", (ds.name,)).fetchone()[0]
+            self._insert_leaves(conn, ds, leaves, version)
         self._changed(ds.name)
 
     def drop_dataset(self, name: str) -> None:
@@ -217,13 +150,14 @@ class GridDirectory:
             conn.execute("DELETE FROM gridagg_datasets WHERE name = %s", (name,))
             conn.execute("DELETE FROM gridagg_retired WHERE dataset = %s", (name,))
             conn.execute("DELETE FROM gridagg_intents WHERE dataset = %s", (name,))
+            conn.execute("DELETE FROM gridagg_changes WHERE dataset = %s", (name,))
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table(name)))
         self._changed(name)
 
     def _changed(self, name: str) -> None:
-        """After a change of the dataset's leaves is committed: move the epoch on."""
-        if self.epochs is not None:
-            self.epochs.advance_directory_epoch(name)
+        """After a change of the dataset is committed: move its epoch on."""
+        if self.board is not None:
+            self.board.advance(name)
 
     def dataset(self, name: str) -> Dataset:
         with self.connection() as conn:
@@ -246,15 +180,15 @@ class GridDirectory:
 
     # -- grids ------------------------------------------------------------------------
 
-    def _insert_leaves(self, conn, ds: Dataset, leaves: list[Grid]) -> None:
+    def _insert_leaves(self, conn, ds: Dataset, leaves: list[Grid], version: int) -> None:
         cols = _box_columns(ds.ndim)
-        stmt = sql.SQL("INSERT INTO {} ({}, grid_id, next_dim) VALUES ({}, %s, %s)").format(
+        stmt = sql.SQL("INSERT INTO {} ({}, grid_id, next_dim, version) VALUES ({}, %s, %s, %s)").format(
             self.table(ds.name),
             sql.SQL(", ").join(map(sql.Identifier, cols)),
             sql.SQL(", ").join(sql.SQL("%s::box") for _ in cols),
         )
         with conn.cursor() as cur:
-            cur.executemany(stmt, [(*box_literals(g.box), g.grid_id, g.next_axis) for g in leaves])
+            cur.executemany(stmt, [(*box_literals(g.box), g.grid_id, g.next_axis, version) for g in leaves])
 
     def leaves(self, ds: Dataset) -> list[Grid]:
         """Every leaf grid with its box, in grid-ID order."""
@@ -317,81 +251,80 @@ class GridDirectory:
             sql.SQL("(g.{c}[1])[0], (g.{c}[0])[0], (g.{c}[1])[1], (g.{c}[0])[1]").format(c=sql.Identifier(c))
             for c in _box_columns(ds.ndim))
 
-    def _load_index(self, conn, ds: Dataset, epoch: int | None) -> LeafIndex:
-        """Read the version and every leaf of a dataset in one statement (one snapshot);
-        epoch: the store's directory epoch, read before."""
-        started = time.monotonic()
+    def _leaf_rows(self, ds: Dataset, rows) -> list[tuple]:
+        """(grid_id, next_dim, lo_0, hi_0, ...) per leaf, from rows of grid_id, next_dim
+        and the corners (the last dimension of an odd count dropped)."""
+        n = 2 + 2 * ds.ndim
+        return [tuple(r[:2]) + tuple(int(v) for v in r[2:n]) for r in rows]
+
+    def load_tree(self, ds: Dataset) -> tuple[int, object, list[tuple]]:
+        """(version, incarnation, leaves) of a dataset in one statement (one snapshot):
+        what gridagg.tree.GridTree is built from."""
         stmt = sql.SQL(
-            "SELECT d.version, g.grid_id, g.next_dim, {corners} FROM gridagg_datasets d "
+            "SELECT d.version, d.created_at, g.grid_id, g.next_dim, {corners} FROM gridagg_datasets d "
             "LEFT JOIN {table} g ON true WHERE d.name = %s"
         ).format(corners=self._corners(ds), table=self.table(ds.name))
-        rows = conn.execute(stmt, (ds.name,)).fetchall()
-        if not rows:
-            raise UnknownDataset(ds.name)
-        leaves = [r[1:] for r in rows if r[1] is not None]
-        axis = ds.time_axis if ds.time_axis is not None else 0
-        index = LeafIndex(rows[0][0], leaves, ds.ndim, axis)
-        index.load_seconds = time.monotonic() - started
-        index.confirm(epoch)
-        self._indexes[ds.name] = index
-        return index
-
-    def intersecting(self, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
-        """(leaf, fully inside box) for every leaf that box touches, and the total number
-        of leaves of the dataset.
-
-        No round trip while the store's directory epoch stands still (see the module
-        docstring), else one (the version lookup) when this process holds the dataset's
-        current leaves, which it loads on its first query. When they are stale, they are
-        reloaded (see RELOAD_SPACING) or the GiST index answers: a second round trip."""
-        index = self._indexes.get(ds.name)
-        # Read before the version, so a change committed after it moves the epoch later.
-        epoch = self.epochs.directory_epoch(ds.name) if self.epochs is not None else None
-        if index is not None and index.current(epoch):
-            return index.intersecting(box), len(index)
         with self.connection() as conn:
             self.round_trips.add()
-            due = True
-            if index is not None:
-                row = conn.execute("SELECT version FROM gridagg_datasets WHERE name = %s", (ds.name,)).fetchone()
-                if row is None:
-                    self._indexes.pop(ds.name, None)
-                    raise UnknownDataset(ds.name)
-                if row[0] == index.version:
-                    index.confirm(epoch)
-                    return index.intersecting(box), len(index)
-                self.round_trips.add()
-                due = time.monotonic() - index.loaded_at >= RELOAD_SPACING * index.load_seconds
-            # One thread of the process loads; the others ask the GiST index meanwhile.
-            if due and self._loading.acquire(blocking=False):
-                try:
-                    index = self._load_index(conn, ds, epoch)
-                finally:
-                    self._loading.release()
-                return index.intersecting(box), len(index)
-            return self._gist_intersecting(conn, ds, box)
-
-    def _gist_intersecting(self, conn, ds: Dataset, box: Box) -> tuple[list[tuple[Grid, bool]], int]:
-        """intersecting() by the composite GiST index, without the leaves in memory."""
-        cols = _box_columns(ds.ndim)
-        q = box_literals(box)
-        ident = list(map(sql.Identifier, cols))
-        stmt = sql.SQL(
-            "WITH d AS (SELECT leaf_count FROM gridagg_datasets WHERE name = %s) "
-            "SELECT d.leaf_count, g.grid_id, g.next_dim, {inside}, {corners} FROM d LEFT JOIN {table} g ON {overlap}"
-        ).format(
-            inside=sql.SQL(" AND ").join(sql.SQL("g.{} <@ %s::box").format(c) for c in ident),
-            corners=self._corners(ds),
-            table=self.table(ds.name),
-            overlap=sql.SQL(" AND ").join(sql.SQL("g.{} && %s::box").format(c) for c in ident),
-        )
-        rows = conn.execute(stmt, (ds.name, *q, *q)).fetchall()
+            rows = conn.execute(stmt, (ds.name,)).fetchall()
         if not rows:
             raise UnknownDataset(ds.name)
-        ndim = ds.ndim
-        leaves = [(Grid(r[1], tuple((int(r[4 + 2 * i]), int(r[5 + 2 * i])) for i in range(ndim)), r[2]), r[3])
-                  for r in rows if r[1] is not None]
-        return leaves, rows[0][0]
+        return rows[0][0], rows[0][1], self._leaf_rows(ds, [r[2:] for r in rows if r[2] is not None])
+
+    def changes_since(self, ds: Dataset, version: int):
+        """What changed in the dataset after `version` (gridagg.tree.Changes), in one
+        round trip."""
+        from .tree import Changes
+
+        stmt = sql.SQL(
+            "SELECT d.version, d.created_at, d.pruned <= %(v)s, "
+            "(SELECT CASE WHEN bool_or(c.grids IS NULL) THEN NULL ELSE "
+            "        coalesce(array_agg(DISTINCT x), '{{}}') END "
+            "   FROM gridagg_changes c LEFT JOIN LATERAL unnest(c.grids) x ON true "
+            "  WHERE c.dataset = d.name AND c.version > %(v)s), "
+            "(SELECT json_agg(json_build_array(g.grid_id, g.next_dim, {corners})) "
+            "   FROM {table} g WHERE g.version > %(v)s) "
+            "FROM gridagg_datasets d WHERE d.name = %(name)s"
+        ).format(corners=self._corners(ds), table=self.table(ds.name))
+        with self.connection() as conn:
+            self.round_trips.add()
+            row = conn.execute(stmt, {"v": version, "name": ds.name}).fetchone()
+        if row is None:
+            raise UnknownDataset(ds.name)
+        current, incarnation, complete, touched, leaves = row
+        return Changes(current, incarnation, bool(complete), self._leaf_rows(ds, leaves or []),
+                       None if touched is None and current != version else list(touched or []))
+
+    def _log(self, conn, ds: Dataset, grids: list[str] | None) -> int:
+        """In the caller's transaction: take a new version for the dataset and log that
+        these leaves changed (None: possibly all of them); returns the version."""
+        version = conn.execute(
+            "UPDATE gridagg_datasets SET version = nextval('gridagg_directory_versions') WHERE name = %s "
+            "RETURNING version", (ds.name,)).fetchone()
+        if version is None:
+            raise UnknownDataset(ds.name)
+        conn.execute("INSERT INTO gridagg_changes (dataset, version, grids) VALUES (%s, %s, %s)",
+                     (ds.name, version[0], grids))
+        return version[0]
+
+    def record_change(self, ds: Dataset, grids: list[str] | None) -> None:
+        """Log that the rows (and aggregates) of these leaves changed; None: any leaf
+        may have (a bulk load, a repair). Readers re-read what they hold of them."""
+        with self.connection() as conn, conn.transaction():
+            self.round_trips.add()
+            self._log(conn, ds, grids)
+        self._changed(ds.name)
+
+    def prune_changes(self, name: str) -> None:
+        """Forget log entries older than CHANGE_LOG_SECONDS."""
+        with self.connection() as conn:
+            self.round_trips.add()
+            conn.execute(
+                "WITH gone AS (DELETE FROM gridagg_changes WHERE dataset = %(n)s "
+                "  AND at < clock_timestamp() - make_interval(secs => %(s)s) RETURNING version) "
+                "UPDATE gridagg_datasets SET pruned = greatest(pruned, (SELECT max(version) FROM gone)) "
+                "WHERE name = %(n)s AND EXISTS (SELECT 1 FROM gone)",
+                {"n": name, "s": CHANGE_LOG_SECONDS})
 
     @contextmanager
     def writer_lock(self, name: str):
@@ -406,11 +339,12 @@ class GridDirectory:
 
     def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid]) -> None:
         """Replace leaves by others in one transaction: delete the leaves `old` (each
-        must still be a leaf), insert new_leaves, adjust leaf_count, and mark `old` as
-        retired so their rows are purged once no reader can need them. Used by splits
-        and bulk loads (the caller holds the writer lock)."""
+        must still be a leaf), insert new_leaves, adjust leaf_count, mark `old` as
+        retired so their rows are purged once no reader can need them, and log the
+        change. Used by splits and bulk loads (the caller holds the writer lock)."""
         with self.connection() as conn, conn.transaction():
             self.round_trips.add()
+            version = self._log(conn, ds, [g.grid_id for g in new_leaves])
             if old:
                 cur = conn.execute(
                     sql.SQL("DELETE FROM {} WHERE grid_id = ANY(%s)").format(self.table(ds.name)), (list(old),)
@@ -423,10 +357,9 @@ class GridDirectory:
                     (ds.name, list(old)),
                 )
             if new_leaves:
-                self._insert_leaves(conn, ds, new_leaves)
+                self._insert_leaves(conn, ds, new_leaves, version)
             conn.execute(
-                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s, "
-                "version = nextval('gridagg_directory_versions') WHERE name = %s",
+                "UPDATE gridagg_datasets SET leaf_count = leaf_count + %s WHERE name = %s",
                 (len(new_leaves) - len(set(old)), ds.name),
             )
         self._changed(ds.name)
@@ -441,10 +374,16 @@ class GridDirectory:
                 "INSERT INTO gridagg_intents (dataset, grids) VALUES (%s, %s) RETURNING id", (name, grid_ids)
             ).fetchone()[0]
 
-    def end_intent(self, intent_id: int) -> None:
-        with self.connection() as conn:
+    def end_intent(self, intent_id: int, ds: Dataset | None = None, changed: list[str] | None = None) -> None:
+        """Clear an intent; with `ds`, log in the same transaction that the leaves
+        `changed` changed (None: possibly all) and move the epoch on."""
+        with self.connection() as conn, conn.transaction():
             self.round_trips.add()
             conn.execute("DELETE FROM gridagg_intents WHERE id = %s", (intent_id,))
+            if ds is not None:
+                self._log(conn, ds, changed)
+        if ds is not None:
+            self._changed(ds.name)
 
     def pending_intents(self, name: str) -> list[tuple[int, list[str]]]:
         """Intents of writers that did not finish (call while holding the writer lock)."""

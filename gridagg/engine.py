@@ -33,7 +33,6 @@ from .grid import (
     ancestors,
     children,
     choose_cut,
-    collapse_siblings,
     element_of,
     grid_prefix,
     prefix_range,
@@ -41,10 +40,11 @@ from .grid import (
     row_key,
     subtree_range,
 )
-from .query import QueryPlan, QueryResult, QuerySpec
+from .planner import Planner
+from .query import QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import Dataset
-from .scan import RangeCondition, ScanRequest, Skip
 from .store import CellStore
+from .tree import TreeCache
 
 
 @dataclass
@@ -71,7 +71,9 @@ class GridEngine:
     ):
         self.directory = directory
         self.store = store
-        directory.epochs = store  # a store with directory epochs spares queries a round trip
+        directory.board = store.board  # writers move its epochs; readers read them
+        self.trees = TreeCache(directory, store.board)
+        self.planner = Planner(self)
         self.max_scan_rows = max_scan_rows
         self.max_query_seconds = max_query_seconds
         self._datasets: dict[str, Dataset] = {}
@@ -96,6 +98,7 @@ class GridEngine:
         self.directory.drop_dataset(name)
         self.store.drop_dataset(name)
         self._datasets.pop(name, None)
+        self.trees.forget(name)
 
     def dataset(self, name: str) -> Dataset:
         """The definition of a dataset (cached: definitions never change)."""
@@ -168,7 +171,7 @@ class GridEngine:
             for g in by_leaf:
                 if merged[g].count > ds.grid.n_threshold:
                     result.splits += self._split(ds, g, merged[g])
-            self.directory.end_intent(intent)
+            self.directory.end_intent(intent, ds, sorted(by_leaf))
             self.purge_retired(ds)
         return result
 
@@ -224,79 +227,28 @@ class GridEngine:
                 final.append((child, part))
         return splits
 
-    # -- Algorithm 3: query ------------------------------------------------------------
+    # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 
-    def query(self, name: str, where: dict | None, aggregates: list[str]) -> QueryResult:
-        """Aggregates over the rows inside a box; see QuerySpec.parse for the inputs."""
+    def query(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
+              explain: bool = False) -> QueryResult:
+        """Aggregates over the rows inside a box, and inside a polygon region when one is
+        given (a GeoJSON Polygon or MultiPolygon over the lon/lat dimensions); see
+        QuerySpec.parse for the inputs. With explain, the plan lists the grids used."""
         ds = self.dataset(name)
-        return self.run(ds, QuerySpec.parse(ds, where, aggregates))
+        return self.planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), explain)
+
+    def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
+               end=None, region: dict | None = None, explain: bool = False,
+               max_points: int | None = None) -> SeriesResult:
+        """Aggregates per time bucket of `step` (e.g. "1d"), or over a moving `window` of
+        whole steps ending with each bucket, from start to end; see SeriesSpec."""
+        ds = self.dataset(name)
+        spec = SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points)
+        return self.planner.series(ds, spec, explain)
 
     def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
-        started = time.perf_counter()
-        pg0, kv0 = self.directory.round_trips(), self.store.round_trips()
-        plan = QueryPlan()
-        ncols = len(ds.columns)
-        total = PartialAggregate.empty(ncols)
-        count_known = True
-        if not spec.empty:
-            grids, plan.total_grids = self.directory.intersecting(ds, spec.box)
-            inside = {g.grid_id for g, full in grids if full}
-            partial = [g for g, full in grids if not full]
-            reused = collapse_siblings(inside)
-            plan.reused_grids_before, plan.reused_grids_after = len(inside), len(reused)
-            aggs = self.store.get_aggregates(ds, [*reused, *(g.grid_id for g in partial)]) if (reused or partial) else {}
-            for g in reused:
-                if g in aggs:
-                    total.merge(aggs[g])
-            plan.rows_in_reused_grids = total.count
-            plan.scanned_grids_before = len(partial)
-            count_known = self._scan_partial(ds, spec, partial, aggs, total, plan, started)
-        else:
-            plan.total_grids = self.directory.leaf_count(ds.name)
-        values = {a.label: a.value(total) for a in spec.aggregates}
-        plan.round_trips = {
-            "postgresql": self.directory.round_trips() - pg0,
-            self.store.kind: self.store.round_trips() - kv0,
-        }
-        plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        return QueryResult(spec, values, total.count if count_known else None, plan)
-
-    def _scan_partial(self, ds, spec, partial: list[Grid], aggs, total, plan, started) -> bool:
-        """Scan the partially overlapping grids into total. Returns whether total.count
-        is exact (it is not when min/max-only queries skipped grids with rows)."""
-        minmax_only = all(a.func in ("min", "max") for a in spec.aggregates)
-        candidates = [g for g in partial if g.grid_id in aggs and aggs[g.grid_id].count > 0]
-        if minmax_only:
-            # 4.6.2: visit grids likely to hold the answer first, so later ones skip.
-            a0 = spec.aggregates[0]
-            if a0.func == "min":
-                candidates.sort(key=lambda g: aggs[g.grid_id].mins[a0.col])
-            else:
-                candidates.sort(key=lambda g: -aggs[g.grid_id].maxs[a0.col])
-        else:
-            need = sum(aggs[g.grid_id].count for g in candidates)
-            if self.max_scan_rows is not None and need > self.max_scan_rows:
-                raise WorkLimitExceeded(
-                    f"the query would scan {need} rows, more than the limit of {self.max_scan_rows}; "
-                    "narrow the box",
-                )
-        domain = ds.domain()
-        where = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
-        columns = sorted({a.col for a in spec.aggregates if a.col is not None})
-        skip = None
-        if minmax_only:
-            specs = [(a.col, a.func == "max") for a in spec.aggregates]
-            bounds = np.array([[aggs[g.grid_id].maxs[c] if m else aggs[g.grid_id].mins[c] for c, m in specs]
-                               for g in candidates], np.int64).reshape(len(candidates), len(specs))
-            skip = Skip(specs, bounds, [(total.maxs[c] if m else total.mins[c]) for c, m in specs])
-        if candidates:
-            found = self.store.scan(ds, ScanRequest([g.grid_id for g in candidates], where, columns, skip=skip))
-            plan.scanned_grids_after += found.grids_scanned
-            plan.rows_in_scanned_grids += found.rows_visited
-            plan.rows_matched_by_scans += found.rows_matched
-            total.merge(found.aggs.aggregate(0, columns, len(ds.columns)))
-            return not found.grids_skipped
-        return True
+        """query() for a parsed QuerySpec."""
+        return self.planner.query(ds, spec)
 
     def check_deadline(self, started: float) -> None:
         """Raise WorkLimitExceeded when a query that began at `started`
@@ -317,8 +269,9 @@ class GridEngine:
             return
         leaves = {g.grid_id for g in self.directory.leaves(ds)}
         for intent_id, grids in pending:
-            self._rebuild_aggregates(ds, [g for g in grids if g in leaves])
-            self.directory.end_intent(intent_id)
+            rebuilt = [g for g in grids if g in leaves]
+            self._rebuild_aggregates(ds, rebuilt)
+            self.directory.end_intent(intent_id, ds, rebuilt)
 
     def _rebuild_aggregates(self, ds: Dataset, leaf_ids: list[str]) -> None:
         """Recompute these leaves' aggregates from their rows, then every ancestor's
@@ -348,6 +301,7 @@ class GridEngine:
             self._delete_range_rows(ds, *prefix_range(grid_prefix(g)))
         if due:
             self.directory.forget_retired(ds.name, due)
+        self.directory.prune_changes(ds.name)
 
     def _delete_range_rows(self, ds: Dataset, start: bytes, stop: bytes) -> int:
         keys = [k for batch, _ in self.store.scan_rows(ds, start, stop) for k in batch]
@@ -389,6 +343,7 @@ class GridEngine:
             self._rebuild_aggregates(ds, leaves)
             for intent_id, _ in self.directory.pending_intents(name):
                 self.directory.end_intent(intent_id)
+            self.directory.record_change(ds, None)
         return len(leaves)
 
     # -- inspection ---------------------------------------------------------------------
@@ -400,12 +355,6 @@ class GridEngine:
         aggs = self.store.get_aggregates(ds, [g.grid_id for g in grids])
         ncols = len(ds.columns)
         return [(g, aggs.get(g.grid_id, PartialAggregate.empty(ncols))) for g in grids]
-
-
-def _cannot_improve(a, stored: PartialAggregate, best: PartialAggregate) -> bool:
-    if a.func == "min":
-        return stored.mins[a.col] >= best.mins[a.col]
-    return stored.maxs[a.col] <= best.maxs[a.col]
 
 
 def _element_id(given: object) -> bytes:

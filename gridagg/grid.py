@@ -117,21 +117,6 @@ def children(g: Grid, axis: int, cut: int, ndim: int) -> tuple[Grid, Grid]:
     )
 
 
-def collapse_siblings(grid_ids: set[str]) -> set[str]:
-    """Section 4.6.1: while both children of x are in the set, replace them by x.
-
-    The input holds fully contained grids, each standing for its whole subtree."""
-    out = set(grid_ids)
-    # Deepest first, so a parent made here can pair with its own sibling next.
-    for gid in sorted(grid_ids, key=len, reverse=True):
-        while gid in out and len(gid) > 1 and sibling(gid) in out:
-            out.discard(gid)
-            out.discard(sibling(gid))
-            gid = parent(gid)
-            out.add(gid)
-    return out
-
-
 def prefix_range(prefix: bytes) -> tuple[bytes, bytes]:
     """[start, stop) of the keys that start with prefix (prefix never ends in 0xff here)."""
     return prefix, prefix[:-1] + bytes([prefix[-1] + 1])

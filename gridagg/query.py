@@ -1,8 +1,10 @@
-"""Range-aggregate queries: what is asked (QuerySpec) and what comes back (QueryResult).
+"""Range-aggregate queries: what is asked (QuerySpec, SeriesSpec) and what comes back
+(QueryResult, SeriesResult), with the plan that says what an answer cost (QueryPlan).
 
 A query is a box (a closed range per dimension, unbounded dimensions meaning the whole
-domain) and a list of aggregates written "count", "sum:col", "min:col", "max:col",
-"avg:col" over any column.
+domain), optionally a polygon region over the lon/lat dimensions, and a list of
+aggregates written "count", "count:col", "sum:col", "min:col", "max:col", "avg:col" over
+any column. A series adds a time step (and a moving window): one answer per bucket.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from fractions import Fraction
 from .aggregate import PartialAggregate
 from .errors import InvalidInput
 from .grid import Box
-from .schema import Dataset, stored_bound
+from .regions import Region
+from .schema import Dataset, parse_duration, stored_bound
 
 FUNCTIONS = ("count", "sum", "min", "max", "avg")
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    """One requested aggregate: func over column index col (None for count)."""
+    """One requested aggregate: func over column index col (None for count of rows)."""
 
     label: str
     func: str
@@ -35,38 +38,49 @@ class Aggregate:
             raise InvalidInput(
                 f"unsupported aggregate {text!r}: use one of {', '.join(FUNCTIONS)}", field="aggregates"
             )
-        if func == "count":
-            if col:
-                raise InvalidInput(f"aggregate {text!r}: count takes no column", field="aggregates")
+        if func == "count" and not col:
             return cls(text, func, None)
         if not col:
             raise InvalidInput(f"aggregate {text!r} needs a column, e.g. '{func}:{ds.columns[0].name}'", field="aggregates")
         return cls(text, func, ds.column_index(col, "aggregates"))
 
     def value(self, agg: PartialAggregate):
-        """The stored-integer answer (Fraction for avg; None when nothing selected)."""
+        """The stored-integer answer (Fraction for avg; None when no value selected)."""
         if self.func == "count":
-            return agg.count
+            return agg.count if self.col is None else agg.present[self.col]
         if self.func == "sum":
             return agg.sums[self.col]
-        if agg.count == 0:
+        if not agg.present[self.col]:
             return None
         if self.func == "min":
             return agg.mins[self.col]
         if self.func == "max":
             return agg.maxs[self.col]
-        return Fraction(agg.sums[self.col], agg.count)
+        return Fraction(agg.sums[self.col], agg.present[self.col])
+
+    def decode(self, ds: Dataset, value):
+        """A stored-integer answer in user units; a sum of timestamps beyond the calendar
+        has none and is refused."""
+        if self.func == "count":
+            return value
+        try:
+            return ds.columns[self.col].decode(value)
+        except (OverflowError, ValueError):
+            raise InvalidInput(f"{self.label}: the answer is not a representable timestamp; "
+                               "sum over a time column is rarely meaningful", field="aggregates") from None
 
 
 @dataclass(frozen=True)
 class QuerySpec:
     box: Box
     aggregates: tuple[Aggregate, ...]
+    region: Region | None = None
 
     @classmethod
-    def parse(cls, ds: Dataset, where: object, aggregates: object) -> "QuerySpec":
+    def parse(cls, ds: Dataset, where: object, aggregates: object, region: object = None) -> "QuerySpec":
         """where: {dimension: [lo, hi]} in user units (either end may be null for
-        unbounded); aggregates: a non-empty list of aggregate strings."""
+        unbounded); aggregates: a non-empty list of aggregate strings; region: a GeoJSON
+        Polygon or MultiPolygon over the dataset's lon/lat dimensions, or None."""
         if where is None:
             where = {}
         if not isinstance(where, dict):
@@ -89,20 +103,95 @@ class QuerySpec:
         if not isinstance(aggregates, (list, tuple)) or not aggregates:
             raise InvalidInput("aggregates must be a non-empty list", field="aggregates")
         parsed = tuple(Aggregate.parse(ds, a) for a in aggregates)
-        return cls(tuple(box), parsed)
+        shape = None if region is None else Region(ds, region)
+        return cls(tuple(box) if shape is None else shape.narrow(tuple(box)), parsed, shape)
 
     @property
     def empty(self) -> bool:
         return any(lo > hi for lo, hi in self.box)
+
+    @property
+    def columns(self) -> list[int]:
+        """The columns whose statistics the aggregates need."""
+        return sorted({a.col for a in self.aggregates if a.col is not None})
+
+    @property
+    def minmax_only(self) -> bool:
+        return all(a.func in ("min", "max") for a in self.aggregates)
+
+    def values(self, agg: PartialAggregate) -> dict:
+        return {a.label: a.value(agg) for a in self.aggregates}
+
+    def decode(self, ds: Dataset, values: dict) -> dict:
+        return {a.label: a.decode(ds, values[a.label]) for a in self.aggregates}
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    """Bucketed or moving-window aggregates over the time dimension.
+
+    Point i stands for the bucket [start + i*step, start + (i+1)*step) and aggregates the
+    rows of the window of `window` seconds ending with that bucket (window defaults to
+    step: plain buckets). Points run from start to the bucket holding end. The query
+    reads nb = points + window/step - 1 buckets from `base` on."""
+
+    query: QuerySpec
+    step: int
+    window: int
+    start: int
+    points: int
+
+    @property
+    def width(self) -> int:
+        """Buckets per window."""
+        return self.window // self.step
+
+    @property
+    def buckets(self) -> int:
+        return self.points + self.width - 1
+
+    @property
+    def base(self) -> int:
+        return self.start - (self.width - 1) * self.step
+
+    @classmethod
+    def parse(cls, ds: Dataset, where: object, aggregates: object, step: object, window: object = None,
+              start: object = None, end: object = None, region: object = None, max_points: int | None = None
+              ) -> "SeriesSpec":
+        t = ds.time_axis
+        if t is None:
+            raise InvalidInput(f"dataset {ds.name} has no time dimension", field="step")
+        tcol = ds.dimensions[t]
+        if step is None:
+            raise InvalidInput("step is required, e.g. '1d'", field="step")
+        step = parse_duration(step, "step")
+        window = parse_duration(window, "window") if window is not None else step
+        if window % step:
+            raise InvalidInput(f"window ({window}s) must be a whole number of steps ({step}s)", field="window")
+        spec = QuerySpec.parse(ds, where, aggregates, region)
+        tlo, thi = spec.box[t]
+        first = tcol.encode_bound(start, upper=False) if start is not None else max(tlo, tcol.enc_lo)
+        last = tcol.encode_bound(end, upper=True) if end is not None else min(thi, tcol.enc_hi)
+        if first > last:
+            raise InvalidInput("start is after end", field="start")
+        points = (last - first) // step + 1
+        if max_points is not None and points > max_points:
+            raise InvalidInput(f"the series would have {points} points, more than the limit of {max_points}; "
+                               "use a larger step or a shorter span", field="step")
+        series = cls(spec, step, window, first, points)
+        box = list(spec.box)
+        box[t] = (max(tlo, series.base), min(thi, series.base + series.buckets * step - 1))
+        return cls(QuerySpec(tuple(box), spec.aggregates, spec.region), step, window, first, points)
 
 
 @dataclass
 class QueryPlan:
     """What a query cost: the paper's Table 3 quantities and round trips per store.
 
-    reused_*: fully contained grids answered from partial aggregates, before and after
-    replacing sibling pairs by their parent (4.6.1); scanned_*: partially overlapping
-    grids, before and after min/max scan skipping (4.6.2)."""
+    reused_*: grids fully inside the query answered from partial aggregates, counted as
+    the leaves they stand for (before 4.6.1's sibling folding) and as the grids read
+    (after: the walk down the tree stops at the first grid inside); scanned_*: leaves
+    the query cuts, before and after min/max scan skipping (4.6.2)."""
 
     total_grids: int = 0
     reused_grids_before: int = 0
@@ -114,6 +203,8 @@ class QueryPlan:
     rows_matched_by_scans: int = 0
     round_trips: dict = field(default_factory=dict)
     elapsed_ms: float = 0.0
+    region: dict | None = None  # leaves inside, on the edge of and outside the polygon
+    grids: dict | None = None  # with explain: the grid IDs reused and scanned
 
     @property
     def skip_rate(self) -> float | None:
@@ -122,7 +213,7 @@ class QueryPlan:
         return 1 - self.scanned_grids_after / self.scanned_grids_before
 
     def to_json(self, count: int | None) -> dict:
-        out = {k: v for k, v in self.__dict__.items()}
+        out = {k: v for k, v in self.__dict__.items() if v is not None or k not in ("region", "grids")}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None
         return out
@@ -140,8 +231,34 @@ class QueryResult:
 
     def to_user(self, ds: Dataset) -> dict:
         """Answers in user units, keyed by aggregate label."""
-        out = {}
-        for a in self.spec.aggregates:
-            v = self.values[a.label]
-            out[a.label] = v if a.func == "count" else ds.columns[a.col].decode(v)
-        return out
+        return self.spec.decode(ds, self.values)
+
+    def to_json(self, ds: Dataset) -> dict:
+        """The HTTP API's answer: {"results", "count", "plan"}."""
+        return {"results": self.to_user(ds), "count": self.count, "plan": self.plan.to_json(self.count)}
+
+
+@dataclass
+class SeriesResult:
+    """windows[i]: the aggregate of point i's window."""
+
+    spec: SeriesSpec
+    windows: list[PartialAggregate]
+    plan: QueryPlan
+
+    def to_json(self, ds: Dataset) -> dict:
+        """The HTTP API's answer: {"step", "window", "points", "plan"}."""
+        s, q = self.spec, self.spec.query
+        tcol = ds.dimensions[ds.time_axis]
+        points = []
+        for i, agg in enumerate(self.windows):
+            points.append({
+                "time": tcol.decode(s.start + i * s.step),
+                "window": [tcol.decode(s.base + i * s.step), tcol.decode(s.start + (i + 1) * s.step - 1)],
+                "count": agg.count,
+                "results": q.decode(ds, q.values(agg)),
+            })
+        selected = self.plan.rows_in_reused_grids + self.plan.rows_matched_by_scans
+        plan = self.plan.to_json(selected)
+        plan["buckets"] = s.buckets
+        return {"step": s.step, "window": s.window, "points": points, "plan": plan}

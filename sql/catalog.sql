@@ -1,14 +1,27 @@
 -- The catalog of datasets. Each dataset also has a grid table, grids_<name>, created by
 -- gridagg.directory (its box columns depend on the number of dimensions). `version`
--- takes a value never used before whenever the dataset's leaves change (and when it is
--- created), so a process holding the leaves in memory can tell whether they are current.
+-- takes a value never used before whenever anything of the dataset changes (its leaves,
+-- or rows and aggregates), and gridagg_changes says what: a process holding the tree in
+-- memory reads what changed since its own version (gridagg.tree). `pruned` is the
+-- newest version whose log entry was deleted: a process older than that reloads.
 CREATE SEQUENCE IF NOT EXISTS gridagg_directory_versions;
 CREATE TABLE IF NOT EXISTS gridagg_datasets (
     name        text PRIMARY KEY,
     definition  jsonb NOT NULL,
     leaf_count  integer NOT NULL DEFAULT 0,
     version     bigint NOT NULL DEFAULT nextval('gridagg_directory_versions'),
-    created_at  timestamptz NOT NULL DEFAULT now()
+    pruned      bigint NOT NULL DEFAULT 0,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- One row per committed change: the leaves whose rows or aggregates changed, or NULL
+-- for "any of them" (a bulk load, a repair). Kept CHANGE_LOG_SECONDS (gridagg.directory).
+CREATE TABLE IF NOT EXISTS gridagg_changes (
+    dataset     text NOT NULL,
+    version     bigint NOT NULL,
+    grids       text[],
+    at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (dataset, version)
 );
 
 -- Leaves replaced by a split. Their rows stay under the old keys until no query that
@@ -28,3 +41,6 @@ CREATE TABLE IF NOT EXISTS gridagg_intents (
     grids       text[] NOT NULL,
     started_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- Catalogs made before the change log.
+ALTER TABLE gridagg_datasets ADD COLUMN IF NOT EXISTS pruned bigint NOT NULL DEFAULT 0;

@@ -85,8 +85,8 @@ def test_statistics_show_reuse_collapse_and_skipping(engine, weather):
     summed = engine.query(weather.name, box, ["sum:wind_speed"])
     check_answer(summed, encoded)
     assert summed.plan.scanned_grids_after == summed.plan.scanned_grids_before > 0
-    # At most the directory version lookup (none on a store with directory epochs).
-    assert summed.plan.round_trips["postgresql"] == (0 if engine.store.directory_epoch(weather.name) is not None else 1)
+    # The tree is current and its epoch has not moved: no round trip to PostgreSQL.
+    assert summed.plan.round_trips["postgresql"] == 0
 
     lowest = engine.query(weather.name, box, ["min:wind_speed"])
     check_answer(lowest, encoded)
@@ -192,57 +192,42 @@ def test_definitions_survive_a_new_engine_and_datasets_live_side_by_side(engine,
         engine.drop_dataset(other.name)
 
 
-def test_a_write_in_another_process_is_seen_by_the_next_query(engine, weather, settings, monkeypatch):
-    """Each process keeps the leaves in memory, checked against the directory version
-    whenever the store's directory epoch has moved (every query on a store without
-    epochs): a reader sees another writer's splits at once, whether it reloads its
-    leaves or, while a reload is not yet due, asks the GiST index."""
-    import gridagg.directory as directory_mod
-
+def test_a_write_in_another_process_is_seen_by_the_next_query(engine, weather, settings):
+    """Each process holds the tree and its aggregates in memory. A writer's committed
+    change moves the dataset's epoch on the machine's board: the next query of every
+    process reads what changed (one round trip) and re-reads only the aggregates it needs."""
     writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
     box = {"time": ["2012-02-01T00:00:00Z", "2012-11-30T00:00:00Z"], "temperature": [-5, 30]}
     rows, encoded = weather_rows(2000, seed=11)
     try:
         writer.insert(weather.name, rows[:1000])
-        first = engine.query(weather.name, box, ["count", "sum:wind_speed"])
-        check_answer(first, encoded[:1000])
-        version = engine.directory._indexes[weather.name].version
-        # With the leaves current, a store with directory epochs (embedded) needs no
-        # round trip to PostgreSQL; HBase needs the version lookup.
-        lookups = 0 if engine.store.directory_epoch(weather.name) is not None else 1
-        assert engine.query(weather.name, box, ["count"]).plan.round_trips["postgresql"] == lookups
+        check_answer(engine.query(weather.name, box, ["count", "sum:wind_speed"]), encoded[:1000])
+        steady = engine.query(weather.name, box, ["count", "sum:wind_speed"])
+        assert steady.plan.round_trips["postgresql"] == 0
+        assert steady.plan.round_trips[engine.store.kind] == 1  # the scan; every aggregate is held
+        version = engine.trees.tree(weather).version
 
-        writer.insert(weather.name, rows[1000:2000])  # splits leaves: a new version
-        reloaded = engine.query(weather.name, box, ["count", "sum:wind_speed"])
-        check_answer(reloaded, encoded[:2000])
-        assert reloaded.plan.round_trips["postgresql"] == 2
-        assert engine.directory._indexes[weather.name].version != version
-
-        monkeypatch.setattr(directory_mod, "RELOAD_SPACING", 10**9)
-        version = engine.directory._indexes[weather.name].version
-        crowd, crowd_encoded = weather_rows(600, seed=12)
-        for row, enc, hour in zip(crowd, crowd_encoded, range(40 * 24, 40 * 24 + 600)):
-            # 600 rows in 25 days of February at 20 C: their leaf must split again.
-            row["time"] = np.datetime_as_string(np.datetime64("2012-01-01T00:00:00") + np.timedelta64(hour, "h")) + "Z"
-            row["temperature"], enc[0], enc[1] = 20.0, hour * 3600, 200
-        writer.insert(weather.name, crowd)
-        by_gist = engine.query(weather.name, box, ["count", "sum:wind_speed", "min:wind_speed"])
-        check_answer(by_gist, np.concatenate([encoded[:2000], crowd_encoded]))
-        assert by_gist.plan.round_trips["postgresql"] == 2
-        assert engine.directory._indexes[weather.name].version == version  # not reloaded
+        splits = writer.insert(weather.name, rows[1000:2000]).splits  # new leaves, new aggregates
+        assert splits > 0
+        after = engine.query(weather.name, box, ["count", "sum:wind_speed", "min:wind_speed"])
+        check_answer(after, encoded[:2000])
+        assert after.plan.round_trips["postgresql"] == 1  # what changed since the version held
+        assert engine.trees.tree(weather).version != version
+        check_answer(engine.query(weather.name, {}, ["count", "max:humidity"]), encoded[:2000])
     finally:
         writer.directory.close()
 
 
 def test_a_writer_that_dies_before_moving_the_epoch_is_seen_after_reconfirm_seconds(
         engine, weather, settings, monkeypatch):
-    """A writer that commits a split and dies before moving the directory epoch on: other
-    processes confirm the version with PostgreSQL within RECONFIRM_SECONDS anyway."""
-    import gridagg.directory as directory_mod
+    """A writer that commits and dies before moving the epoch on (or one on another
+    machine, with a board of its own): other processes confirm the version with
+    PostgreSQL within RECONFIRM_SECONDS anyway."""
+    import gridagg.tree as tree_mod
 
     writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
-    writer.directory.epochs = None  # commits, never moves the epoch: as if it died there
-    monkeypatch.setattr(directory_mod, "RECONFIRM_SECONDS", 0.2)
+    writer.directory.board = None  # commits, never moves the epoch: as if it died there
+    monkeypatch.setattr(tree_mod, "RECONFIRM_SECONDS", 0.2)
     rows, encoded = weather_rows(2000, seed=13)
     try:
         writer.insert(weather.name, rows[:1000])

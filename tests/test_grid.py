@@ -1,4 +1,4 @@
-"""The grid tree's pure logic: IDs, salt bytes, row keys, pre-split, cuts, 4.6.1."""
+"""The grid tree's pure logic: IDs, salt bytes, row keys, pre-split, cuts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from gridagg.grid import (
     ancestors,
     children,
     choose_cut,
-    collapse_siblings,
     element_of,
     grid_prefix,
     prefix_range,
@@ -74,13 +73,6 @@ def test_cut_is_floor_of_mean_and_both_children_get_rows():
     lower, upper = children(Grid("0", ((-10, 10), (0, 0)), 0), axis, cut, ndim=2)
     assert lower.box[0] == (-10, -2) and upper.box[0] == (-1, 10)
     assert lower.grid_id == "00" and upper.grid_id == "01" and lower.next_axis == 1
-
-
-def test_sibling_pairs_collapse_recursively():
-    assert collapse_siblings({"000", "001", "010", "011"}) == {"0"}
-    assert collapse_siblings({"000", "001", "010"}) == {"00", "010"}
-    assert collapse_siblings({"0110", "01111", "01110"}) == {"011"}
-    assert collapse_siblings(set()) == set()
 
 
 def test_subtree_range_holds_exactly_the_subtree():

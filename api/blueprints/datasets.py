@@ -10,7 +10,7 @@ from gridagg.schema import Dataset, check_name
 from .. import metrics
 from ..auth import read_required, write_required
 from ..bodies import json_object, rows_body
-from ..regions import lonlat_axes
+from gridagg.regions import lonlat_axes
 from ..state import config, engine
 
 bp = Blueprint("datasets", __name__, url_prefix="/v1/datasets")

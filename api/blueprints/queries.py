@@ -1,4 +1,5 @@
-"""Queries: box and polygon aggregates (POST and GET forms) and time series."""
+"""Queries: box and polygon aggregates (POST and GET forms) and time series. The engine
+plans and answers (gridagg.planner); this layer only reads requests and writes answers."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ from gridagg.errors import InvalidInput
 from gridagg.query import QuerySpec
 
 from .. import metrics
-from ..baselines import answer as baseline_answer, baseline_for
 from ..auth import read_required
+from ..baselines import answer as baseline_answer, baseline_for
 from ..bodies import json_object, query_args
-from ..execute import decode_values, region_query, series_query
-from ..regions import Region
 from ..state import config, engine
 from .datasets import _dataset
 
 bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
-QUERY_KEYS = {"where", "aggregates", "region"}
+QUERY_KEYS = {"where", "aggregates", "region", "explain"}
 SERIES_KEYS = QUERY_KEYS | {"step", "window", "start", "end"}
 
 
@@ -28,6 +27,13 @@ def _check_keys(body: dict, allowed: set[str]) -> None:
         raise InvalidInput(f"unknown keys {unknown}: use {', '.join(sorted(allowed))}", field=unknown[0])
 
 
+def _explain(body: dict) -> bool:
+    value = body.get("explain", False)
+    if not isinstance(value, bool):
+        raise InvalidInput("explain must be true or false", field="explain")
+    return value
+
+
 def _answer(name: str, body: dict):
     served = baseline_for(name)
     if served is not None:  # a baseline view ("X__pg", "X__hbase"): same shapes, another backend
@@ -35,15 +41,8 @@ def _answer(name: str, body: dict):
         spec = QuerySpec.parse(ds, body.get("where"), body.get("aggregates"))
         return jsonify(baseline_answer(backend, ds, spec, body))
     ds = _dataset(name)
-    eng = engine()
-    spec = QuerySpec.parse(ds, body.get("where"), body.get("aggregates"))
-    if body.get("region") is not None:
-        region = Region(ds, body["region"])
-        cfg = config()
-        out = region_query(eng, ds, spec, region, cfg.max_scan_rows, cfg.max_grids)
-    else:
-        result = eng.run(ds, spec)
-        out = {"results": decode_values(ds, spec.aggregates, result.values), "count": result.count, "plan": result.plan.to_json(result.count)}
+    result = engine().query(ds.name, body.get("where"), body.get("aggregates"), body.get("region"), _explain(body))
+    out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
 
@@ -68,8 +67,9 @@ def post_series(name: str):
     body = json_object()
     _check_keys(body, SERIES_KEYS)
     ds = _dataset(name)
-    region = Region(ds, body["region"]) if body.get("region") is not None else None
-    cfg = config()
-    out = series_query(engine(), ds, body, region, cfg.max_scan_rows, cfg.max_grids, cfg.max_points)
+    result = engine().series(ds.name, body.get("where"), body.get("aggregates"), body.get("step"),
+                             body.get("window"), body.get("start"), body.get("end"), body.get("region"),
+                             _explain(body), max_points=config().max_points)
+    out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)

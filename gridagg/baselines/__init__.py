@@ -6,6 +6,8 @@ grid, so gridagg can be measured against what a user would do otherwise.
 - HBaseBaseline ("hbase"): row key = order-preserving 8-byte time + element ID, a range
   scan over the time window with the other conditions pushed down as server-side
   filters, the aggregate computed in Python over what comes back.
+- DuckDBBaseline ("duckdb"): what a user might pick instead: the rows in one DuckDB
+  table sorted by time, queried in-process by SQL.
 
 Both answer a QuerySpec with a QueryResult whose values are exact stored integers,
 like GridEngine.run. A baseline of dataset X is served over HTTP as the dataset
@@ -15,13 +17,13 @@ like GridEngine.run. A baseline of dataset X is served over HTTP as the dataset
 from .common import BaselineBackend, view_name
 from .registry import BaselineRegistry
 
-BACKENDS = ("pg", "hbase")
+BACKENDS = ("pg", "hbase", "duckdb")
 
 __all__ = ["BACKENDS", "BaselineBackend", "BaselineRegistry", "open_backend", "view_name"]
 
 
 def open_backend(kind: str, settings, **options) -> BaselineBackend:
-    """A baseline backend by kind ("pg" or "hbase")."""
+    """A baseline backend by kind ("pg", "hbase" or "duckdb")."""
     if kind == "pg":
         from .postgres import PostgresBaseline
 
@@ -30,4 +32,8 @@ def open_backend(kind: str, settings, **options) -> BaselineBackend:
         from .hbase import HBaseBaseline
 
         return HBaseBaseline(settings, **options)
+    if kind == "duckdb":
+        from .duck import DuckDBBaseline
+
+        return DuckDBBaseline(settings, **options)
     raise ValueError(f"unknown baseline backend {kind!r}: use one of {', '.join(BACKENDS)}")

@@ -13,9 +13,12 @@ __all__ = ["CellStore", "RangeCondition", "open_store"]
 def open_store(settings) -> CellStore:
     """The store the settings name (GRIDAGG_STORE): "embedded" or "hbase"."""
     if settings.store == "hbase":
+        from ..epochs import EpochBoard
         from .hbase import HBaseStore
 
-        return HBaseStore(settings)
+        store = HBaseStore(settings)
+        store.board = EpochBoard.open(settings.data_dir / "epochs")
+        return store
     if settings.store == "embedded":
         from .embedded import EmbeddedStore
 

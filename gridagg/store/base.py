@@ -34,6 +34,9 @@ class CellStore(ABC):
     """
 
     kind: str
+    # The machine's board of dataset epochs (gridagg.epochs), or None: then every query
+    # confirms its dataset's version with PostgreSQL.
+    board = None
 
     def __init__(self):
         self.round_trips = TripCounter()
@@ -92,16 +95,6 @@ class CellStore(ABC):
     @abstractmethod
     def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:
         """Store (replace) the aggregates of these grids."""
-
-    def directory_epoch(self, name: str) -> int | None:
-        """A counter of the dataset's directory changes that every process using this
-        store reads without a round trip, or None when the store keeps none (then each
-        query looks the directory version up in PostgreSQL). See gridagg.directory."""
-        return None
-
-    def advance_directory_epoch(self, name: str) -> None:
-        """Move the dataset's directory epoch on (after a change of its leaves is
-        committed); nothing for a store that keeps none."""
 
     def close(self) -> None:
         """Release connections or file handles."""

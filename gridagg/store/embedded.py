@@ -11,8 +11,8 @@ LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence nu
 a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB
 allows one writer and many readers across processes, so API workers and ingest processes
 can share it.
-One more, "epochs", maps dataset names to their directory epochs (see gridagg.directory):
-every process of the store shares this file, so reading an epoch needs no round trip.
+One more, "epochs", is the board of dataset epochs (gridagg.epochs): every process of
+the store shares this file, so reading an epoch needs no round trip.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import segments
 from ..aggregate import PartialAggregate
+from ..epochs import EpochBoard
 from ..grid import grid_prefix, prefix_range
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
@@ -53,7 +54,7 @@ class EmbeddedStore(CellStore):
         self.env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=4096, max_readers=512)
         self._dbs: dict[str, object] = {}
         self._opening = threading.Lock()
-        self._epochs = self.env.open_db(b"epochs", create=True)
+        self.board = EpochBoard(self.env)
 
     def _db(self, name: str, family: str):
         key = f"{name}/{family}"
@@ -242,21 +243,6 @@ class EmbeddedStore(CellStore):
         with self.env.begin(write=True, db=db) as txn:
             for gid, agg in aggregates.items():
                 txn.put(gid.encode(), agg.pack())
-
-    @staticmethod
-    def _epoch_in(txn, name: str) -> int:
-        data = txn.get(name.encode())
-        return 0 if data is None else int.from_bytes(data, "big")
-
-    def directory_epoch(self, name):
-        with self.env.begin(db=self._epochs) as txn:
-            return self._epoch_in(txn, name)
-
-    def advance_directory_epoch(self, name):
-        # Write transactions are serialised across processes: no increment is lost. The
-        # epoch outlives a drop of the dataset, so it never repeats a value.
-        with self.env.begin(write=True, db=self._epochs) as txn:
-            txn.put(name.encode(), (self._epoch_in(txn, name) + 1).to_bytes(8, "big"))
 
     def close(self):
         self.env.close()

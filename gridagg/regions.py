@@ -5,11 +5,14 @@ Convention: a dataset takes polygon regions when two of its dimensions are numbe
 the dimensions' user units. A point on the polygon's boundary counts as inside.
 
 Exactness: a stored value v of a column with scale s is tested as the float nearest to
-v / 10**s (the same float a client gets by parsing the decimal), and a leaf's lon/lat
+v / 10**s (the same float a client gets by parsing the decimal), and a grid's lon/lat
 face is the box between the floats of its bounds. Rounding to the nearest float is
-monotone, so every stored point of a leaf lies inside that float box: when the polygon
-covers the box, it covers each of its points; when the polygon misses the box, it misses
-each of them; GEOS predicates are exact for the given floats.
+monotone, so every stored point of a grid lies inside that float box: when the polygon
+covers the box, it covers each of its points; when it misses the box, it misses each of
+them. The planner classifies faces with a compiled test (gridagg.planner) that says
+"inside" or "outside" only when no polygon edge comes within EPSILON of the face, and
+"edge" otherwise; rows of edge grids are tested one by one with GEOS, exact for the
+given floats.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from fractions import Fraction
 
 import numpy as np
 import shapely
-from shapely.geometry import LineString, Point, box as shapely_box, shape
+from shapely.geometry import shape
 from shapely.validation import explain_validity
 
-from gridagg.errors import InvalidInput
-from gridagg.schema import Dataset
+from .errors import InvalidInput
+from .schema import Dataset
 
 AXIS_NAMES = (("lon", "lat"), ("longitude", "latitude"))
 
-INSIDE, EDGE, OUTSIDE = "inside", "edge", "outside"
+# Far above the rounding error of the compiled face test (coordinates are degrees, or
+# at least numbers of that size; a double holds them to about 1e-14).
+EPSILON = 1e-9
 
 
 def lonlat_axes(ds: Dataset) -> tuple[int, int] | None:
@@ -81,6 +86,7 @@ class Region:
         if not geom.is_valid:
             raise InvalidInput(f"region is not a valid polygon: {explain_validity(geom)}", field="region")
         self.geom = geom
+        self._edges: np.ndarray | None = None
         shapely.prepare(self.geom)
 
     def narrow(self, box: tuple) -> tuple:
@@ -96,25 +102,25 @@ class Region:
             out[axis] = (max(blo, elo), min(bhi, ehi))
         return tuple(out)
 
-    def _face(self, leaf_box) -> object:
-        xlo, xhi = (v / self.lon_scale for v in leaf_box[self.lon_axis])
-        ylo, yhi = (v / self.lat_scale for v in leaf_box[self.lat_axis])
-        if xlo == xhi and ylo == yhi:
-            return Point(xlo, ylo)
-        if xlo == xhi or ylo == yhi:
-            return LineString([(xlo, ylo), (xhi, yhi)])
-        return shapely_box(xlo, ylo, xhi, yhi)
-
-    def classify(self, leaf_box) -> str:
-        face = self._face(leaf_box)
-        if self.geom.covers(face):
-            return INSIDE
-        if self.geom.intersects(face):
-            return EDGE
-        return OUTSIDE
+    @property
+    def edges(self) -> np.ndarray:
+        """Every edge of every ring as rows (x1, y1, x2, y2), for the compiled face test."""
+        if self._edges is None:
+            parts = []
+            for ring in _rings(self.geom):
+                xy = np.asarray(ring.coords, dtype=np.float64)[:, :2]
+                parts.append(np.hstack([xy[:-1], xy[1:]]))
+            self._edges = np.ascontiguousarray(np.vstack(parts))
+        return self._edges
 
     def mask(self, rows: np.ndarray) -> np.ndarray:
         """Which stored rows lie in the polygon (boundary included)."""
         x = rows[:, self.lon_axis].astype(np.float64) / self.lon_scale
         y = rows[:, self.lat_axis].astype(np.float64) / self.lat_scale
         return shapely.intersects_xy(self.geom, x, y)
+
+
+def _rings(geom):
+    for poly in getattr(geom, "geoms", [geom]):
+        yield poly.exterior
+        yield from poly.interiors

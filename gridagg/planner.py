@@ -1,0 +1,308 @@
+"""Algorithm 3, once for every kind of query: boxes, polygon regions and time series.
+
+The planner walks the dataset's tree (gridagg.tree) top down, in compiled code:
+
+- a grid outside the box, or outside the polygon, is dropped with everything below it;
+- a grid inside the box and the polygon whose time range lies in one bucket of the
+  query (a plain query has one bucket) answers from its partial aggregate: the walk
+  stops there, so sibling folding (the paper's 4.6.1) falls out of it;
+- any other grid is descended into; a leaf reached that way is read: a leaf the box or
+  the polygon cuts, or one inside that spans several buckets.
+
+Work therefore follows the grids the query's boundary cuts, not the leaves inside it.
+The leaves to read go to the store in one ScanRequest (gridagg.scan): conditions for the
+box, rows grouped by time bucket for a series, the rows themselves for leaves on the
+polygon's edge (tested here against the polygon, exactly), and for min/max-only queries
+the leaves in the order most likely to hold the answer, so the store passes over the
+ones that cannot improve it (4.6.2).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+
+from .aggregate import AggArrays
+from .errors import WorkLimitExceeded
+from .query import QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from .regions import EPSILON, Region
+from .scan import Buckets, RangeCondition, ScanRequest, Skip
+from .schema import Dataset
+from .tree import GridTree
+
+# Leaves the walk reads: cut by the box, on the polygon's edge (rows come back), or
+# inside but spanning several buckets.
+CUT, EDGE, SPANNING = 0, 1, 2
+# A plan lists at most this many grid IDs of each kind when asked to explain itself.
+EXPLAIN_GRIDS = 10_000
+
+
+@numba.njit(cache=True, nogil=True)
+def _face(xlo, xhi, ylo, yhi, edges, eps):
+    """0: the rectangle lies outside the polygon, 2: inside, 1: an edge of the polygon
+    comes within eps of it (or the test cannot tell)."""
+    xl, xh, yl, yh = xlo - eps, xhi + eps, ylo - eps, yhi + eps
+    for e in range(edges.shape[0]):
+        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if max(x1, x2) < xl or min(x1, x2) > xh or max(y1, y2) < yl or min(y1, y2) > yh:
+            continue
+        if (xl <= x1 <= xh and yl <= y1 <= yh) or (xl <= x2 <= xh and yl <= y2 <= yh):
+            return 1
+        # The segment's line passes through the rectangle when its corners are not all
+        # strictly on one side of it.
+        dx, dy = x2 - x1, y2 - y1
+        c1 = dx * (yl - y1) - dy * (xl - x1)
+        c2 = dx * (yl - y1) - dy * (xh - x1)
+        c3 = dx * (yh - y1) - dy * (xl - x1)
+        c4 = dx * (yh - y1) - dy * (xh - x1)
+        if not ((c1 > 0 and c2 > 0 and c3 > 0 and c4 > 0) or (c1 < 0 and c2 < 0 and c3 < 0 and c4 < 0)):
+            return 1
+    # No edge near: the rectangle is all in or all out; its centre says which.
+    cx, cy = 0.5 * (xlo + xhi), 0.5 * (ylo + yhi)
+    inside = False
+    for e in range(edges.shape[0]):
+        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if (y1 > cy) != (y2 > cy) and cx < x1 + (cy - y1) * (x2 - x1) / (y2 - y1):
+            inside = not inside
+    return 2 if inside else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(lo, hi, left, right, leaves_below, root, qlo, qhi,
+          edges, lon_axis, lat_axis, lon_scale, lat_scale, eps,
+          t_axis, base, step,
+          reused, reused_bucket, scan, scan_kind, region_leaves):
+    """The walk of the module docstring. Fills reused/reused_bucket (grids answered from
+    their aggregates, and their bucket), scan/scan_kind (leaves to read: CUT, EDGE or
+    SPANNING), and region_leaves = leaves settled [inside, on the edge of, outside] the
+    polygon. Returns (number reused, number to read)."""
+    ndim = qlo.shape[0]
+    polygon = edges.shape[0] > 0
+    stack = np.empty(4096, np.int64)
+    known_inside = np.empty(4096, np.bool_)  # the polygon covers the parent, so this grid too
+    stack[0], known_inside[0] = root, not polygon
+    top, nr, ns = 1, 0, 0
+    while top > 0:
+        top -= 1
+        i, state_known = stack[top], known_inside[top]
+        touches = True
+        inside = True
+        for d in range(ndim):
+            if lo[i, d] > qhi[d] or hi[i, d] < qlo[d]:
+                touches = False
+                break
+            if lo[i, d] < qlo[d] or hi[i, d] > qhi[d]:
+                inside = False
+        if not touches:
+            continue
+        state = 2
+        if not state_known:
+            state = _face(lo[i, lon_axis] / lon_scale, hi[i, lon_axis] / lon_scale,
+                          lo[i, lat_axis] / lat_scale, hi[i, lat_axis] / lat_scale, edges, eps)
+            if state == 0:
+                region_leaves[2] += leaves_below[i]
+                continue
+        leaf = left[i] < 0
+        if inside and state == 2:
+            b0, b1 = 0, 0
+            if t_axis >= 0:
+                b0 = (lo[i, t_axis] - base) // step
+                b1 = (hi[i, t_axis] - base) // step
+            if b0 == b1:
+                reused[nr], reused_bucket[nr] = i, b0
+                nr += 1
+                region_leaves[0] += leaves_below[i]
+                continue
+        if leaf:
+            scan[ns] = i
+            scan_kind[ns] = 2 if (inside and state == 2) else (1 if state == 1 else 0)
+            ns += 1
+            region_leaves[0 if state == 2 else 1] += 1
+            continue
+        if top + 2 > stack.shape[0]:
+            grown = np.empty(2 * stack.shape[0], np.int64)
+            grown[:top] = stack[:top]
+            stack = grown
+            flags = np.empty(2 * known_inside.shape[0], np.bool_)
+            flags[:top] = known_inside[:top]
+            known_inside = flags
+        stack[top], stack[top + 1] = right[i], left[i]
+        known_inside[top] = known_inside[top + 1] = state == 2
+        top += 2
+    return nr, ns
+
+
+class Planner:
+    """Answers QuerySpecs and SeriesSpecs for one engine: trees from `trees`
+    (gridagg.tree.TreeCache), rows from `store`, within the engine's work limits."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def query(self, ds: Dataset, spec: QuerySpec, explain: bool = False) -> QueryResult:
+        started = time.perf_counter()
+        plan, trips = QueryPlan(), self._trips()
+        buckets, count_known = self._evaluate(ds, spec, None, plan, explain, started)
+        total = buckets.aggregate(0, spec.columns, len(ds.columns))
+        self._finish(plan, trips, started)
+        return QueryResult(spec, spec.values(total), total.count if count_known else None, plan)
+
+    def series(self, ds: Dataset, series: SeriesSpec, explain: bool = False) -> SeriesResult:
+        started = time.perf_counter()
+        plan, trips = QueryPlan(), self._trips()
+        buckets, _ = self._evaluate(ds, series.query, series, plan, explain, started)
+        windows = _windows(buckets, series.width)
+        cols, ncols = series.query.columns, len(ds.columns)
+        self._finish(plan, trips, started)
+        return SeriesResult(series, [windows.aggregate(i, cols, ncols) for i in range(len(windows))], plan)
+
+    # -- the walk and the scan ---------------------------------------------------------
+
+    def _evaluate(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, plan: QueryPlan,
+                  explain: bool, started: float) -> tuple[AggArrays, bool]:
+        """Aggregates of the selected rows per bucket (one bucket for a plain query) over
+        spec.columns, and whether their counts are exact (scan skipping can leave a
+        min/max-only query's count unknown)."""
+        engine = self.engine
+        cols = spec.columns
+        nbuckets = series.buckets if series is not None else 1
+        out = AggArrays.empty(nbuckets, len(cols))
+        tree = engine.trees.tree(ds)
+        plan.total_grids = tree.leaf_count
+        region = spec.region
+        if region is not None:
+            plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
+        if spec.empty:
+            return out, True
+        reused, rbucket, scan, kind, region_leaves = self._walk(tree, ds, spec, series)
+        if region is not None:
+            plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
+                                   (int(v) for v in region_leaves)))
+        nodes = np.concatenate([reused, scan])
+        aggs = tree.aggregates(engine.store, nodes).take_columns(cols)
+        r_aggs, s_aggs = aggs.take(slice(0, len(reused))), aggs.take(slice(len(reused), None))
+        plan.reused_grids_before = int(tree.leaves_below[reused].sum())
+        plan.reused_grids_after = len(reused)
+        plan.rows_in_reused_grids = int(r_aggs.count.sum())
+        out.add_into(rbucket, r_aggs)
+        plan.scanned_grids_before = len(scan)
+        has_rows = s_aggs.count > 0
+        scan, kind, s_aggs = scan[has_rows], kind[has_rows], s_aggs.take(has_rows)
+        if explain:
+            plan.grids = {"reused": [tree.ids[i] for i in reused[:EXPLAIN_GRIDS].tolist()],
+                          "scanned": [tree.ids[i] for i in scan[:EXPLAIN_GRIDS].tolist()],
+                          "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
+        if not len(scan):
+            return out, True
+        skip = None
+        if spec.minmax_only and series is None and not (kind == EDGE).any():
+            skip, order = _skip(spec, cols, s_aggs, out)
+            scan, kind = scan[order], kind[order]
+        elif engine.max_scan_rows is not None and int(s_aggs.count.sum()) > engine.max_scan_rows:
+            raise WorkLimitExceeded(
+                f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
+                f"{engine.max_scan_rows}; narrow it")
+        buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
+        request = ScanRequest(
+            grids=[tree.ids[i] for i in scan.tolist()],
+            conditions=_conditions(ds, spec),
+            columns=cols,
+            ngroups=nbuckets,
+            buckets=buckets,
+            rows_of=(kind == EDGE) if region is not None else None,
+            skip=skip,
+        )
+        answer = engine.store.scan(ds, request)
+        engine.check_deadline(started)
+        plan.scanned_grids_after = answer.grids_scanned
+        plan.rows_in_scanned_grids = answer.rows_visited
+        out.add_into(np.arange(nbuckets), answer.aggs)
+        matched = answer.rows_matched
+        for rows in answer.rows.values():
+            rows = rows[region.mask(rows)] if len(rows) else rows
+            matched += len(rows)
+            _add_rows(out, rows, cols, buckets)
+        plan.rows_matched_by_scans = matched
+        return out, not answer.grids_skipped
+
+    def _walk(self, tree: GridTree, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None):
+        n = tree.n
+        region: Region | None = spec.region
+        reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
+        scan, kind = np.empty(n, np.int64), np.empty(n, np.int64)
+        region_leaves = np.zeros(3, np.int64)
+        edges = region.edges if region is not None else np.zeros((0, 4), np.float64)
+        nr, ns = _walk(
+            tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
+            np.array([lo for lo, _ in spec.box], np.int64), np.array([hi for _, hi in spec.box], np.int64),
+            edges, region.lon_axis if region else 0, region.lat_axis if region else 0,
+            float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
+            ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1,
+            reused, rbucket, scan, kind, region_leaves)
+        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], region_leaves
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def _trips(self) -> tuple[int, int]:
+        return self.engine.directory.round_trips(), self.engine.store.round_trips()
+
+    def _finish(self, plan: QueryPlan, trips: tuple[int, int], started: float) -> None:
+        engine = self.engine
+        plan.round_trips = {"postgresql": engine.directory.round_trips() - trips[0],
+                            engine.store.kind: engine.store.round_trips() - trips[1]}
+        plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+
+
+def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:
+    """The box as conditions on the dimensions it narrows."""
+    domain = ds.domain()
+    return [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
+
+
+def _skip(spec: QuerySpec, cols: list[int], s_aggs: AggArrays, found: AggArrays) -> tuple[Skip, np.ndarray]:
+    """4.6.2 for a min/max-only query: the leaves in the order most likely to hold the
+    answer (by the first aggregate's stored bound), each leaf's stored bounds, and the
+    best answers the reused grids gave already."""
+    specs = [(a.col, a.func == "max") for a in spec.aggregates]
+    bounds = np.stack([(s_aggs.maxs if m else s_aggs.mins)[:, cols.index(c)] for c, m in specs], axis=1)
+    order = np.argsort(-bounds[:, 0] if specs[0][1] else bounds[:, 0], kind="stable")
+    best = []
+    for c, m in specs:
+        j = cols.index(c)
+        seen = found.present[0, j] > 0
+        best.append(int((found.maxs if m else found.mins)[0, j]) if seen else None)
+    # The kernel reads bounds by the request's column order of the specs' columns.
+    return Skip([(c, m) for c, m in specs], bounds[order], best), order
+
+
+def _add_rows(out: AggArrays, rows: np.ndarray, cols: list[int], buckets: Buckets | None) -> None:
+    """Add selected rows (every column) into their buckets."""
+    if not len(rows):
+        return
+    if buckets is None:
+        out.add_into(np.zeros(1, np.int64), AggArrays.of_rows(rows[:, cols], len(cols)))
+        return
+    group = (rows[:, buckets.column] - buckets.base) // buckets.step
+    keep = (group >= 0) & (group < buckets.count)
+    rows, group = rows[keep], group[keep]
+    for g in np.unique(group).tolist():
+        out.add_into(np.array([g]), AggArrays.of_rows(rows[group == g][:, cols], len(cols)))
+
+
+def _windows(buckets: AggArrays, w: int) -> AggArrays:
+    """Row i: the merge of buckets i .. i+w-1, for every full window."""
+    if w == 1:
+        return buckets
+    n = len(buckets) - w + 1
+
+    def run_sum(a):
+        c = np.cumsum(a, axis=0)
+        c = np.concatenate([np.zeros((1,) + a.shape[1:], a.dtype), c])
+        return c[w:] - c[:n]
+
+    view = np.lib.stride_tricks.sliding_window_view
+    return AggArrays(run_sum(buckets.count), run_sum(buckets.present),
+                     view(buckets.mins, w, axis=0).min(axis=-1), view(buckets.maxs, w, axis=0).max(axis=-1),
+                     run_sum(buckets.hi), run_sum(buckets.lo))
