@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import shapely
 from hypothesis import given, settings, strategies as st
-from shapely.geometry import Polygon, box as shapely_box
+from shapely.geometry import box as shapely_box
 
 from gridagg.planner import CUT, EDGE, SPANNING, _walk
 from gridagg.regions import EPSILON
