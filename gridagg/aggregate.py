@@ -111,6 +111,13 @@ def _layout(ncols: int) -> struct.Struct:
     return struct.Struct("<" + "q" * (1 + 3 * ncols) + "Qq" * ncols)
 
 
+@functools.lru_cache(maxsize=None)
+def _record(ncols: int) -> np.dtype:
+    """pack()'s layout as a numpy record."""
+    return np.dtype([("count", "<i8"), ("present", "<i8", (ncols,)), ("mins", "<i8", (ncols,)),
+                     ("maxs", "<i8", (ncols,)), ("sums", [("low", "<u8"), ("high", "<i8")], (ncols,))])
+
+
 def ancestor_aggregates(leaves: dict[str, PartialAggregate], ncols: int) -> dict[str, PartialAggregate]:
     """Every proper ancestor's aggregate, given every leaf's (grid ID -> aggregate) of a
     tree or subtree: each the merge of its children's, deepest first, so one merge per
@@ -180,6 +187,29 @@ class AggArrays:
         out = cls.empty(len(aggs), ncols)
         for i, a in enumerate(aggs):
             out.set(i, a)
+        return out
+
+    @classmethod
+    def unpack(cls, blobs: list, ncols: int) -> "AggArrays":
+        """Row i: the aggregate PartialAggregate.pack() made blobs[i] from (None: empty),
+        all at once."""
+        out = cls.empty(len(blobs), ncols)
+        have = [i for i, b in enumerate(blobs) if b is not None]
+        if not have:
+            return out
+        rec = np.frombuffer(b"".join(bytes(blobs[i]) for i in have), dtype=_record(ncols))
+        high, low = rec["sums"]["high"], rec["sums"]["low"]
+        if (np.abs(high) >= 2**31).any():  # sums beyond 2**95: the exact, slow way
+            return cls.of_aggregates([PartialAggregate.empty(ncols) if b is None else PartialAggregate.unpack(b, ncols)
+                                      for b in blobs], ncols)
+        idx = np.array(have)
+        present = rec["present"]
+        out.count[idx] = rec["count"]
+        out.present[idx] = present
+        out.mins[idx] = np.where(present > 0, rec["mins"], INT64_MAX)
+        out.maxs[idx] = np.where(present > 0, rec["maxs"], NULL)
+        out.hi[idx] = high * 2**32 + (low >> np.uint64(32)).astype(np.int64)
+        out.lo[idx] = (low & np.uint64(LOW)).astype(np.int64)
         return out
 
     def set(self, i: int, a: PartialAggregate) -> None:

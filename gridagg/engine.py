@@ -72,7 +72,7 @@ class GridEngine:
         self.directory = directory
         self.store = store
         directory.board = store.board  # writers move its epochs; readers read them
-        self.trees = TreeCache(directory, store.board)
+        self.trees = TreeCache(directory, store, store.board)
         self.planner = Planner(self)
         self.max_scan_rows = max_scan_rows
         self.max_query_seconds = max_query_seconds

@@ -1,11 +1,13 @@
 """Algorithm 3, once for every kind of query: boxes, polygon regions and time series.
 
-The planner walks the dataset's tree (gridagg.tree) top down, in compiled code:
+The planner walks the dataset's tree (gridagg.tree) top down, in compiled code, over
+each grid's data bounds (the smallest box holding its rows: tighter than its split box):
 
-- a grid outside the box, or outside the polygon, is dropped with everything below it;
-- a grid inside the box and the polygon whose time range lies in one bucket of the
-  query (a plain query has one bucket) answers from its partial aggregate: the walk
-  stops there, so sibling folding (the paper's 4.6.1) falls out of it;
+- a grid whose rows lie outside the box, or outside the polygon, is dropped with
+  everything below it;
+- a grid whose rows lie inside the box and the polygon, within one bucket of the query
+  (a plain query has one bucket), answers from its partial aggregate: the walk stops
+  there, so sibling folding (the paper's 4.6.1) falls out of it;
 - any other grid is descended into; a leaf reached that way is read: a leaf the box or
   the polygon cuts, or one inside that spans several buckets.
 
@@ -30,7 +32,7 @@ from .query import QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .regions import EPSILON, Region
 from .scan import Buckets, RangeCondition, ScanRequest, Skip
 from .schema import Dataset
-from .tree import GridTree
+from .tree import TreeState
 
 # Leaves the walk reads: cut by the box, on the polygon's edge (rows come back), or
 # inside but spanning several buckets.
@@ -180,9 +182,7 @@ class Planner:
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
                                    (int(v) for v in region_leaves)))
-        nodes = np.concatenate([reused, scan])
-        aggs = tree.aggregates(engine.store, nodes).take_columns(cols)
-        r_aggs, s_aggs = aggs.take(slice(0, len(reused))), aggs.take(slice(len(reused), None))
+        r_aggs, s_aggs = tree.aggs.take(reused).take_columns(cols), tree.aggs.take(scan).take_columns(cols)
         plan.reused_grids_before = int(tree.leaves_below[reused].sum())
         plan.reused_grids_after = len(reused)
         plan.rows_in_reused_grids = int(r_aggs.count.sum())
@@ -227,7 +227,7 @@ class Planner:
         plan.rows_matched_by_scans = matched
         return out, not answer.grids_skipped
 
-    def _walk(self, tree: GridTree, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None):
+    def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None):
         n = tree.n
         region: Region | None = spec.region
         reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
@@ -235,7 +235,7 @@ class Planner:
         region_leaves = np.zeros(3, np.int64)
         edges = region.edges if region is not None else np.zeros((0, 4), np.float64)
         nr, ns = _walk(
-            tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
+            tree.dlo, tree.dhi, tree.left, tree.right, tree.leaves_below, tree.root,
             np.array([lo for lo, _ in spec.box], np.int64), np.array([hi for _, hi in spec.box], np.int64),
             edges, region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,

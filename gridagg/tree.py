@@ -1,19 +1,22 @@
-"""The k-d tree of a dataset held in memory by every serving process (GridTree), and the
+"""The k-d tree of a dataset held in memory by every serving process (TreeState), and the
 cache that keeps it current (TreeCache).
 
 The grid directory in PostgreSQL holds only the leaves; leaves tile their parents
-exactly, so every ancestor's box is the hull of its two children. GridTree holds every
-grid (leaves and ancestors) as rows of numpy arrays: box, children, parent, the number
-of leaves below, and its partial aggregate once read. The planner (gridagg.planner)
-walks it top down in compiled code.
+exactly, so every ancestor's box is the hull of its two children. A TreeState holds
+every grid (leaves and ancestors) as rows of numpy arrays: its box, children, parent,
+the number of leaves below it, and its partial aggregate, read once from the store.
+The aggregate also gives the grid's data bounds, the smallest box holding its rows (the
+min and max of each dimension): on real archives, where stations sit at fixed places,
+far tighter than the box the splits made. The planner (gridagg.planner) walks the tree
+top down over the data bounds.
 
 Keeping it current. Every committed change of a dataset (rows inserted, grids split, a
 bulk load, a repair) gives it a new directory version and logs which leaves changed
 (gridagg.directory). A process holding the tree at version v asks PostgreSQL, in one
-round trip, what changed after v: new leaves join the tree (the tree only ever grows:
-a split leaf becomes the parent of its children), and the aggregates of changed leaves
-and of their ancestors are dropped, to be read again when a query needs them. So a
-partial aggregate is read at most once per change by each process.
+round trip, what changed after v: new leaves join the tree (it only ever grows: a split
+leaf becomes the parent of its children), and the aggregates of changed leaves and of
+their ancestors are read again from the store, in one call. So a partial aggregate is
+read at most once per change by each process.
 
 When to ask: writers also move the dataset's epoch on a board every local process
 shares (gridagg.epochs, a file in the data dir). While the epoch stands still, queries
@@ -21,10 +24,8 @@ ask PostgreSQL nothing, except to confirm the version at least every RECONFIRM_S
 that bounds how long a writer on another machine (which moves its own board) or one
 that died between committing and moving the epoch can go unseen.
 
-Concurrency: queries of a process read the tree without a lock. The tree only grows,
-and a new node is written whole before its parent points to it, so a query always sees
-a valid tree (the one it started with, or a later one). Aggregates are read and
-replaced under the tree's lock.
+Concurrency: a TreeState is never changed once made; a refresh makes a new one. A query
+takes the current state once and uses it throughout.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .aggregate import AggArrays, PartialAggregate
+from .aggregate import INT64_MAX, NULL, AggArrays
 from .schema import Dataset
 
 # A tree whose epoch has not moved is still confirmed with PostgreSQL this often.
@@ -53,55 +54,30 @@ class Changes:
     touched: list[str] | None  # leaves whose rows changed since; None: possibly all
 
 
-class GridTree:
-    """Every grid of one dataset as of `version`.
+@dataclass(frozen=True)
+class TreeState:
+    """Every grid of one dataset as of `version`. Node i: ids[i] (grid ID), lo[i], hi[i]
+    (the box the splits made), dlo[i], dhi[i] (its data bounds; lo > hi when it holds no
+    rows), left[i], right[i] (children, -1 for a leaf), parent[i] (-1 for the root),
+    leaves_below[i] (1 for a leaf) and aggs row i (its partial aggregate, all columns)."""
 
-    Node i: ids[i] (grid ID), lo[i], hi[i] (box, int64 per dimension), left[i], right[i]
-    (children, -1 for a leaf), parent[i] (-1 for the root), leaves_below[i] (1 for a
-    leaf), and once read, its aggregate (row i of aggs, loaded[i])."""
+    version: int
+    incarnation: object
+    ids: list[str]
+    index: dict[str, int]
+    lo: np.ndarray
+    hi: np.ndarray
+    dlo: np.ndarray
+    dhi: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    parent: np.ndarray
+    leaves_below: np.ndarray
+    aggs: AggArrays
 
-    def __init__(self, ds: Dataset, version: int, incarnation, leaves: list[tuple]):
-        self.ds = ds
-        self.ndim = ds.ndim
-        self.ncols = len(ds.columns)
-        self.version = version
-        self.incarnation = incarnation
-        self.lock = threading.Lock()
-        self.ids: list[str] = []
-        self.index: dict[str, int] = {}
-        self.n = 0
-        self._allocate(max(16, 2 * len(leaves)))
-        self.add_leaves(leaves)
-        self.epoch: int | None = None
-        self.confirmed_at = 0.0
-
-    # -- structure ---------------------------------------------------------------------
-
-    def _allocate(self, capacity: int) -> None:
-        """Room for `capacity` nodes: new arrays holding the current ones (queries still
-        holding the old arrays keep a valid tree)."""
-        d, n = self.ndim, self.n
-
-        def grow(old, shape, fill, dtype=np.int64):
-            new = np.full(shape, fill, dtype)
-            if old is not None:
-                new[:n] = old[:n]
-            return new
-
-        g = lambda name: getattr(self, name, None)  # noqa: E731
-        self.lo = grow(g("lo"), (capacity, d), 0)
-        self.hi = grow(g("hi"), (capacity, d), 0)
-        self.left = grow(g("left"), capacity, -1)
-        self.right = grow(g("right"), capacity, -1)
-        self.parent = grow(g("parent"), capacity, -1)
-        self.leaves_below = grow(g("leaves_below"), capacity, 0)
-        self.loaded = grow(g("loaded"), capacity, False, np.bool_)
-        old = g("aggs")
-        aggs = AggArrays.empty(capacity, self.ncols)
-        if old is not None:
-            for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-                getattr(aggs, name)[:n] = getattr(old, name)[:n]
-        self.aggs = aggs
+    @property
+    def n(self) -> int:
+        return len(self.ids)
 
     @property
     def root(self) -> int:
@@ -111,98 +87,103 @@ class GridTree:
     def leaf_count(self) -> int:
         return int(self.leaves_below[self.root])
 
-    def add_leaves(self, leaves: list[tuple]) -> None:
-        """Add leaves (grid_id, next_dim, lo_0, hi_0, ..., lo_n-1, hi_n-1) that replace
-        leaves of the tree (or make a new tree), with any ancestors between them."""
+    @classmethod
+    def build(cls, ds: Dataset, version: int, incarnation, leaves: list[tuple], store) -> "TreeState":
+        """The tree of these leaves (grid_id, next_dim, lo_0, hi_0, ..., lo_n-1, hi_n-1),
+        with every grid's aggregate read from `store`."""
+        empty = _empty(ds, 0)
+        return empty.grown(ds, version, incarnation, leaves, None, store)
+
+    def grown(self, ds: Dataset, version: int, incarnation, leaves: list[tuple], touched: list[str] | None,
+              store) -> "TreeState":
+        """A new state: these leaves added (each replacing a leaf of this tree, with any
+        grids between them), and the aggregates of the `touched` leaves, their ancestors
+        and every new grid read again (touched None: every aggregate)."""
+        ids, index = list(self.ids), dict(self.index)
         new: dict[str, tuple | None] = {}
         for leaf in leaves:
             new[leaf[0]] = leaf
             g = leaf[0][:-1]
-            while g and g not in self.index and g not in new:
+            while g and g not in index and g not in new:
                 new[g] = None
                 g = g[:-1]
-        if not new:
-            return
-        if self.n + len(new) > len(self.left):
-            self._allocate(2 * (self.n + len(new)))
+        n0, n = len(ids), len(ids) + len(new)
+        ndim = ds.ndim
+        grow = lambda a, fill: np.concatenate([a, np.full((n - n0,) + a.shape[1:], fill, a.dtype)])  # noqa: E731
+        lo, hi = grow(self.lo, 0), grow(self.hi, 0)
+        left, right, parent = grow(self.left, -1), grow(self.right, -1), grow(self.parent, -1)
+        leaves_below = grow(self.leaves_below, 0)
         # Deepest first: a node's children exist (and have boxes) before it does.
-        order = sorted(new, key=len, reverse=True)
-        first = self.n
-        for g in order:
-            i = self.n
-            self.ids.append(g)
-            self.n += 1
+        for g in sorted(new, key=len, reverse=True):
+            i = len(ids)
+            ids.append(g)
+            index[g] = i
             leaf = new[g]
             if leaf is not None:
-                b = np.asarray(leaf[2:], dtype=np.int64).reshape(self.ndim, 2)
-                self.lo[i], self.hi[i] = b[:, 0], b[:, 1]
-                self.leaves_below[i] = 1
+                b = np.asarray(leaf[2:2 + 2 * ndim], dtype=np.int64).reshape(ndim, 2)
+                lo[i], hi[i] = b[:, 0], b[:, 1]
+                leaves_below[i] = 1
             else:
-                a, b = self.index[g + "0"], self.index[g + "1"]
-                self.lo[i] = np.minimum(self.lo[a], self.lo[b])
-                self.hi[i] = np.maximum(self.hi[a], self.hi[b])
-                self.left[i], self.right[i] = a, b
-                self.leaves_below[i] = self.leaves_below[a] + self.leaves_below[b]
-            self.index[g] = i
-        for g in order:
+                a, b = index[g + "0"], index[g + "1"]
+                lo[i], hi[i] = np.minimum(lo[a], lo[b]), np.maximum(hi[a], hi[b])
+                left[i], right[i] = a, b
+                leaves_below[i] = leaves_below[a] + leaves_below[b]
+        for g in new:
             if len(g) > 1:
-                self.parent[self.index[g]] = self.index[g[:-1]]
-        # Former leaves now split: point them at their children, right child first (a
-        # query reading without a lock takes a node with a left child as whole).
-        for g in order:
+                parent[index[g]] = index[g[:-1]]
+        # Former leaves that split now have children: count their leaves up to the root.
+        for g in new:
             p = g[:-1]
-            if p and p in self.index and self.index[p] < first:
-                j = self.index[p]
-                if self.left[j] < 0:
-                    self.right[j] = self.index[p + "1"]
-                    self.left[j] = self.index[p + "0"]
-                    grown = int(self.leaves_below[self.left[j]] + self.leaves_below[self.right[j]]) - 1
-                    while j >= 0:
-                        self.leaves_below[j] += grown
-                        j = int(self.parent[j])
+            j = index.get(p, n)
+            if j < n0 and left[j] < 0:
+                left[j], right[j] = index[p + "0"], index[p + "1"]
+                grown_by = int(leaves_below[left[j]] + leaves_below[right[j]]) - 1
+                while j >= 0:
+                    leaves_below[j] += grown_by
+                    j = int(parent[j])
+        if touched is None:
+            stale = np.arange(n)
+        else:
+            marks = np.zeros(n, bool)
+            marks[n0:] = True
+            for g in touched:
+                j = index.get(g, -1)
+                while j >= 0:
+                    marks[j] = True
+                    j = int(parent[j])
+            stale = np.flatnonzero(marks)
+        aggs = _grown_aggs(self.aggs, n, ds)
+        dlo, dhi = grow(self.dlo, INT64_MAX), grow(self.dhi, NULL)
+        if len(stale):
+            fresh = store.get_aggregate_arrays(ds, [ids[i] for i in stale.tolist()])
+            for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+                getattr(aggs, name)[stale] = getattr(fresh, name)
+            dlo[stale], dhi[stale] = fresh.mins[:, :ndim], fresh.maxs[:, :ndim]
+        return TreeState(version, incarnation, ids, index, lo, hi, dlo, dhi, left, right, parent, leaves_below,
+                         aggs)
 
-    # -- aggregates --------------------------------------------------------------------
 
-    def invalidate(self, grid_ids: list[str] | None) -> None:
-        """Drop the aggregates of these leaves and all their ancestors (None: all)."""
-        with self.lock:
-            if grid_ids is None:
-                self.loaded[:] = False
-                return
-            for g in grid_ids:
-                i = self.index.get(g, -1)
-                while i >= 0:
-                    self.loaded[i] = False
-                    i = int(self.parent[i])
+def _empty(ds: Dataset, n: int) -> TreeState:
+    ndim = ds.ndim
+    z = lambda shape, fill: np.full(shape, fill, np.int64)  # noqa: E731
+    return TreeState(0, None, [], {}, z((n, ndim), 0), z((n, ndim), 0), z((n, ndim), INT64_MAX), z((n, ndim), NULL),
+                     z(n, -1), z(n, -1), z(n, -1), z(n, 0), AggArrays.empty(n, len(ds.columns)))
 
-    def aggregates(self, store, nodes: np.ndarray) -> AggArrays:
-        """The aggregates of these nodes (rows in the order given), reading the ones not
-        held yet from the store in one call."""
-        with self.lock:
-            missing = nodes[~self.loaded[nodes]]
-            version = self.version
-        if len(missing):
-            missing = np.unique(missing)
-            found = store.get_aggregates(self.ds, [self.ids[i] for i in missing.tolist()])
-            empty = PartialAggregate.empty(self.ncols)
-            fresh = AggArrays.of_aggregates([found.get(self.ids[i], empty) for i in missing.tolist()], self.ncols)
-            with self.lock:
-                if self.version == version:  # else a refresh came in between: use, do not keep
-                    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-                        getattr(self.aggs, name)[missing] = getattr(fresh, name)
-                    self.loaded[missing] = True
-                    return self.aggs.take(nodes)
-            out = self.aggs.take(nodes)
-            pos = {int(i): k for k, i in enumerate(missing.tolist())}
-            for r, i in enumerate(nodes.tolist()):
-                if i in pos:
-                    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-                        getattr(out, name)[r] = getattr(fresh, name)[pos[i]]
-            return out
-        with self.lock:
-            return self.aggs.take(nodes)
 
-    # -- freshness ---------------------------------------------------------------------
+def _grown_aggs(aggs: AggArrays, n: int, ds: Dataset) -> AggArrays:
+    out = AggArrays.empty(n, len(ds.columns))
+    m = len(aggs)
+    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+        getattr(out, name)[:m] = getattr(aggs, name)
+    return out
+
+
+class _Held:
+    """A dataset's current TreeState and when its version was last confirmed."""
+
+    def __init__(self, state: TreeState, epoch: int | None):
+        self.state = state
+        self.confirm(epoch)
 
     def current(self, epoch: int | None) -> bool:
         """Whether the tree can answer without asking PostgreSQL: the board's epoch has
@@ -213,39 +194,34 @@ class GridTree:
     def confirm(self, epoch: int | None) -> None:
         self.epoch, self.confirmed_at = epoch, time.monotonic()
 
-    def apply(self, changes: Changes) -> None:
-        """Bring the tree to changes.version."""
-        self.add_leaves(changes.leaves)
-        self.invalidate(changes.touched)
-        with self.lock:
-            self.version = changes.version
-
 
 class TreeCache:
-    """The current GridTree of every dataset a process queries.
+    """The current TreeState of every dataset a process queries.
 
-    directory: the GridDirectory (the source of truth); board: an EpochBoard, or None
-    (then every query confirms the version with PostgreSQL).
+    directory: the GridDirectory (the source of truth); store: the CellStore aggregates
+    are read from; board: an EpochBoard, or None (then every query confirms the version
+    with PostgreSQL).
 
     One thread of a process refreshes a dataset's tree at a time; the others wait for
     that refresh and take its outcome (a failure too: while PostgreSQL is down they all
     fail at once, not one after another), then check the tree against their own epoch."""
 
-    def __init__(self, directory, board=None):
+    def __init__(self, directory, store, board=None):
         self.directory = directory
+        self.store = store
         self.board = board
-        self._trees: dict[str, GridTree] = {}
+        self._held: dict[str, _Held] = {}
         self._refreshing: dict[str, _Refresh] = {}
         self._guard = threading.Lock()
 
-    def tree(self, ds: Dataset) -> GridTree:
+    def tree(self, ds: Dataset) -> TreeState:
         """The dataset's tree, current as of now (see the module docstring)."""
         while True:
             # Read before the version, so a change committed after it moves the epoch later.
             epoch = self.board.epoch(ds.name) if self.board is not None else None
-            tree = self._trees.get(ds.name)
-            if tree is not None and tree.current(epoch):
-                return tree
+            held = self._held.get(ds.name)
+            if held is not None and held.current(epoch):
+                return held.state
             with self._guard:
                 refresh = self._refreshing.get(ds.name)
                 leader = refresh is None
@@ -255,9 +231,9 @@ class TreeCache:
                 refresh.wait()  # raises what the refresh raised
                 continue  # then check the tree against this thread's own epoch
             try:
-                tree = self._refresh(ds, tree, epoch)
+                state = self._refresh(ds, held, epoch)
                 refresh.finish(None)
-                return tree
+                return state
             except BaseException as exc:
                 refresh.finish(exc)
                 raise
@@ -265,22 +241,23 @@ class TreeCache:
                 with self._guard:
                     self._refreshing.pop(ds.name, None)
 
-    def _refresh(self, ds: Dataset, tree: GridTree | None, epoch: int | None) -> GridTree:
-        if tree is not None:
-            changes = self.directory.changes_since(ds, tree.version)
-            if changes.incarnation == tree.incarnation and changes.complete:
-                if changes.version != tree.version:
-                    tree.apply(changes)
-                tree.confirm(epoch)
-                return tree
+    def _refresh(self, ds: Dataset, held: _Held | None, epoch: int | None) -> TreeState:
+        if held is not None:
+            state = held.state
+            changes = self.directory.changes_since(ds, state.version)
+            if changes.incarnation == state.incarnation and changes.complete:
+                if changes.version != state.version:
+                    held.state = state.grown(ds, changes.version, state.incarnation, changes.leaves,
+                                             changes.touched, self.store)
+                held.confirm(epoch)
+                return held.state
         version, incarnation, leaves = self.directory.load_tree(ds)
-        tree = GridTree(ds, version, incarnation, leaves)
-        tree.confirm(epoch)
-        self._trees[ds.name] = tree
-        return tree
+        state = TreeState.build(ds, version, incarnation, leaves, self.store)
+        self._held[ds.name] = _Held(state, epoch)
+        return state
 
     def forget(self, name: str) -> None:
-        self._trees.pop(name, None)
+        self._held.pop(name, None)
 
 
 class _Refresh:
@@ -298,3 +275,4 @@ class _Refresh:
         self._done.wait()
         if self._error is not None:
             raise self._error
+

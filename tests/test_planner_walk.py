@@ -12,7 +12,8 @@ from shapely.geometry import box as shapely_box
 from gridagg.planner import CUT, EDGE, SPANNING, _walk
 from gridagg.regions import EPSILON
 from gridagg.schema import Dataset
-from gridagg.tree import GridTree
+from gridagg.aggregate import AggArrays
+from gridagg.tree import TreeState
 
 DS = Dataset.from_json({"name": "walk", "dimensions": [
     {"name": "t", "min": 0, "max": 999}, {"name": "lon", "scale": 1, "min": -50, "max": 50},
@@ -37,7 +38,14 @@ def trees(draw):
         low[axis], high[axis] = [lo, cut], [cut + 1, hi]
         leaves[g + "0"], leaves[g + "1"] = low, high
     rows = [(g, 0, *[v for b in box for v in b]) for g, box in leaves.items()]
-    return GridTree(DS, 1, None, rows), leaves
+    return TreeState.build(DS, 1, None, rows, NoAggregates()), leaves
+
+
+class NoAggregates:
+    """The walk is tested over split boxes: no aggregates needed."""
+
+    def get_aggregate_arrays(self, ds, grid_ids):
+        return AggArrays.empty(len(grid_ids), len(ds.columns))
 
 
 interval = lambda lo, hi: st.tuples(st.integers(lo, hi), st.integers(lo, hi)).map(sorted)  # noqa: E731

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..aggregate import PartialAggregate
+from ..aggregate import AggArrays, PartialAggregate
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from ..trips import TripCounter
@@ -91,6 +91,14 @@ class CellStore(ABC):
     @abstractmethod
     def get_aggregates(self, ds: Dataset, grid_ids: list[str]) -> dict[str, PartialAggregate]:
         """Stored aggregates of these grids; a grid with none stored is left out."""
+
+    def get_aggregate_arrays(self, ds: Dataset, grid_ids: list[str]) -> AggArrays:
+        """get_aggregates as arrays, row i for grid_ids[i] (empty when none is stored):
+        how a process reads the aggregates of a whole tree. Stores override it to unpack
+        all at once."""
+        found = self.get_aggregates(ds, grid_ids)
+        empty = PartialAggregate.empty(len(ds.columns))
+        return AggArrays.of_aggregates([found.get(g, empty) for g in grid_ids], len(ds.columns))
 
     @abstractmethod
     def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:

@@ -26,7 +26,7 @@ import lmdb
 import numpy as np
 
 from .. import segments
-from ..aggregate import PartialAggregate
+from ..aggregate import AggArrays, PartialAggregate
 from ..epochs import EpochBoard
 from ..grid import grid_prefix, prefix_range
 from ..kernels import scan_segments
@@ -236,6 +236,13 @@ class EmbeddedStore(CellStore):
                 if data is not None:
                     out[gid] = PartialAggregate.unpack(data, ncols)
         return out
+
+    def get_aggregate_arrays(self, ds, grid_ids):
+        self.round_trips.add()
+        db = self._db(ds.name, "a")
+        with self.env.begin(db=db) as txn:
+            found = dict(txn.cursor().getmulti([g.encode() for g in grid_ids]))
+            return AggArrays.unpack([found.get(g.encode()) for g in grid_ids], len(ds.columns))
 
     def put_aggregates(self, ds, aggregates):
         self.round_trips.add()
