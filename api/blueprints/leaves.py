@@ -1,0 +1,70 @@
+"""Leaves projected onto two dimensions: what a map draws of a dataset without reading
+a single row.
+
+Each leaf comes with its box on the two axes and its row count (the grid itself), and
+with the extent its rows actually occupy there, from the leaf's stored minimum and
+maximum (a density of the data: the leaves' counts over small boxes or points).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify
+
+from gridagg.errors import InvalidInput, WorkLimitExceeded
+from gridagg.query import QuerySpec
+from gridagg.schema import Dataset
+
+from ..auth import read_required
+from ..bodies import json_object
+from ..state import config, engine
+from .datasets import _dataset
+
+bp = Blueprint("leaves", __name__, url_prefix="/v1/datasets")
+
+KEYS = {"axes", "where"}
+
+
+def _axes(ds: Dataset, value: object) -> tuple[int, int]:
+    """The positions of the two named dimensions."""
+    names = [c.name for c in ds.dimensions]
+    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value)
+            or value[0] == value[1]):
+        raise InvalidInput("axes must name two different dimensions, e.g. [\"lon\", \"lat\"]", field="axes")
+    for v in value:
+        if v not in names:
+            raise InvalidInput(f"axes: {v!r} is not a dimension of {ds.name}; use one of {names}", field="axes")
+    return names.index(value[0]), names.index(value[1])
+
+
+@bp.post("/<name>/leaves")
+@read_required
+def post_leaves(name: str):
+    body = json_object()
+    unknown = sorted(set(body) - KEYS)
+    if unknown:
+        raise InvalidInput(f"unknown keys {unknown}: use {', '.join(sorted(KEYS))}", field=unknown[0])
+    ds = _dataset(name)
+    x, y = _axes(ds, body.get("axes"))
+    box = QuerySpec.parse(ds, body.get("where"), ["count"]).box
+    leaves = engine().leaves(ds.name)
+    touching = [(g, agg) for g, agg in leaves if g.intersects(box)]
+    limit = config().max_grids
+    if len(touching) > limit:
+        raise WorkLimitExceeded(f"{len(touching)} grids touch the box, more than the limit of {limit} "
+                                "per answer; narrow it")
+    cx, cy = ds.dimensions[x], ds.dimensions[y]
+    grids = []
+    for g, agg in touching:
+        occupied = None
+        if agg.count:
+            occupied = [[cx.decode(agg.mins[x]), cx.decode(agg.maxs[x])],
+                        [cy.decode(agg.mins[y]), cy.decode(agg.maxs[y])]]
+        grids.append({
+            "id": g.grid_id,
+            "count": agg.count,
+            "box": [[cx.decode(g.box[x][0]), cx.decode(g.box[x][1])],
+                    [cy.decode(g.box[y][0]), cy.decode(g.box[y][1])]],
+            "data": occupied,
+        })
+    return jsonify({"dataset": ds.name, "axes": [cx.name, cy.name], "total_grids": len(leaves),
+                    "grid_count": len(grids), "rows": sum(g["count"] for g in grids), "grids": grids})
