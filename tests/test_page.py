@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from werkzeug.serving import make_server
 
@@ -28,8 +29,6 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TOKEN = "w-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SHOTS = Path("/tmp/page-shots")
-SHOTS.mkdir(exist_ok=True)
 
 
 class Server:
@@ -156,6 +155,52 @@ def overlaps(box: list, lo: str | None, hi: str | None) -> bool:
 # --------------------------------------------------------------------------- tests
 
 
+def test_leaves_project_the_grid_exactly(data):
+    """/leaves equals /grids projected onto lon/lat, and each leaf's data extent is the
+    brute-force min..max of the rows in its box; where picks the leaves it touches."""
+    _, client, ds, encoded, _ = data
+    grids = {g["id"]: g for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]}
+    out = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lon", "lat"]}).get_json()
+    assert out["grid_count"] == out["total_grids"] == len(grids) and out["rows"] == len(encoded)
+    t0 = ds.dimensions[0]
+    for leaf in out["grids"]:
+        g = grids[leaf["id"]]
+        assert leaf["count"] == g["count"] and leaf["box"] == [g["box"]["lon"], g["box"]["lat"]]
+        mask = np.ones(len(encoded), dtype=bool)
+        for axis, c in enumerate(ds.dimensions):
+            lo, hi = g["box"][c.name]
+            mask &= (encoded[:, axis] >= c.encode_bound(lo, upper=False)) & (encoded[:, axis] <= c.encode_bound(hi, upper=True))
+        rows = encoded[mask]
+        assert len(rows) == leaf["count"]
+        if len(rows):
+            assert leaf["data"] == [[rows[:, 1].min() / 100, rows[:, 1].max() / 100],
+                                    [rows[:, 2].min() / 100, rows[:, 2].max() / 100]]
+        else:
+            assert leaf["data"] is None
+    where = {"time": ["2012-06-01T00:00:00Z", "2012-06-30T00:00:00Z"]}
+    picked = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lat", "time"], "where": where}).get_json()
+    lo, hi = (t0.encode_bound(v, upper=i == 1) for i, v in enumerate(where["time"]))
+    touching = {gid for gid, g in grids.items()
+                if t0.encode_bound(g["box"]["time"][0], False) <= hi and t0.encode_bound(g["box"]["time"][1], True) >= lo}
+    assert {g["id"] for g in picked["grids"]} == touching and 0 < len(touching) < len(grids)
+    assert picked["axes"] == ["lat", "time"] and picked["grids"][0]["box"][1] == grids[picked["grids"][0]["id"]]["box"]["time"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "axes"),
+    ({"axes": ["lon"]}, "axes"),
+    ({"axes": ["lon", "lon"]}, "axes"),
+    ({"axes": ["lon", "temperature"]}, "axes"),
+    ({"axes": ["lon", "lat"], "where": {"depth": [1, 2]}}, "where.depth"),
+    ({"axes": ["lon", "lat"], "limit": 3}, "limit"),
+])
+def test_leaves_refuses_bad_requests_by_name(data, body, field):
+    _, client, ds, _, _ = data
+    resp = client.post(f"/v1/datasets/{ds.name}/leaves", json=body)
+    assert resp.status_code == 400 and resp.get_json()["field"] == field, resp.get_json()
+
+
+
 def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
     _, client, ds, encoded, _ = data
     page.open(f"?ds={ds.name}&agg=count,avg:temperature,min:wind_speed,max:temperature,sum:wind_speed&step=30d")
@@ -173,7 +218,6 @@ def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
     assert answer["results"] == expected and 0 < n < len(encoded)
     cells = page.tab.locator("td[data-agg]")
     assert cells.count() == len(expected)
-    page.tab.screenshot(path=str(SHOTS / "drawn-box.png"), full_page=True)
     for label, value in answer["results"].items():
         assert shown(page.tab.locator(f'td[data-agg="{label}"]').inner_text()) == value, label
     for key in ("total_grids", "rows_in_reused_grids", "rows_in_scanned_grids", "rows_matched_by_scans"):
@@ -227,6 +271,38 @@ def test_the_grid_view_draws_every_leaf_in_view(page, data):
         assert page.tab.locator("#map path.leaf.reused, #map path.leaf.scanned").count() == 0
         expect(page.tab.locator("#legend")).to_contain_text("no marks")
 
+
+
+def test_the_grid_view_marks_the_grids_the_last_query_reused_and_scanned(page, data):
+    """The marks follow plan.grids of a query asked with "explain": true. Until the
+    server lists grid IDs (it then refuses the key with a 400), its answer reaches the
+    page with IDs of real leaves added here: an ancestor (all its leaves reused) and two
+    leaves scanned."""
+    _, client, ds, _, _ = data
+    ids = sorted(g["id"] for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"])
+    ancestor = ids[0][:-1]  # the parent of the first leaf: two or more leaves under it
+    under = [i for i in ids if i.startswith(ancestor)]
+    listed = {"reused": [ancestor], "scanned": [i for i in ids if not i.startswith(ancestor)][:2], "truncated": False}
+    assert len(under) >= 2 and len(listed["scanned"]) == 2
+
+    def answer(route):
+        body = route.request.post_data_json
+        resp = route.fetch()
+        if resp.status == 400 and resp.json()["field"] == "explain":
+            body.pop("explain")
+            resp = route.fetch(post_data=body)
+            out = resp.json()
+            out["plan"]["grids"] = listed
+            return route.fulfill(response=resp, json=out)
+        listed.update(resp.json()["plan"].get("grids", {}))
+        route.fulfill(response=resp)
+
+    page.tab.route("**/query", answer)
+    page.open(f"?ds={ds.name}&view=grid")
+    reused = [i for i in ids if any(i[:k] in listed["reused"] for k in range(1, len(i) + 1))]
+    assert page.tab.locator("#map path.leaf.reused").count() == len(reused)
+    assert page.tab.locator("#map path.leaf.scanned").count() == len(set(listed["scanned"]) & set(ids))
+    expect(page.tab.locator("#legend")).to_contain_text(f"reused {len(reused)}, scanned {len(listed['scanned'])}")
 
 def test_the_state_in_the_url_gives_the_same_view(page, data, browser):
     _, _, ds, _, _ = data
