@@ -234,7 +234,7 @@ function drawLeaves(marks) {
   const tally = mapView.showGrid(leaves, marks);
   const legend = $("legend");
   legend.dataset.leaves = String(leaves.length);
-  legend.textContent = `${leaves.length} leaves in view; ` + (marks
+  legend.textContent = `${leaves.length} lea${leaves.length === 1 ? "f" : "ves"} in view; ` + (marks
     ? `last query reused ${tally.reused}, scanned ${tally.scanned}${marks.truncated ? " (lists truncated)" : ""}`
     : "the server lists no grid IDs: no marks");
 }
@@ -249,7 +249,8 @@ async function chooseDataset(name) {
   const aggs = ["count", ...ds.dimensions.flatMap((d) => [`min:${d.name}`, `max:${d.name}`])];
   ds.extent = {};
   try {
-    const { answer } = await request(`${dsPath()}/query`, { aggregates: aggs });
+    // Asked through query(): this first answer also tells whether plans can list grid IDs.
+    const { answer } = await query({ aggregates: aggs });
     for (const d of ds.dimensions) ds.extent[d.name] = [answer.results[`min:${d.name}`], answer.results[`max:${d.name}`]];
     $("summary").textContent = `${answer.count.toLocaleString()} rows`;
   } catch (err) {
@@ -317,8 +318,12 @@ async function start() {
   }
   $("dataset").replaceChildren(...datasets.map((d) => new Option(d.name, d.name)));
   await chooseDataset(state.ds);
+  const readyMs = performance.now().toFixed(0); // since navigation started
+  document.body.dataset.readyMs = readyMs;
   document.body.dataset.ready = "true";
-  $("status").textContent = `ready in ${performance.now().toFixed(0)} ms`;
+  $("status").textContent = `ready in ${readyMs} ms`;
+  if (mapView) await mapView.loadOutlines(); // scenery: after the first answers are drawn
+  document.body.dataset.outlines = "true";
 }
 
 start();

@@ -13,6 +13,7 @@ import statesUrl from "us-atlas/states-10m.json";
 
 const WORLD = [[-90, -180], [90, 180]];
 
+/** 0..1: how dark to draw count rows next to the most rows drawn (log scale). */
 function shade(count, max) {
   return max > 0 ? Math.log1p(count) / Math.log1p(max) : 0;
 }
@@ -27,6 +28,7 @@ export function createMap(element, onSelect) {
   map.fitBounds(WORLD);
   map.createPane("outlines").style.zIndex = 300;
   const outlines = L.layerGroup().addTo(map);
+  const outlineRenderer = L.canvas({ pane: "outlines" }); // thousands of vertices: canvas, not SVG
   const dataLayer = L.layerGroup();
   const gridLayer = L.layerGroup();
   let selection = null;
@@ -62,7 +64,7 @@ export function createMap(element, onSelect) {
   async function loadOutlines() {
     const [countries, states] = await Promise.all(
       [countriesUrl, statesUrl].map((url) => fetch(url).then((r) => r.json())));
-    const style = { pane: "outlines", interactive: false, pmIgnore: true, fill: false };
+    const style = { renderer: outlineRenderer, interactive: false, pmIgnore: true, fill: false };
     L.geoJSON(feature(countries, countries.objects.countries), { ...style, color: "#999", weight: 0.8 }).addTo(outlines);
     L.geoJSON(mesh(states, states.objects.states, (a, b) => a !== b),
       { ...style, color: "#bbb", weight: 0.5 }).addTo(outlines);
@@ -70,7 +72,9 @@ export function createMap(element, onSelect) {
 
   return {
     map,
-    outlinesLoaded: loadOutlines(),
+
+    /** Draw the country and US state outlines (files of the bundle). */
+    loadOutlines,
 
     /** Show the data or the grid view. */
     showView(view) {
@@ -114,10 +118,12 @@ export function createMap(element, onSelect) {
     },
 
     /** Draw every leaf's box, shaded by its rows; marks: {reused: Set, scanned: Set} of
-     * grid IDs (a reused ID may be an ancestor: its leaves are all reused) or null. */
+     * grid IDs (a reused ID may be an ancestor: its leaves are all reused) or null.
+     * Projected leaves overlap (they differ on the other dimensions), so each one's fill
+     * is its share of the rows: where they stack, the shade adds up to the rows there. */
     showGrid(leaves, marks) {
       gridLayer.clearLayers();
-      const max = Math.max(0, ...leaves.map((l) => l.count));
+      const rows = leaves.reduce((sum, l) => sum + l.count, 0);
       const tally = { reused: 0, scanned: 0 };
       for (const leaf of leaves) {
         const [[x0, x1], [y0, y1]] = leaf.box;
@@ -127,10 +133,10 @@ export function createMap(element, onSelect) {
           else if (leaf.id.split("").some((_, i) => marks.reused.has(leaf.id.slice(0, i + 1)))) mark = "reused";
         }
         if (mark) tally[mark] += 1;
-        const color = mark === "scanned" ? "#d9480f" : mark === "reused" ? "#2b8a3e" : "#555";
+        const color = mark === "scanned" ? "#d9480f" : mark === "reused" ? "#2b8a3e" : "#5f3dc4";
         const layer = L.rectangle([[y0, x0], [y1, x1]], {
-          className: `leaf ${mark}`.trim(), color, weight: mark ? 2 : 0.6, opacity: 0.9,
-          fillColor: "#6741d9", fillOpacity: 0.04 + 0.5 * shade(leaf.count, max), pmIgnore: true,
+          className: `leaf ${mark}`.trim(), color, weight: mark ? 2 : 0.7, opacity: mark ? 0.9 : 0.5,
+          fillColor: "#6741d9", fillOpacity: rows ? 0.8 * (leaf.count / rows) : 0, pmIgnore: true,
         });
         layer.bindTooltip(`grid ${leaf.id}: ${leaf.count.toLocaleString()} rows${mark ? `, ${mark}` : ""}`);
         gridLayer.addLayer(layer);
