@@ -273,6 +273,24 @@ def test_the_grid_view_draws_every_leaf_in_view(page, data):
 
 
 
+
+def test_the_grid_view_projects_onto_any_two_dimensions(page, data):
+    """Onto time x lat (a plain frame, not the map): the leaves that the drawn box's
+    longitudes touch, one rectangle each."""
+    _, client, ds, _, _ = data
+    grids = client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]
+    page.open(f"?ds={ds.name}&box=-9,45,-5,52.5&view=grid&grid=time,lat")
+    expect(page.tab.locator("#map")).to_be_hidden()
+    in_view = [g for g in grids if g["box"]["lon"][0] <= -5 and g["box"]["lon"][1] >= -9]
+    assert 0 < len(in_view) < len(grids)
+    assert page.tab.locator("#grid-plot g.leaf rect").count() == len(in_view)
+    assert page.tab.locator("#grid-plot g.selection rect").count() == 1  # the box's lat range
+    page.tab.select_option("#grid-y", "lon")
+    page.tab.select_option("#grid-x", "lat")
+    page.settle()
+    assert "grid=lat,lon" in page.tab.url
+    assert page.tab.locator("#grid-plot g.leaf rect").count() == len(grids)  # time is unbounded
+
 def test_the_grid_view_marks_the_grids_the_last_query_reused_and_scanned(page, data):
     """The marks follow plan.grids of a query asked with "explain": true. Until the
     server lists grid IDs (it then refuses the key with a 400), its answer reaches the

@@ -23,7 +23,7 @@ VIEWS = {
     "box": "?ds=weather&box=-84.5,33.8,-75.5,36.6&w.time=1988-01-01,1988-01-31T23:00:00"
            "&agg=count,avg:temperature,min:temperature,max:temperature,max:wind_speed&col=temperature&step=6h&window=1d",
     "grid": "?ds=weather&w.time=1980-01-01,1999-12-31T23:00:00&w.temperature=10,"
-            "&agg=count,avg:temperature&col=wind_speed&step=360d&view=grid",
+            "&agg=count,avg:temperature&col=wind_speed&step=360d&view=grid&grid=time,temperature",
     "error": "?ds=weather&w.time=1988-01-01,1988-01-31T23:00:00&w.humidity=50"
              "&agg=count,avg:temperature&col=temperature&step=1d&window=36h",
 }

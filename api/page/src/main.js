@@ -3,6 +3,7 @@
 // the URL.
 import "./page.css";
 import { ApiError, call, readToken, setReadToken } from "./api.js";
+import { drawGridPlot } from "./gridplot.js";
 import { createMap } from "./map.js";
 import { showPlans, showResults } from "./panels.js";
 import { drawSeries } from "./series.js";
@@ -18,6 +19,7 @@ let state = parseState(location.search);
 let datasets = [];
 let ds = null; // the chosen dataset's description, with .extent (data min/max per dimension)
 let mapView = null;
+let mapFitted = false; // the map is fitted to the data once it is shown
 let explainKnown = true; // until the server says it has no "explain" key
 let running = null;
 let busy = 0;
@@ -60,6 +62,9 @@ const dsPath = () => `/v1/datasets/${encodeURIComponent(ds.name)}`;
 const columns = () => [...ds.dimensions, ...ds.measures];
 const lonlat = () => ds.region_dimensions; // [lon, lat] names, or null: then no map
 const rangeDims = () => ds.dimensions.filter((d) => !(lonlat() || []).includes(d.name));
+// The grid view's two dimensions: lon/lat (drawn on the map) unless the URL names others.
+const gridAxes = () => state.grid || lonlat() || ds.dimensions.slice(0, 2).map((d) => d.name);
+const gridOnMap = () => lonlat() !== null && gridAxes().join() === lonlat().join();
 
 function scaleOf(name) {
   const col = columns().find((c) => c.name === name);
@@ -186,7 +191,8 @@ function gridMarks(plan) {
 
 // ---------------------------------------------------------------- one run
 
-let leaves = [];
+let mapLeaves = []; // projected onto lon/lat: the data view and the grid on the map
+let plotLeaves = []; // projected onto the grid view's other dimensions, when it has them
 
 async function run() {
   if (!ds) return;
@@ -198,13 +204,16 @@ async function run() {
   const { signal } = controller;
   const sel = selection();
   const withSeries = ds.time_dimension && state.col;
-  const otherWhere = Object.fromEntries(Object.entries(sel.where).filter(([k]) => !(lonlat() || []).includes(k)));
+  // Leaves in view: those the selection touches on every dimension but the two drawn.
+  const leavesOn = (axes) => request(`${dsPath()}/leaves`, {
+    axes, where: Object.fromEntries(Object.entries(sel.where).filter(([k]) => !axes.includes(k))) }, signal);
   const calls = [
     query({ ...sel, aggregates: state.aggs }, signal),
     withSeries ? request(`${dsPath()}/series`, seriesBody(sel), signal) : Promise.resolve(null),
-    lonlat() ? request(`${dsPath()}/leaves`, { axes: lonlat(), where: otherWhere }, signal) : Promise.resolve(null),
+    lonlat() ? leavesOn(lonlat()) : Promise.resolve(null),
+    gridOnMap() ? Promise.resolve(null) : leavesOn(gridAxes()),
   ];
-  const [q, s, l] = await Promise.allSettled(calls);
+  const [q, s, l, g] = await Promise.allSettled(calls);
   if (signal.aborted) return;
   const messages = [];
   const units = Object.fromEntries(columns().map((c) => [c.name, c.unit || ""]));
@@ -219,8 +228,10 @@ async function run() {
   } else if (s.status === "rejected") {
     messages.push(failed("series", s.reason));
   }
-  if (l.status === "fulfilled" && l.value) leaves = l.value.answer.grids;
-  else if (l.status === "rejected") messages.push(failed("leaves", l.reason));
+  for (const [settled, keep] of [[l, (v) => { mapLeaves = v; }], [g, (v) => { plotLeaves = v; }]]) {
+    if (settled.status === "fulfilled" && settled.value) keep(settled.value.answer.grids);
+    else if (settled.status === "rejected") messages.push(failed("leaves", settled.reason));
+  }
   showPlans($("plan"), q.status === "fulfilled" ? q.value : null, s.status === "fulfilled" ? s.value : null);
   drawLeaves(q.status === "fulfilled" ? gridMarks(q.value.answer.plan) : null);
   showMessages(messages);
@@ -228,15 +239,59 @@ async function run() {
   running = null;
 }
 
+/** How the last query treated a leaf: "reused" (it or an ancestor is listed),
+ * "scanned" or "" (also when the server lists no grid IDs). */
+function markerOf(marks) {
+  if (!marks) return () => "";
+  return (leaf) => (marks.scanned.has(leaf.id) ? "scanned"
+    : [...leaf.id].some((_, i) => marks.reused.has(leaf.id.slice(0, i + 1))) ? "reused" : "");
+}
+
 function drawLeaves(marks) {
-  if (!mapView) return;
-  mapView.showData(leaves);
-  const tally = mapView.showGrid(leaves, marks);
+  const markOf = markerOf(marks);
+  if (mapView) {
+    mapView.showData(mapLeaves);
+    mapView.showGrid(gridOnMap() ? mapLeaves : [], markOf);
+  }
+  const onMap = gridOnMap();
+  const shown = onMap ? mapLeaves : plotLeaves;
+  if (!onMap) {
+    const axes = gridAxes().map((n) => columns().find((c) => c.name === n));
+    const where = selection().where;
+    const ranges = axes.map((a) => where[a.name] || [null, null]);
+    drawGridPlot($("grid-plot"), plotLeaves, axes, axes.map((a) => ds.extent[a.name]), ranges, markOf);
+  }
+  const tally = { reused: 0, scanned: 0, "": 0 };
+  for (const leaf of shown) tally[markOf(leaf)] += 1;
   const legend = $("legend");
-  legend.dataset.leaves = String(leaves.length);
-  legend.textContent = `${leaves.length} lea${leaves.length === 1 ? "f" : "ves"} in view; ` + (marks
+  legend.dataset.leaves = String(shown.length);
+  legend.textContent = `${shown.length} lea${shown.length === 1 ? "f" : "ves"} in view; ` + (marks
     ? `last query reused ${tally.reused}, scanned ${tally.scanned}${marks.truncated ? " (lists truncated)" : ""}`
     : "the server lists no grid IDs: no marks");
+}
+
+/** Show the map or the plain frame, as the view and the grid's dimensions want. */
+function showFrames() {
+  const plot = state.view === "grid" && !gridOnMap();
+  $("map").hidden = plot || !lonlat();
+  $("grid-plot").hidden = !plot;
+  $("grid-axes").hidden = state.view !== "grid";
+  if (mapView && !$("map").hidden) {
+    mapView.map.invalidateSize();
+    if (!mapFitted) { // fitted once it has a size
+      const [x, y] = lonlat();
+      mapView.fit(ds.extent[x][0] === null ? null : [ds.extent[x], ds.extent[y]]);
+      mapFitted = true;
+    }
+  }
+}
+
+/** The grid view's dimensions, as picked (lon/lat again: back to the map). */
+function chooseGridAxes() {
+  const axes = [$("grid-x").value, $("grid-y").value];
+  state.grid = lonlat() && axes.join() === lonlat().join() ? null : axes;
+  showFrames();
+  run();
 }
 
 // ---------------------------------------------------------------- datasets
@@ -245,6 +300,7 @@ async function chooseDataset(name) {
   ds = datasets.find((d) => d.name === name) || datasets[0];
   if (!ds) return showMessages(["no datasets: load one first (README: gridagg ingest)"]);
   if (state.ds !== ds.name) state = { ...emptyState(), ds: ds.name, view: state.view };
+  if (state.grid && !state.grid.every((n) => ds.dimensions.some((d) => d.name === n))) state.grid = null;
   $("dataset").value = ds.name;
   const aggs = ["count", ...ds.dimensions.flatMap((d) => [`min:${d.name}`, `max:${d.name}`])];
   ds.extent = {};
@@ -259,14 +315,17 @@ async function chooseDataset(name) {
   }
   defaults();
   buildControls();
-  $("map").hidden = !lonlat();
+  for (const [i, id] of [[0, "grid-x"], [1, "grid-y"]]) {
+    $(id).replaceChildren(...ds.dimensions.map((d) => new Option(d.name, d.name)));
+    $(id).value = gridAxes()[i];
+  }
   if (lonlat()) {
     if (!mapView) mapView = createMap($("map"), onSelect);
-    const [x, y] = lonlat();
-    mapView.fit(ds.extent[x][0] === null ? null : [ds.extent[x], ds.extent[y]]);
     mapView.setSelection(state);
     mapView.showView(state.view);
+    mapFitted = false;
   }
+  showFrames();
   showSelection();
   await run();
 }
@@ -293,6 +352,7 @@ function chooseView(view) {
   state.view = view;
   for (const b of $("tabs").querySelectorAll("button")) b.setAttribute("aria-selected", String(b.dataset.view === view));
   if (mapView) mapView.showView(view);
+  if (ds) showFrames();
   history.replaceState(null, "", formatState(state) || location.pathname);
 }
 
@@ -300,6 +360,7 @@ async function start() {
   $("dataset").addEventListener("change", (e) => chooseDataset(e.target.value));
   $("run").addEventListener("click", run);
   for (const id of ["series-column", "step", "window"]) $(id).addEventListener("change", run);
+  for (const id of ["grid-x", "grid-y"]) $(id).addEventListener("change", chooseGridAxes);
   for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => chooseView(b.dataset.view));
   $("token-button").addEventListener("click", () => { $("token-form").hidden = !$("token-form").hidden; });
   $("token").value = readToken();

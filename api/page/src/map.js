@@ -8,6 +8,7 @@ import "@geoman-io/leaflet-geoman-free";
 import "@geoman-io/leaflet-geoman-free/dist/leaflet-geoman.css";
 import "leaflet/dist/leaflet.css";
 import { feature, mesh } from "topojson-client";
+import { leafFill } from "./shade.js";
 import countriesUrl from "world-atlas/countries-50m.json";
 import statesUrl from "us-atlas/states-10m.json";
 
@@ -117,31 +118,22 @@ export function createMap(element, onSelect) {
       }
     },
 
-    /** Draw every leaf's box, shaded by its rows; marks: {reused: Set, scanned: Set} of
-     * grid IDs (a reused ID may be an ancestor: its leaves are all reused) or null.
-     * Projected leaves overlap (they differ on the other dimensions), so each one's fill
-     * is its share of the rows: where they stack, the shade adds up to the rows there. */
-    showGrid(leaves, marks) {
+    /** Draw every leaf's box, shaded by its rows; markOf(leaf) tells how the last query
+     * treated it: "reused", "scanned" or "". */
+    showGrid(leaves, markOf) {
       gridLayer.clearLayers();
-      const rows = leaves.reduce((sum, l) => sum + l.count, 0);
-      const tally = { reused: 0, scanned: 0 };
+      const fill = leafFill(leaves);
       for (const leaf of leaves) {
         const [[x0, x1], [y0, y1]] = leaf.box;
-        let mark = "";
-        if (marks) {
-          if (marks.scanned.has(leaf.id)) mark = "scanned";
-          else if (leaf.id.split("").some((_, i) => marks.reused.has(leaf.id.slice(0, i + 1)))) mark = "reused";
-        }
-        if (mark) tally[mark] += 1;
+        const mark = markOf(leaf);
         const color = mark === "scanned" ? "#d9480f" : mark === "reused" ? "#2b8a3e" : "#5f3dc4";
         const layer = L.rectangle([[y0, x0], [y1, x1]], {
           className: `leaf ${mark}`.trim(), color, weight: mark ? 2 : 0.7, opacity: mark ? 0.9 : 0.5,
-          fillColor: "#6741d9", fillOpacity: rows ? 0.8 * (leaf.count / rows) : 0, pmIgnore: true,
+          fillColor: "#6741d9", fillOpacity: fill(leaf), pmIgnore: true,
         });
         layer.bindTooltip(`grid ${leaf.id}: ${leaf.count.toLocaleString()} rows${mark ? `, ${mark}` : ""}`);
         gridLayer.addLayer(layer);
       }
-      return tally;
     },
 
     /** Replace the drawn selection (from the URL): a box, a polygon or nothing. */

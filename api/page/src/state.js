@@ -1,10 +1,11 @@
 // The page's state, kept in the URL's query string so that a view can be shared:
 //   ds=weather  box=x0,y0,x1,y1 | poly=x,y;x,y;...  w.<dimension>=lo,hi
 //   agg=count,avg:temperature  col=temperature  step=1d  window=7d  view=data|grid
+//   grid=x,y (the grid view's two dimensions; default lon/lat, on the map)
 
 /** The empty state (every field present). */
 export function emptyState() {
-  return { ds: "", box: null, poly: null, ranges: {}, aggs: [], col: "", step: "", window: "", view: "data" };
+  return { ds: "", box: null, poly: null, ranges: {}, aggs: [], col: "", step: "", window: "", view: "data", grid: null };
 }
 
 function numbers(text, sep) {
@@ -34,6 +35,8 @@ export function parseState(search) {
   state.step = params.get("step") || "";
   state.window = params.get("window") || "";
   state.view = params.get("view") === "grid" ? "grid" : "data";
+  const grid = (params.get("grid") || "").split(",");
+  if (grid.length === 2 && grid[0] && grid[1]) state.grid = grid;
   return state;
 }
 
@@ -54,5 +57,6 @@ export function formatState(state) {
   add("step", state.step);
   add("window", state.window);
   if (state.view !== "data") add("view", state.view);
+  if (state.grid) add("grid", state.grid.join(","));
   return parts.length ? `?${parts.join("&")}` : "";
 }
