@@ -14,10 +14,12 @@ export function drawSeries(element, answer, column, unit) {
     avg: p.results[`avg:${column}`],
   }));
   const width = Math.max(320, element.clientWidth || 640);
+  // Both plots span the buckets: from the first one's start to the last one's end.
+  const span = rows.length ? [rows[0].time, new Date(+rows[rows.length - 1].time + answer.step * 1000)] : undefined;
   const label = unit ? `${column} (${unit})` : column;
   const values = Plot.plot({
     width, height: 240, marginLeft: 56,
-    x: { type: "utc", label: null },
+    x: { type: "utc", label: null, domain: span },
     y: { label, grid: true },
     marks: [
       Plot.areaY(rows, { x: "time", y1: "min", y2: "max", fill: "#4c6ef5", fillOpacity: 0.18, curve: "step-after",
@@ -29,8 +31,8 @@ export function drawSeries(element, answer, column, unit) {
   });
   const counts = Plot.plot({
     width, height: 90, marginLeft: 56,
-    x: { type: "utc", label: null, axis: null },
-    y: { label: "rows", grid: true, ticks: 3 },
+    x: { type: "utc", label: null, axis: null, domain: span },
+    y: { label: "rows in window", grid: true, ticks: 3 },
     marks: [Plot.rectY(rows, { x1: "time", x2: (d) => new Date(+d.time + answer.step * 1000), y: "count",
       fill: "#adb5bd", inset: 0.5, className: "series-count" }), Plot.ruleY([0])],
   });
