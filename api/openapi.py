@@ -252,6 +252,14 @@ PAGE_PATHS = {
         "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
                       "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
     }},
+    "/page/{name}": {"get": {
+        "summary": "a file of the page's bundle (script, style sheet, outlines), named by the page",
+        "parameters": [{"name": "name", "in": "path", "required": True, "description": "file name",
+                        "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string"}}}},
+                      "404": _problem("no such file"),
+                      "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
+    }},
     "/v1/datasets/{name}/leaves": {"post": {
         "summary": "leaves touching a box, projected onto two dimensions: the grid and the data's density",
         "description": "Every leaf that touches the box of where, with its box on the two axes, its "

@@ -36,7 +36,8 @@ def index():
     return resp
 
 
-@bp.get("/page/<path:filename>")
-def asset(filename: str):
+@bp.get("/page/<name>")
+def asset(name: str):
+    """A file of the bundle (dist is flat: no subfolders)."""
     _built()
-    return send_from_directory(DIST_DIR, filename, max_age=0)
+    return send_from_directory(DIST_DIR, name, max_age=0)

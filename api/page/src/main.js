@@ -203,13 +203,13 @@ async function run() {
   running = controller;
   const { signal } = controller;
   const sel = selection();
-  const withSeries = ds.time_dimension && state.col;
+  const seriesReq = ds.time_dimension && state.col ? seriesBody(sel) : null;
   // Leaves in view: those the selection touches on every dimension but the two drawn.
   const leavesOn = (axes) => request(`${dsPath()}/leaves`, {
     axes, where: Object.fromEntries(Object.entries(sel.where).filter(([k]) => !axes.includes(k))) }, signal);
   const calls = [
     query({ ...sel, aggregates: state.aggs }, signal),
-    withSeries ? request(`${dsPath()}/series`, seriesBody(sel), signal) : Promise.resolve(null),
+    seriesReq ? request(`${dsPath()}/series`, seriesReq, signal) : Promise.resolve(null),
     lonlat() ? leavesOn(lonlat()) : Promise.resolve(null),
     gridOnMap() ? Promise.resolve(null) : leavesOn(gridAxes()),
   ];
@@ -224,7 +224,7 @@ async function run() {
     drawSeries($("series"), s.value.answer, state.col, unit);
     const { step, window, points } = s.value.answer;
     $("series-note").textContent =
-      `${points.length} points, step ${seriesBody(sel).step} (${step} s), window ${window / step} step(s)`;
+      `${points.length} points, step ${seriesReq.step} (${step} s), window ${window / step} step(s)`;
   } else if (s.status === "rejected") {
     messages.push(failed("series", s.reason));
   }

@@ -18,7 +18,7 @@ export function drawSeries(element, answer, column, unit) {
   const span = rows.length ? [rows[0].time, new Date(+rows[rows.length - 1].time + answer.step * 1000)] : undefined;
   const label = unit ? `${column} (${unit})` : column;
   const values = Plot.plot({
-    width, height: 240, marginLeft: 56,
+    width, height: 240, marginLeft: 56, marginRight: 20,
     x: { type: "utc", label: null, domain: span },
     y: { label, grid: true },
     marks: [
@@ -30,7 +30,7 @@ export function drawSeries(element, answer, column, unit) {
     ],
   });
   const counts = Plot.plot({
-    width, height: 90, marginLeft: 56,
+    width, height: 90, marginLeft: 56, marginRight: 20,
     x: { type: "utc", label: null, axis: null, domain: span },
     y: { label: "rows in window", grid: true, ticks: 3 },
     marks: [Plot.rectY(rows, { x1: "time", x2: (d) => new Date(+d.time + answer.step * 1000), y: "count",
