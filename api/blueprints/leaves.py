@@ -12,7 +12,7 @@ from flask import Blueprint, jsonify
 
 from gridagg.errors import InvalidInput, WorkLimitExceeded
 from gridagg.query import QuerySpec
-from gridagg.schema import Dataset
+from gridagg.schema import Column, Dataset
 
 from ..auth import read_required
 from ..bodies import json_object
@@ -36,6 +36,19 @@ def _axes(ds: Dataset, value: object) -> tuple[int, int]:
     return names.index(value[0]), names.index(value[1])
 
 
+def _decoder(col: Column):
+    """col.decode for stored integers. A number's float is int / 10**scale, which Python
+    rounds correctly, as decode's Fraction does: the same float, 0.6 ms instead of 16.6
+    for the 12k values of a 1,592-leaf answer (1M generated rows; the answer took 39 ms
+    at best, 20 ms since)."""
+    if col.kind == "time":
+        return col.decode
+    if col.scale == 0:
+        return int
+    unit = 10**col.scale
+    return lambda v: v / unit
+
+
 @bp.post("/<name>/leaves")
 @read_required
 def post_leaves(name: str):
@@ -53,17 +66,16 @@ def post_leaves(name: str):
         raise WorkLimitExceeded(f"{len(touching)} grids touch the box, more than the limit of {limit} "
                                 "per answer; narrow it")
     cx, cy = ds.dimensions[x], ds.dimensions[y]
+    dx, dy = _decoder(cx), _decoder(cy)
     grids = []
     for g, agg in touching:
         occupied = None
         if agg.count:
-            occupied = [[cx.decode(agg.mins[x]), cx.decode(agg.maxs[x])],
-                        [cy.decode(agg.mins[y]), cy.decode(agg.maxs[y])]]
+            occupied = [[dx(agg.mins[x]), dx(agg.maxs[x])], [dy(agg.mins[y]), dy(agg.maxs[y])]]
         grids.append({
             "id": g.grid_id,
             "count": agg.count,
-            "box": [[cx.decode(g.box[x][0]), cx.decode(g.box[x][1])],
-                    [cy.decode(g.box[y][0]), cy.decode(g.box[y][1])]],
+            "box": [[dx(g.box[x][0]), dx(g.box[x][1])], [dy(g.box[y][0]), dy(g.box[y][1])]],
             "data": occupied,
         })
     return jsonify({"dataset": ds.name, "axes": [cx.name, cy.name], "total_grids": len(leaves),
