@@ -369,6 +369,28 @@ def test_a_bad_value_shows_the_apis_message(page, data):
     expect(message).to_contain_text("'last spring' is not an ISO 8601 timestamp")
 
 
+
+def test_a_read_token_is_asked_for_and_sent(browser, data, settings):
+    """With GRIDAGG_READ_TOKEN set, the page says 401, takes the token, and sends it."""
+    _, _, ds, _, engine = data
+    guarded = Server(create_app(settings.with_(read_token="r-secret"), engine=engine))
+    tab = Page(browser, guarded.url)
+    try:
+        tab.open(f"?ds={ds.name}", ready=False)
+        expect(tab.tab.locator("#message")).to_contain_text("datasets: 401")
+        expect(tab.tab.locator("#token-form")).to_be_visible()
+        tab.tab.fill("#token", "r-secret")
+        tab.tab.press("#token", "Enter")  # kept in the browser; the page starts again
+        tab.tab.wait_for_selector("body[data-ready=true]")
+        tab.settle()
+        expect(tab.tab.locator("#message")).to_be_hidden()
+        assert "r-secret" not in tab.tab.url
+        sent = [r for r in tab.requests if "/v1/" in r.url]
+        assert sent[-1].headers.get("authorization") == "Bearer r-secret"
+    finally:
+        tab.close()
+        guarded.stop()
+
 def test_a_work_limit_shows_as_a_message(browser, data, settings):
     """422: a server allowing one grid per request refuses the page's series and leaves."""
     _, _, ds, _, engine = data

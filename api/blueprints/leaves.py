@@ -52,6 +52,8 @@ def _decoder(col: Column):
 @bp.post("/<name>/leaves")
 @read_required
 def post_leaves(name: str):
+    """{"axes": [x, y], "where": {...}} -> every leaf touching the box of where, with its
+    box and its rows' extent on x and y (user units) and its row count."""
     body = json_object()
     unknown = sorted(set(body) - KEYS)
     if unknown:
