@@ -240,6 +240,28 @@ def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
         r = p["results"]
         assert values == [r["avg:temperature"], r["min:temperature"], r["max:temperature"], p["count"]]
 
+
+def test_a_drawn_polygon_is_the_querys_region(page, data):
+    _, client, ds, encoded, _ = data
+    page.open(f"?ds={ds.name}&agg=count,avg:wind_speed")
+    page.tab.click(".leaflet-pm-icon-polygon")
+    box = page.tab.locator("#map").bounding_box()
+    corners = [(0.35, 0.3), (0.7, 0.35), (0.5, 0.75)]
+    points = [(box["x"] + fx * box["width"], box["y"] + fy * box["height"]) for fx, fy in corners]
+    for x, y in points:
+        page.tab.mouse.click(x, y)
+    with page.tab.expect_response(lambda r: r.url.endswith("/query") and r.request.method == "POST"):
+        page.tab.mouse.click(*points[0])  # closing the ring finishes the polygon
+    page.settle()
+    body = page.last_body("/query")
+    ring = body["region"]["coordinates"][0]
+    assert body["region"]["type"] == "Polygon" and len(ring) == 4 and ring[0] == ring[-1]
+    assert "lon" not in body["where"] and "poly=" in page.tab.url
+    expected, n = brute(ds, encoded, {}, ["count", "avg:wind_speed"], region=body["region"])
+    assert 0 < n < len(encoded)
+    assert shown(page.tab.locator('td[data-agg="count"]').inner_text()) == expected["count"]
+    assert shown(page.tab.locator('td[data-agg="avg:wind_speed"]').inner_text()) == expected["avg:wind_speed"]
+
 def test_the_grid_view_draws_every_leaf_in_view(page, data):
     _, client, ds, _, _ = data
     grids = client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]
