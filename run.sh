@@ -16,8 +16,13 @@ if [[ -z "${GRIDAGG_PG_URL:-}" ]] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15
 fi
+if ! command -v npm >/dev/null; then  # builds the page's bundle (api/page/build.sh)
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 export PATH="$PWD/.venv/bin:$PATH"
+bash api/page/build.sh  # the page at / (api/page/dist)
 
 exec gridagg demo "$@"

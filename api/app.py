@@ -10,7 +10,7 @@ from gridagg.config import Settings
 from gridagg.engine import GridEngine
 
 from . import metrics, problems
-from .blueprints import datasets, ops, queries
+from .blueprints import datasets, leaves, ops, page, queries
 from .config import ApiConfig
 from .state import EngineHolder
 
@@ -33,5 +33,7 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     app.register_blueprint(datasets.bp)
     app.register_blueprint(queries.bp)
     app.register_blueprint(ops.bp)
+    app.register_blueprint(leaves.bp)
+    app.register_blueprint(page.bp)
     logging.getLogger("gridagg.api").setLevel(logging.INFO)
     return app

@@ -205,6 +205,76 @@ SCHEMAS = {
 }
 
 
+# The page at / and what it needs beyond the query endpoints (api/blueprints/page.py,
+# api/blueprints/leaves.py): kept together so they move as one.
+PAGE_SCHEMAS = {
+    "LeavesRequest": {
+        "type": "object",
+        "required": ["axes"],
+        "additionalProperties": False,
+        "properties": {
+            "axes": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "string"},
+                     "description": "the two dimensions to project onto, e.g. [\"longitude\", \"latitude\"]"},
+            "where": {"$ref": "#/components/schemas/Where"},
+        },
+    },
+    "LeavesResponse": {
+        "type": "object",
+        "required": ["dataset", "axes", "total_grids", "grid_count", "rows", "grids"],
+        "properties": {
+            "dataset": {"type": "string"},
+            "axes": {"type": "array", "items": {"type": "string"}},
+            "total_grids": {"type": "integer", "description": "leaves of the dataset"},
+            "grid_count": {"type": "integer", "description": "leaves touching the box of where"},
+            "rows": {"type": "integer", "description": "rows in those leaves"},
+            "grids": {"type": "array", "items": {
+                "type": "object",
+                "required": ["id", "count", "box", "data"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "count": {"type": "integer", "description": "the leaf's rows (all of them: "
+                              "where only picks the leaves)"},
+                    "box": {"type": "array", "description": "[[x_lo, x_hi], [y_lo, y_hi]]: the leaf's "
+                            "box on the axes, in user units", "items": {"type": "array", "items": _VALUE}},
+                    "data": {"type": "array", "nullable": True, "description": "[[x_min, x_max], "
+                             "[y_min, y_max]] of the leaf's rows on the axes (its stored minimum and "
+                             "maximum); null for an empty leaf", "items": {"type": "array", "items": _VALUE}},
+                },
+            }},
+        },
+    },
+}
+
+PAGE_PATHS = {
+    "/": {"get": {
+        "summary": "the dashboard page (HTML): map, selection, answers, series, plan and grid",
+        "description": "Served with its bundle from the installed package; it uses only this API.",
+        "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
+                      "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
+    }},
+    "/page/{name}": {"get": {
+        "summary": "a file of the page's bundle (script, style sheet, outlines), named by the page",
+        "parameters": [{"name": "name", "in": "path", "required": True, "description": "file name",
+                        "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string"}}}},
+                      "404": _problem("no such file"),
+                      "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
+    }},
+    "/v1/datasets/{name}/leaves": {"post": {
+        "summary": "leaves touching a box, projected onto two dimensions: the grid and the data's density",
+        "description": "Every leaf that touches the box of where, with its box on the two axes, its "
+                       "row count and the extent of its rows there (from its stored aggregate; no "
+                       "row is read). At most GRIDAGG_MAX_GRIDS leaves per answer (422 beyond).",
+        "parameters": [_NAME],
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/LeavesRequest"}}}},
+        "responses": {"200": _json({"$ref": "#/components/schemas/LeavesResponse"}, "the leaves"),
+                      **{k: _READ_ERRORS[k] for k in ("400", "401", "404", "413", "503")},
+                      "422": _problem("more leaves touch the box than the configured limit")},
+    }},
+}
+
+
 def document() -> dict:
     return {
         "openapi": "3.0.3",
@@ -217,7 +287,7 @@ def document() -> dict:
                            "GRIDAGG_READ_TOKEN is set. Errors are problem details.",
         },
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **PAGE_SCHEMAS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "paths": {
@@ -328,5 +398,6 @@ def document() -> dict:
                 "responses": {"200": _json({"$ref": "#/components/schemas/SeriesResponse"}, "the series"),
                               **_READ_ERRORS},
             }},
+            **PAGE_PATHS,
         },
     }

@@ -160,7 +160,7 @@ def _demo(settings, args: argparse.Namespace) -> int:
     url = _start_api(settings, args.port)
     _say(f"   serving on {url} (store {settings.store}); OpenAPI document at {url}/openapi.json")
     _queries(url)
-    _say(f"\nThe API keeps running at {url}. Try:\n"
+    _say(f"\nThe API keeps running at {url}; open {url}/ in a browser for its dashboard page. Try:\n"
          f"   curl -s {url}/v1/datasets/weather\n"
          f"   curl -s '{url}/v1/datasets/weather/query?aggregates=avg:temperature,count&where.temperature=15,35'\n"
          f"Stop it with `gridagg demo --stop` and the servers with `gridagg services down`.")

@@ -1,0 +1,445 @@
+"""The dashboard page at / in a real headless Chromium (Debian's, driven by Playwright),
+on a dataset loaded through the API and served by a real HTTP server: a drawn box gives
+the API's answer (equal to brute force), the series plot has a point per bucket, the
+grid view draws every leaf in view, errors show as messages, state lives in the URL."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from werkzeug.serving import make_server
+
+from api import create_app
+from api.blueprints.page import DIST_DIR
+from engine_support import open_engine
+from test_api import DEFINITION, brute, make_rows
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+expect = playwright_sync.expect
+
+CHROMIUM = Path("/usr/bin/chromium")
+# This network is closed: without the background-networking flags Chromium keeps trying
+# to reach Google's hosts (the machine notes, /work/.library/env/machines/polyglot.md).
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TOKEN = "w-secret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Server:
+    """A Flask app served over real HTTP on a free loopback port, in a thread."""
+
+    def __init__(self, app):
+        self.http = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.http.shutdown()
+        self.thread.join()
+
+
+@pytest.fixture(scope="module")
+def data(settings, tmp_path_factory):
+    """(server, test client, dataset, encoded rows, engine): 1200 rows loaded through the
+    API into a fresh dataset on the real PostgreSQL and the embedded store."""
+    from gridagg import services
+
+    if not (DIST_DIR / "main.js").is_file():
+        pytest.fail("the page is not built: run `bash api/page/build.sh` (run.sh and .ci/run do)")
+    services.ensure_up(settings, hbase=False)
+    engine = open_engine(settings, "embedded", tmp_path_factory.mktemp("page-store"))
+    app = create_app(settings.with_(write_token=TOKEN, read_token=None), engine=engine)
+    client = app.test_client()
+    name = "t_page_" + uuid.uuid4().hex[:8]
+    assert client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH).status_code == 201
+    rows, encoded = make_rows(1200, seed=26)
+    assert client.post(f"/v1/datasets/{name}/rows", json=rows, headers=AUTH).get_json()["stored"] == 1200
+    server = Server(app)
+    try:
+        yield server, client, engine.dataset(name), encoded, engine
+    finally:
+        server.stop()
+        engine.drop_dataset(name)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (bash .ci/run does)")
+    with playwright_sync.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A browser tab on the dashboard that records the API requests it makes and the
+    errors its scripts raise."""
+
+    def __init__(self, browser, base_url: str):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        self.tab = self.context.new_page()
+        self.requests: list = []
+        self.errors: list[str] = []
+        self.tab.on("request", lambda r: self.requests.append(r) if "/v1/" in r.url else None)
+        self.tab.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.base_url = base_url
+
+    def open(self, query: str = "", ready: bool = True):
+        self.tab.goto(self.base_url + "/" + query)
+        if ready:
+            self.tab.wait_for_selector("body[data-ready=true]")
+        self.settle()
+
+    def settle(self):
+        """Wait until no request of the page is in flight."""
+        expect(self.tab.locator("body")).not_to_have_attribute("aria-busy", "true")
+
+    def last_body(self, endpoint: str) -> dict:
+        posted = [r for r in self.requests if r.method == "POST" and r.url.endswith(endpoint)]
+        assert posted, f"the page posted nothing to {endpoint}"
+        return posted[-1].post_data_json
+
+    def draw_box(self, x0: float, y0: float, x1: float, y1: float):
+        """Draw a rectangle with leaflet-geoman's tool, corners given as fractions of the map."""
+        self.tab.click(".leaflet-pm-icon-rectangle")
+        box = self.tab.locator("#map").bounding_box()
+        a = (box["x"] + x0 * box["width"], box["y"] + y0 * box["height"])
+        b = (box["x"] + x1 * box["width"], box["y"] + y1 * box["height"])
+        self.tab.mouse.click(*a)
+        self.tab.mouse.move(*b, steps=5)
+        with self.tab.expect_response(lambda r: r.url.endswith("/query") and r.request.method == "POST"):
+            self.tab.mouse.click(*b)
+        self.settle()
+
+    def close(self):
+        assert self.errors == [], self.errors
+        self.context.close()
+
+
+@pytest.fixture
+def page(browser, data):
+    tab = Page(browser, data[0].url)
+    yield tab
+    tab.close()
+
+
+def shown(text: str):
+    """A value as the page shows it, as JSON would carry it."""
+    if text == "—":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def overlaps(box: list, lo: str | None, hi: str | None) -> bool:
+    """Whether a leaf's time box [t0, t1] (ISO text) touches [lo, hi]."""
+    t = [datetime.fromisoformat(v.replace("Z", "+00:00")) for v in box]
+    return ((lo is None or t[1] >= datetime.fromisoformat(lo + "+00:00"))
+            and (hi is None or t[0] <= datetime.fromisoformat(hi + "+00:00")))
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_leaves_project_the_grid_exactly(data):
+    """/leaves equals /grids projected onto lon/lat, and each leaf's data extent is the
+    brute-force min..max of the rows in its box; where picks the leaves it touches."""
+    _, client, ds, encoded, _ = data
+    grids = {g["id"]: g for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]}
+    out = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lon", "lat"]}).get_json()
+    assert out["grid_count"] == out["total_grids"] == len(grids) and out["rows"] == len(encoded)
+    t0 = ds.dimensions[0]
+    for leaf in out["grids"]:
+        g = grids[leaf["id"]]
+        assert leaf["count"] == g["count"] and leaf["box"] == [g["box"]["lon"], g["box"]["lat"]]
+        mask = np.ones(len(encoded), dtype=bool)
+        for axis, c in enumerate(ds.dimensions):
+            lo, hi = g["box"][c.name]
+            mask &= (encoded[:, axis] >= c.encode_bound(lo, upper=False)) & (encoded[:, axis] <= c.encode_bound(hi, upper=True))
+        rows = encoded[mask]
+        assert len(rows) == leaf["count"]
+        if len(rows):
+            assert leaf["data"] == [[rows[:, 1].min() / 100, rows[:, 1].max() / 100],
+                                    [rows[:, 2].min() / 100, rows[:, 2].max() / 100]]
+        else:
+            assert leaf["data"] is None
+    where = {"time": ["2012-06-01T00:00:00Z", "2012-06-30T00:00:00Z"]}
+    picked = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lat", "time"], "where": where}).get_json()
+    lo, hi = (t0.encode_bound(v, upper=i == 1) for i, v in enumerate(where["time"]))
+    touching = {gid for gid, g in grids.items()
+                if t0.encode_bound(g["box"]["time"][0], False) <= hi and t0.encode_bound(g["box"]["time"][1], True) >= lo}
+    assert {g["id"] for g in picked["grids"]} == touching and 0 < len(touching) < len(grids)
+    assert picked["axes"] == ["lat", "time"] and picked["grids"][0]["box"][1] == grids[picked["grids"][0]["id"]]["box"]["time"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "axes"),
+    ({"axes": ["lon"]}, "axes"),
+    ({"axes": ["lon", "lon"]}, "axes"),
+    ({"axes": ["lon", "temperature"]}, "axes"),
+    ({"axes": ["lon", "lat"], "where": {"depth": [1, 2]}}, "where.depth"),
+    ({"axes": ["lon", "lat"], "limit": 3}, "limit"),
+])
+def test_leaves_refuses_bad_requests_by_name(data, body, field):
+    _, client, ds, _, _ = data
+    resp = client.post(f"/v1/datasets/{ds.name}/leaves", json=body)
+    assert resp.status_code == 400 and resp.get_json()["field"] == field, resp.get_json()
+
+
+
+def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
+    _, client, ds, encoded, _ = data
+    page.open(f"?ds={ds.name}&agg=count,avg:temperature,min:wind_speed,max:temperature,sum:wind_speed&step=30d")
+    page.draw_box(0.3, 0.25, 0.75, 0.7)
+
+    body = page.last_body("/query")
+    where = body["where"]
+    x0, x1 = where["lon"]
+    y0, y1 = where["lat"]
+    assert x0 < x1 and y0 < y1, where
+    assert f"box={x0},{y0},{x1},{y1}" in page.tab.url  # the state is in the URL
+    body.pop("explain", None)
+    answer = client.post(f"/v1/datasets/{ds.name}/query", json=body).get_json()
+    expected, n = brute(ds, encoded, where, body["aggregates"])
+    assert answer["results"] == expected and 0 < n < len(encoded)
+    cells = page.tab.locator("td[data-agg]")
+    assert cells.count() == len(expected)
+    for label, value in answer["results"].items():
+        assert shown(page.tab.locator(f'td[data-agg="{label}"]').inner_text()) == value, label
+    for key in ("total_grids", "rows_in_reused_grids", "rows_in_scanned_grids", "rows_matched_by_scans"):
+        assert shown(page.tab.locator(f'td[data-plan="{key}"]').inner_text()) == answer["plan"][key], key
+
+    series_body = page.last_body("/series")
+    assert series_body["where"] == where and series_body["step"] == "30d"
+    series = client.post(f"/v1/datasets/{ds.name}/series", json=series_body).get_json()
+    points = series["points"]
+    assert len(points) > 5 and all(p["count"] > 0 for p in points)  # every bucket has an avg to draw
+    dots = page.tab.locator("g.series-point circle")
+    assert dots.count() == len(points)
+    assert page.tab.locator("g.series-count rect").count() == len(points)
+    titles = [dots.nth(i).locator("title").text_content() for i in range(dots.count())]
+    for title, p in zip(titles, points):  # "<from> .. <to>\navg <a>, min <b>, max <c>, <n> rows"
+        window, stats = title.split("\n")
+        assert window == f"{p['window'][0]} .. {p['window'][1]}"
+        values = [shown(part.split(" ")[1 if part.split(" ")[0] in ("avg", "min", "max") else 0])
+                  for part in stats.split(", ")]
+        r = p["results"]
+        assert values == [r["avg:temperature"], r["min:temperature"], r["max:temperature"], p["count"]]
+
+
+def test_a_drawn_polygon_is_the_querys_region(page, data):
+    _, client, ds, encoded, _ = data
+    page.open(f"?ds={ds.name}&agg=count,avg:wind_speed")
+    page.tab.click(".leaflet-pm-icon-polygon")
+    box = page.tab.locator("#map").bounding_box()
+    corners = [(0.35, 0.3), (0.7, 0.35), (0.5, 0.75)]
+    points = [(box["x"] + fx * box["width"], box["y"] + fy * box["height"]) for fx, fy in corners]
+    for x, y in points:
+        page.tab.mouse.click(x, y)
+    with page.tab.expect_response(lambda r: r.url.endswith("/query") and r.request.method == "POST"):
+        page.tab.mouse.click(*points[0])  # closing the ring finishes the polygon
+    page.settle()
+    body = page.last_body("/query")
+    ring = body["region"]["coordinates"][0]
+    assert body["region"]["type"] == "Polygon" and len(ring) == 4 and ring[0] == ring[-1]
+    assert "lon" not in body["where"] and "poly=" in page.tab.url
+    expected, n = brute(ds, encoded, {}, ["count", "avg:wind_speed"], region=body["region"])
+    assert 0 < n < len(encoded)
+    assert shown(page.tab.locator('td[data-agg="count"]').inner_text()) == expected["count"]
+    assert shown(page.tab.locator('td[data-agg="avg:wind_speed"]').inner_text()) == expected["avg:wind_speed"]
+
+def test_the_grid_view_draws_every_leaf_in_view(page, data):
+    _, client, ds, _, _ = data
+    grids = client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]
+    page.open(f"?ds={ds.name}&view=grid")
+    leaves = page.tab.locator("#map path.leaf")
+    assert leaves.count() == len(grids)
+    expect(page.tab.locator("#legend")).to_have_attribute("data-leaves", str(len(grids)))
+
+    lo, hi = "2012-03-01T00:00:00", "2012-05-15T00:00:00"
+    page.tab.fill("input[name='time.lo']", lo)
+    page.tab.fill("input[name='time.hi']", hi)
+    with page.tab.expect_response(lambda r: r.url.endswith("/leaves")):
+        page.tab.press("input[name='time.hi']", "Enter")
+    page.settle()
+    in_view = [g for g in grids if overlaps(g["box"]["time"], lo, hi)]
+    assert 0 < len(in_view) < len(grids)
+    assert leaves.count() == len(in_view)
+
+    # Marks: the grids the last query reused and scanned, when the server lists them.
+    body = page.last_body("/query")
+    body.pop("explain", None)
+    plan = client.post(f"/v1/datasets/{ds.name}/query", json={**body, "explain": True}).get_json().get("plan", {})
+    if "grids" in plan:
+        reused = {g["id"] for g in in_view if any(g["id"][:i] in plan["grids"]["reused"] for i in range(1, len(g["id"]) + 1))}
+        scanned = {g["id"] for g in in_view if g["id"] in plan["grids"]["scanned"]}
+        assert page.tab.locator("#map path.leaf.reused").count() == len(reused)
+        assert page.tab.locator("#map path.leaf.scanned").count() == len(scanned)
+    else:
+        assert page.tab.locator("#map path.leaf.reused, #map path.leaf.scanned").count() == 0
+        expect(page.tab.locator("#legend")).to_contain_text("no marks")
+
+
+
+
+def test_the_grid_view_projects_onto_any_two_dimensions(page, data):
+    """Onto time x lat (a plain frame, not the map): the leaves that the drawn box's
+    longitudes touch, one rectangle each."""
+    _, client, ds, _, _ = data
+    grids = client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]
+    page.open(f"?ds={ds.name}&box=-9,45,-5,52.5&view=grid&grid=time,lat")
+    expect(page.tab.locator("#map")).to_be_hidden()
+    in_view = [g for g in grids if g["box"]["lon"][0] <= -5 and g["box"]["lon"][1] >= -9]
+    assert 0 < len(in_view) < len(grids)
+    assert page.tab.locator("#grid-plot g.leaf rect").count() == len(in_view)
+    assert page.tab.locator("#grid-plot g.selection rect").count() == 1  # the box's lat range
+    page.tab.select_option("#grid-y", "lon")
+    page.tab.select_option("#grid-x", "lat")
+    page.settle()
+    assert "grid=lat,lon" in page.tab.url
+    assert page.tab.locator("#grid-plot g.leaf rect").count() == len(grids)  # time is unbounded
+
+def test_the_grid_view_marks_the_grids_the_last_query_reused_and_scanned(page, data):
+    """The marks follow plan.grids of a query asked with "explain": true. Until the
+    server lists grid IDs (it then refuses the key with a 400), its answer reaches the
+    page with IDs of real leaves added here: an ancestor (all its leaves reused) and two
+    leaves scanned."""
+    _, client, ds, _, _ = data
+    ids = sorted(g["id"] for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"])
+    ancestor = ids[0][:-1]  # the parent of the first leaf: two or more leaves under it
+    under = [i for i in ids if i.startswith(ancestor)]
+    listed = {"reused": [ancestor], "scanned": [i for i in ids if not i.startswith(ancestor)][:2], "truncated": False}
+    assert len(under) >= 2 and len(listed["scanned"]) == 2
+
+    def answer(route):
+        body = route.request.post_data_json
+        resp = route.fetch()
+        if resp.status == 400 and resp.json()["field"] == "explain":
+            body.pop("explain")
+            resp = route.fetch(post_data=body)
+            out = resp.json()
+            out["plan"]["grids"] = listed
+            return route.fulfill(response=resp, json=out)
+        listed.update(resp.json()["plan"].get("grids", {}))
+        route.fulfill(response=resp)
+
+    page.tab.route("**/query", answer)
+    page.open(f"?ds={ds.name}&view=grid")
+    reused = [i for i in ids if any(i[:k] in listed["reused"] for k in range(1, len(i) + 1))]
+    assert page.tab.locator("#map path.leaf.reused").count() == len(reused)
+    assert page.tab.locator("#map path.leaf.scanned").count() == len(set(listed["scanned"]) & set(ids))
+    expect(page.tab.locator("#legend")).to_contain_text(f"reused {len(reused)}, scanned {len(listed['scanned'])}")
+
+def test_the_state_in_the_url_gives_the_same_view(page, data, browser):
+    _, _, ds, _, _ = data
+    page.open(f"?ds={ds.name}&agg=count,avg:wind_speed")
+    page.draw_box(0.2, 0.2, 0.6, 0.6)
+    shared = page.tab.url
+    answer = page.tab.locator("#results").inner_text()
+    other = Page(browser, page.base_url)
+    try:
+        other.tab.goto(shared)
+        other.tab.wait_for_selector("body[data-ready=true]")
+        other.settle()
+        assert other.tab.url == shared
+        assert other.tab.locator("#results").inner_text() == answer
+        assert other.last_body("/query")["where"] == page.last_body("/query")["where"]
+    finally:
+        other.close()
+
+
+def test_progress_shows_while_a_query_runs(page, data):
+    _, _, ds, _, _ = data
+    page.open(f"?ds={ds.name}")
+    held = []
+    page.tab.route("**/series", lambda route: held.append(route))  # answered when we say so
+    page.tab.click("#run")
+    for _ in range(100):  # Playwright hands the route over while the page is being waited on
+        if held:
+            break
+        page.tab.wait_for_timeout(50)
+    expect(page.tab.locator("#busy")).to_be_visible()
+    expect(page.tab.locator("#status")).to_have_text("running…")
+    held[0].continue_()
+    expect(page.tab.locator("#busy")).to_be_hidden()
+    page.tab.unroute("**/series")
+
+
+def test_a_bad_value_shows_the_apis_message(page, data):
+    _, _, ds, _, _ = data
+    page.open(f"?ds={ds.name}")
+    page.tab.fill("input[name='time.lo']", "last spring")
+    page.tab.press("input[name='time.lo']", "Enter")
+    page.settle()
+    message = page.tab.locator("#message")
+    expect(message).to_be_visible()
+    expect(message).to_contain_text("query: 400")
+    expect(message).to_contain_text("'last spring' is not an ISO 8601 timestamp")
+
+
+
+def test_a_read_token_is_asked_for_and_sent(browser, data, settings):
+    """With GRIDAGG_READ_TOKEN set, the page says 401, takes the token, and sends it."""
+    _, _, ds, _, engine = data
+    guarded = Server(create_app(settings.with_(read_token="r-secret"), engine=engine))
+    tab = Page(browser, guarded.url)
+    try:
+        tab.open(f"?ds={ds.name}", ready=False)
+        expect(tab.tab.locator("#message")).to_contain_text("datasets: 401")
+        expect(tab.tab.locator("#token-form")).to_be_visible()
+        tab.tab.fill("#token", "r-secret")
+        tab.tab.press("#token", "Enter")  # kept in the browser; the page starts again
+        tab.tab.wait_for_selector("body[data-ready=true]")
+        tab.settle()
+        expect(tab.tab.locator("#message")).to_be_hidden()
+        assert "r-secret" not in tab.tab.url
+        sent = [r for r in tab.requests if "/v1/" in r.url]
+        assert sent[-1].headers.get("authorization") == "Bearer r-secret"
+    finally:
+        tab.close()
+        guarded.stop()
+
+def test_a_work_limit_shows_as_a_message(browser, data, settings):
+    """422: a server allowing one grid per request refuses the page's series and leaves."""
+    _, _, ds, _, engine = data
+    tight = Server(create_app(settings.with_(read_token=None), engine=engine, max_grids=1))
+    tab = Page(browser, tight.url)
+    try:
+        tab.open(f"?ds={ds.name}")
+        message = tab.tab.locator("#message")
+        expect(message).to_be_visible()
+        expect(message).to_contain_text("series: 422")
+        expect(message).to_contain_text("more than the limit of 1")
+    finally:
+        tab.close()
+        tight.stop()
+
+
+def test_an_unreachable_store_shows_as_a_message(browser, settings, tmp_path):
+    """503: the cell store does not answer (nothing listens on port 1)."""
+    down = settings.with_(store="hbase", hbase="127.0.0.1:1", data_dir=tmp_path, read_token=None)
+    server = Server(create_app(down))
+    tab = Page(browser, server.url)
+    try:
+        tab.open("", ready=False)
+        message = tab.tab.locator("#message")
+        expect(message).to_be_visible()
+        expect(message).to_contain_text("datasets: 503")
+        expect(message).to_contain_text("retry in")
+    finally:
+        tab.close()
+        server.stop()
