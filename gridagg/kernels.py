@@ -18,7 +18,6 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import segments
 from .aggregate import INT64_MAX, LOW, NULL, AggArrays
 from .scan import ScanAnswer, ScanRequest
 
@@ -34,13 +33,52 @@ def _pointer(typingctx, address):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(addresses, grid_first, grid_group, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
+def _rows(addresses):
+    """Rows of each segment (its header's first word)."""
+    out = np.empty(addresses.shape[0], np.int64)
+    for k in range(addresses.shape[0]):
+        out[k] = numba.carray(_pointer(addresses[k]), (1,), np.uint32)[0]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def point_in_polygon(x, y, edges, eps):
+    """0: (x, y) lies outside the polygon of `edges` (rows x1, y1, x2, y2 of every ring),
+    2: inside, 1: within eps of an edge (the exact test must say)."""
+    for e in range(edges.shape[0]):
+        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if x < min(x1, x2) - eps or x > max(x1, x2) + eps or y < min(y1, y2) - eps or y > max(y1, y2) + eps:
+            continue
+        dx, dy = x2 - x1, y2 - y1
+        length2 = dx * dx + dy * dy
+        t = 0.0 if length2 == 0 else min(1.0, max(0.0, ((x - x1) * dx + (y - y1) * dy) / length2))
+        px, py = x1 + t * dx - x, y1 + t * dy - y
+        if px * px + py * py <= eps * eps:
+            return 1
+    inside = False
+    for e in range(edges.shape[0]):
+        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+            inside = not inside
+    return 2 if inside else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
           bucket_col, bucket_base, bucket_step, nbuckets,
           skip_cols, skip_max, skip_bounds, best_has, best_val,
+          edges, lon_col, lat_col, lon_scale, lat_scale, eps,
           count, present, mins, maxs, hi, lo, stats):
     """Segments of grid i are addresses[grid_first[i]:grid_first[i + 1]] (each the address
     of a segment's header). Fills the output arrays (one row per group) and
-    stats = [rows visited, rows matched, grids scanned, grids skipped]."""
+    stats = [rows visited, rows matched, grids scanned, grids skipped]; returns the rows
+    handed back (see gridagg.scan: rows of edge grids the polygon test cannot settle)
+    and the grid of each.
+
+    Column at a time: a segment's rows in the range of column 0 (binary search) get a
+    mask from each other condition in one pass per column; then, for a plain grid, each
+    wanted column is added up in one pass (loops the compiler vectorizes), and row by row
+    where rows go to time buckets or through the polygon test."""
     ngrids = grid_first.shape[0] - 1
     nconds = cond_cols.shape[0]
     nagg = agg_cols.shape[0]
@@ -51,6 +89,10 @@ def _scan(addresses, grid_first, grid_group, ncols, cond_cols, cond_lo, cond_hi,
         if cond_cols[j] == 0:
             lo0 = max(lo0, cond_lo[j])
             hi0 = min(hi0, cond_hi[j])
+    mask = np.empty(0, np.uint8)
+    back = np.empty((16, ncols), np.int64)
+    back_grid = np.empty(16, np.int64)
+    nback = 0
     for g in range(ngrids):
         if nskip > 0:
             useless = True
@@ -79,39 +121,95 @@ def _scan(addresses, grid_first, grid_group, ncols, cond_cols, cond_lo, cond_hi,
                 continue
         stats[2] += 1
         group = grid_group[g]
+        edge = grid_edge[g]
         for k in range(grid_first[g], grid_first[g + 1]):
-            head = numba.carray(_pointer(addresses[k]), (2,), np.uint32)
-            n = np.int64(head[0])
+            n = np.int64(numba.carray(_pointer(addresses[k]), (1,), np.uint32)[0])
             cols = numba.carray(_pointer(addresses[k] + 8), (ncols, n), np.int64)
             stats[0] += n
             a = np.searchsorted(cols[0], lo0, "left") if lo0 > -INT64_MAX - 1 else 0
             b = np.searchsorted(cols[0], hi0, "right") if hi0 < INT64_MAX else n
-            for i in range(a, b):
-                ok = True
-                for j in range(nconds):
-                    v = cols[cond_cols[j], i]
-                    if v < cond_lo[j] or v > cond_hi[j]:
-                        ok = False
-                        break
-                if not ok:
+            m = b - a
+            if m <= 0:
+                continue
+            if mask.shape[0] < m:
+                mask = np.empty(2 * m, np.uint8)
+            for i in range(m):
+                mask[i] = 1
+            for j in range(nconds):
+                if cond_cols[j] == 0:
                     continue
-                if bucket_col >= 0:
-                    group = (cols[bucket_col, i] - bucket_base) // bucket_step
-                    if group < 0 or group >= nbuckets:
+                col = cols[cond_cols[j]]
+                clo, chi = cond_lo[j], cond_hi[j]
+                for i in range(m):
+                    v = col[a + i]
+                    mask[i] &= np.uint8((v >= clo) & (v <= chi))
+            if bucket_col >= 0 or edge:
+                for i in range(m):
+                    if mask[i] == 0:
                         continue
-                stats[1] += 1
-                count[group] += 1
-                for j in range(nagg):
-                    v = cols[agg_cols[j], i]
-                    if v == NULL:
-                        continue
-                    present[group, j] += 1
-                    if v < mins[group, j]:
-                        mins[group, j] = v
-                    if v > maxs[group, j]:
-                        maxs[group, j] = v
-                    hi[group, j] += v >> 32
-                    lo[group, j] += v & LOW
+                    if edge:
+                        where = 1
+                        if edges.shape[0] > 0:
+                            where = point_in_polygon(cols[lon_col, a + i] / lon_scale, cols[lat_col, a + i] / lat_scale,
+                                                     edges, eps)
+                        if where == 0:
+                            continue
+                        if where == 1:
+                            if nback == back.shape[0]:
+                                grown = np.empty((2 * nback, ncols), np.int64)
+                                grown[:nback] = back[:nback]
+                                back = grown
+                                grown_grid = np.empty(2 * nback, np.int64)
+                                grown_grid[:nback] = back_grid[:nback]
+                                back_grid = grown_grid
+                            for c in range(ncols):
+                                back[nback, c] = cols[c, a + i]
+                            back_grid[nback] = g
+                            nback += 1
+                            continue
+                    grp = group
+                    if bucket_col >= 0:
+                        grp = (cols[bucket_col, a + i] - bucket_base) // bucket_step
+                        if grp < 0 or grp >= nbuckets:
+                            continue
+                    stats[1] += 1
+                    count[grp] += 1
+                    for j in range(nagg):
+                        v = cols[agg_cols[j], a + i]
+                        if v == NULL:
+                            continue
+                        present[grp, j] += 1
+                        if v < mins[grp, j]:
+                            mins[grp, j] = v
+                        if v > maxs[grp, j]:
+                            maxs[grp, j] = v
+                        hi[grp, j] += v >> 32
+                        lo[grp, j] += v & LOW
+                continue
+            matched = 0
+            for i in range(m):
+                matched += mask[i]
+            stats[1] += matched
+            count[group] += matched
+            if matched == 0:
+                continue
+            for j in range(nagg):
+                col = cols[agg_cols[j]]
+                npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
+                for i in range(m):
+                    v = col[a + i]
+                    keep = (mask[i] != 0) & (v != NULL)
+                    npres += keep
+                    vmin = min(vmin, v if keep else INT64_MAX)
+                    vmax = max(vmax, v if keep else NULL)
+                    shi += (v >> 32) if keep else 0
+                    slo += (v & LOW) if keep else 0
+                present[group, j] += npres
+                mins[group, j] = min(mins[group, j], vmin)
+                maxs[group, j] = max(maxs[group, j], vmax)
+                hi[group, j] += shi
+                lo[group, j] += slo
+    return back[:nback], back_grid[:nback]
 
 
 def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -> ScanAnswer:
@@ -120,16 +218,13 @@ def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -
     k = len(request.columns)
     out = AggArrays.empty(request.ngroups, k)
     answer = ScanAnswer(out)
-    rows_of = request.rows_of
     addresses: list[int] = []
     first = [0]
-    groups = request.group_of_grids()
-    for i, segs in enumerate(grid_segments):
-        if rows_of is not None and rows_of[i]:
-            segs = ()  # read below, row by row
+    for segs in grid_segments:
         for data in segs:
             addresses.append(np.frombuffer(data, np.uint8).ctypes.data)
         first.append(len(addresses))
+    ngrids = len(grid_segments)
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
@@ -139,33 +234,22 @@ def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -
         best_val = np.array([0 if b is None else b for b in skip.best], np.int64)
     else:
         skip_cols, skip_max = np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        bounds, best_has, best_val = np.zeros((len(grid_segments), 0), np.int64), skip_max, skip_cols
-    conds = request.conditions
-    buckets = request.buckets
+        bounds, best_has, best_val = np.zeros((ngrids, 0), np.int64), skip_max, skip_cols
+    conds, buckets, polygon = request.conditions, request.buckets, request.polygon
+    edge = np.zeros(ngrids, np.bool_) if request.rows_of is None else np.asarray(request.rows_of, np.bool_)
     stats = np.zeros(4, np.int64)
-    _scan(np.array(addresses, np.int64), np.array(first, np.int64), groups.astype(np.int64), ncols,
-          np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
-          np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
-          -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
-          1 if buckets is None else buckets.step, 0 if buckets is None else buckets.count,
-          skip_cols, skip_max, bounds, best_has, best_val,
-          out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
+    rows, grids = _scan(
+        np.array(addresses, np.int64), np.array(first, np.int64), request.group_of_grids().astype(np.int64), edge,
+        ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
+        np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
+        -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
+        1 if buckets is None else buckets.step, 0 if buckets is None else buckets.count,
+        skip_cols, skip_max, bounds, best_has, best_val,
+        np.zeros((0, 4)) if polygon is None else polygon.edges, 0 if polygon is None else polygon.lon_column,
+        0 if polygon is None else polygon.lat_column, 1.0 if polygon is None else float(polygon.lon_scale),
+        1.0 if polygon is None else float(polygon.lat_scale), 0.0 if polygon is None else polygon.eps,
+        out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
     answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
-    if rows_of is not None:
-        for i in np.flatnonzero(rows_of).tolist():
-            answer.rows[i] = _matching_rows(grid_segments[i], conds, ncols)
-            answer.rows_visited += sum(segments.rows(d) for d in grid_segments[i])
-            answer.grids_scanned += 1
+    for g in np.unique(grids).tolist():
+        answer.rows[g] = rows[grids == g]
     return answer
-
-
-def _matching_rows(grid_segments, conds, ncols: int) -> np.ndarray:
-    parts = []
-    for data in grid_segments:
-        rows = segments.values(data)
-        mask = np.ones(len(rows), bool)
-        for c in conds:
-            col = rows[:, c.column]
-            mask &= (col >= c.lo) & (col <= c.hi)
-        parts.append(rows[mask])
-    return np.concatenate(parts) if parts else np.empty((0, ncols), np.int64)

@@ -173,15 +173,19 @@ class Planner:
         out = AggArrays.empty(nbuckets, len(cols))
         tree = engine.trees.tree(ds)
         plan.total_grids = tree.leaf_count
-        region = spec.region
+        # A rectangle selects exactly the rows of the box narrow() made of it.
+        region = spec.region if spec.region is not None and not spec.region.rectangle else None
         if region is not None:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
             return out, True
-        reused, rbucket, scan, kind, region_leaves = self._walk(tree, ds, spec, series)
+        reused, rbucket, scan, kind, region_leaves = self._walk(tree, ds, spec, series, region)
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
                                    (int(v) for v in region_leaves)))
+        elif spec.region is not None:  # a rectangle, read as a box: its leaves inside and cut
+            plan.region = {"leaves_inside": int(tree.leaves_below[reused].sum() + (kind == SPANNING).sum()),
+                           "leaves_on_edge": int((kind == CUT).sum()), "leaves_outside": 0, "rectangle": True}
         r_aggs, s_aggs = tree.aggs.take(reused).take_columns(cols), tree.aggs.take(scan).take_columns(cols)
         plan.reused_grids_before = int(tree.leaves_below[reused].sum())
         plan.reused_grids_after = len(reused)
@@ -213,6 +217,7 @@ class Planner:
             buckets=buckets,
             rows_of=(kind == EDGE) if region is not None else None,
             skip=skip,
+            polygon=region.test() if region is not None else None,
         )
         answer = engine.store.scan(ds, request)
         engine.check_deadline(started)
@@ -227,9 +232,9 @@ class Planner:
         plan.rows_matched_by_scans = matched
         return out, not answer.grids_skipped
 
-    def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None):
+    def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
+              region: Region | None):
         n = tree.n
-        region: Region | None = spec.region
         reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
         scan, kind = np.empty(n, np.int64), np.empty(n, np.int64)
         region_leaves = np.zeros(3, np.int64)

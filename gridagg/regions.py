@@ -26,6 +26,7 @@ from shapely.geometry import shape
 from shapely.validation import explain_validity
 
 from .errors import InvalidInput
+from .scan import PolygonTest
 from .schema import Dataset
 
 AXIS_NAMES = (("lon", "lat"), ("longitude", "latitude"))
@@ -89,17 +90,26 @@ class Region:
         self._edges: np.ndarray | None = None
         shapely.prepare(self.geom)
 
+    @property
+    def rectangle(self) -> bool:
+        """Whether the polygon is a lon/lat rectangle: then it selects exactly the rows of
+        a box (narrow() gives it) and needs no test of its own."""
+        geom = self.geom
+        if geom.geom_type != "Polygon" or geom.interiors:
+            return False
+        minx, miny, maxx, maxy = geom.bounds
+        corners = {(minx, miny), (minx, maxy), (maxx, miny), (maxx, maxy)}
+        return minx < maxx and miny < maxy and {tuple(c[:2]) for c in geom.exterior.coords} == corners
+
     def narrow(self, box: tuple) -> tuple:
-        """The query box cut to the polygon's bounds (stored units, with a margin of one
-        stored unit so float rounding can never drop a boundary point)."""
+        """The query box cut to the polygon's bounds, in stored units: the exact bounds of
+        the points whose floats lie within them (for a rectangle, exactly its points)."""
         minx, miny, maxx, maxy = self.geom.bounds
         out = list(box)
         for axis, scale, lo, hi in ((self.lon_axis, self.lon_scale, minx, maxx),
                                     (self.lat_axis, self.lat_scale, miny, maxy)):
-            elo = math.floor(Fraction(lo) * scale) - 1
-            ehi = math.ceil(Fraction(hi) * scale) + 1
             blo, bhi = out[axis]
-            out[axis] = (max(blo, elo), min(bhi, ehi))
+            out[axis] = (max(blo, _float_bound(lo, scale, upper=False)), min(bhi, _float_bound(hi, scale, upper=True)))
         return tuple(out)
 
     @property
@@ -113,6 +123,10 @@ class Region:
             self._edges = np.ascontiguousarray(np.vstack(parts))
         return self._edges
 
+    def test(self) -> PolygonTest:
+        """The polygon as a store tests rows of edge grids with it (gridagg.scan)."""
+        return PolygonTest(self.edges, self.lon_axis, self.lat_axis, self.lon_scale, self.lat_scale, EPSILON)
+
     def mask(self, rows: np.ndarray) -> np.ndarray:
         """Which stored rows lie in the polygon (boundary included)."""
         x = rows[:, self.lon_axis].astype(np.float64) / self.lon_scale
@@ -124,3 +138,18 @@ def _rings(geom):
     for poly in getattr(geom, "geoms", [geom]):
         yield poly.exterior
         yield from poly.interiors
+
+
+def _float_bound(bound: float, scale: int, upper: bool) -> int:
+    """The smallest stored value v with v / scale >= bound as floats (the largest with
+    v / scale <= bound when upper): how mask() compares a stored value with the polygon."""
+    v = math.floor(Fraction(bound) * scale)
+    if upper:
+        while v / scale > bound:
+            v -= 1
+        while (v + 1) / scale <= bound:
+            v += 1
+        return v
+    while v / scale >= bound:
+        v -= 1
+    return v + 1

@@ -14,8 +14,11 @@ embedded store in this process (gridagg.kernels), HBase on its region servers
   not NULL, present, min, max and sum;
 - with `buckets`, a row's group is floor((row[column] - base) / step), and rows whose
   group falls outside [0, count) are left out;
-- a grid marked in `rows_of` gives back its matching rows instead (every column), for
-  tests the store cannot make (a polygon's edge);
+- a grid marked in `rows_of` lies on a polygon's edge: each matching row is tested
+  against `polygon` (its lon/lat as floats, value / scale): a row inside counts as any
+  other, a row outside is left out, and a row within eps of an edge (which only an exact
+  test can settle) is handed back whole, every column, for the caller to test. Without
+  a polygon every matching row of such a grid is handed back;
 - with `skip` (min/max-only queries, the paper's 4.6.2), grids are visited in the given
   order and a grid is passed over when its stored bounds cannot improve the best answer
   found so far (for every min spec its stored min >= the best; for every max spec its
@@ -61,6 +64,20 @@ class Skip:
 
 
 @dataclass
+class PolygonTest:
+    """A polygon for the rows of edge grids: edges as rows (x1, y1, x2, y2) of every ring,
+    in user units; a stored row's point is (row[lon_column] / lon_scale, row[lat_column]
+    / lat_scale) as floats. Rows within eps of an edge go back to the caller."""
+
+    edges: np.ndarray
+    lon_column: int
+    lat_column: int
+    lon_scale: int
+    lat_scale: int
+    eps: float
+
+
+@dataclass
 class ScanRequest:
     grids: list[str]
     conditions: list[RangeCondition]
@@ -70,6 +87,7 @@ class ScanRequest:
     buckets: Buckets | None = None
     rows_of: np.ndarray | None = None  # bool per grid
     skip: Skip | None = None
+    polygon: PolygonTest | None = None
 
     def group_of_grids(self) -> np.ndarray:
         return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
@@ -78,8 +96,9 @@ class ScanRequest:
 @dataclass
 class ScanAnswer:
     """aggs: ngroups x len(columns) aggregates of the matching rows; rows: grid index ->
-    its matching rows (an (k, ncols) int64 array), for the grids of `rows_of`; and what
-    the scan cost: rows in the grids read, rows that matched, grids read and passed over."""
+    the rows handed back (an (k, ncols) int64 array; see rows_of); and what the scan
+    cost: rows in the grids read, rows that matched (not counting those handed back),
+    grids read and passed over."""
 
     aggs: AggArrays
     rows: dict[int, np.ndarray] = field(default_factory=dict)

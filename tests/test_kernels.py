@@ -107,3 +107,39 @@ def test_rows_of_gives_matching_rows_back():
                            data, NCOLS)
     assert answer.rows[0].tolist() == values[1:].tolist()
     assert answer.aggs.count.tolist() == [0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(grids(), st.lists(st.tuples(st.integers(-60, 60), st.integers(-60, 60)), min_size=3, max_size=8),
+       st.booleans())
+def test_edge_grids_settle_rows_by_the_polygon_exactly(data, points, by_bucket):
+    """Rows of edge grids: the kernel counts the ones surely inside, drops the ones
+    surely outside and hands back the rest; with an exact test of those, the answer is
+    brute force over the polygon (boundary included)."""
+    import shapely
+
+    from gridagg.regions import EPSILON
+    from gridagg.scan import PolygonTest
+
+    hull = shapely.convex_hull(shapely.MultiPoint(points))
+    if hull.geom_type != "Polygon":
+        return
+    xy = np.asarray(hull.exterior.coords, np.float64)
+    test = PolygonTest(np.hstack([xy[:-1], xy[1:]]), 1, 2, 1, 1, EPSILON)
+    ngroups = 4 if by_bucket else 1
+    buckets = Buckets(0, -50, 25, 4) if by_bucket else None
+    answer = scan_segments(ScanRequest([str(i) for i in range(len(data))], [], [3], ngroups=ngroups,
+                                       buckets=buckets, rows_of=np.ones(len(data), bool), polygon=test), data, NCOLS)
+    got = answer.aggs
+    for rows in answer.rows.values():  # the caller's exact test
+        rows = rows[shapely.intersects_xy(hull, rows[:, 1].astype(float), rows[:, 2].astype(float))]
+        if by_bucket:
+            rows = rows[(rows[:, 0] >= -50) & (rows[:, 0] < 50)]
+        for r in rows:
+            g = int((r[0] + 50) // 25) if by_bucket else 0
+            got.add_into(np.array([g]), AggArrays.of_rows(r[None, [3]], 1))
+    everything = np.concatenate([_rows(s) for s in data]) if data else np.empty((0, NCOLS), np.int64)
+    inside = everything[shapely.intersects_xy(hull, everything[:, 1].astype(float), everything[:, 2].astype(float))]
+    for g in range(ngroups):
+        sel = inside[(inside[:, 0] + 50) // 25 == g] if by_bucket else inside
+        assert got.aggregate(g, [3], NCOLS) == _agg(sel, [3])
