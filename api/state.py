@@ -25,8 +25,7 @@ class EngineHolder:
         self.config = config
         self._engine = engine
         self._lock = threading.Lock()
-        if engine is not None and config.max_scan_rows is not None and engine.max_scan_rows is None:
-            engine.max_scan_rows = config.max_scan_rows
+
 
     @property
     def built(self) -> bool:
@@ -52,7 +51,7 @@ class EngineHolder:
                 except BaseException:
                     store.close()
                     raise
-                self._engine = GridEngine(directory, store, max_scan_rows=self.config.max_scan_rows)
+                self._engine = GridEngine(directory, store)
         return self._engine
 
 

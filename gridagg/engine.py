@@ -41,7 +41,7 @@ from .grid import (
     subtree_range,
 )
 from .planner import Planner
-from .query import QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import Dataset
 from .store import CellStore
 from .tree import TreeCache
@@ -60,7 +60,10 @@ class InsertResult:
 
 
 class GridEngine:
-    """directory: a GridDirectory; store: a CellStore. Both stay owned by the caller."""
+    """directory: a GridDirectory; store: a CellStore. Both stay owned by the caller.
+    Work limits (None: none): max_scan_rows, the rows a query may read from the store;
+    max_grids, the grids a query may use (answered from aggregates or read);
+    max_query_seconds, how long a query may run."""
 
     def __init__(
         self,
@@ -68,6 +71,7 @@ class GridEngine:
         store: CellStore,
         max_scan_rows: int | None = None,
         max_query_seconds: float = 60.0,
+        max_grids: int | None = None,
     ):
         self.directory = directory
         self.store = store
@@ -75,6 +79,7 @@ class GridEngine:
         self.trees = TreeCache(directory, store, store.board)
         self.planner = Planner(self)
         self.max_scan_rows = max_scan_rows
+        self.max_grids = max_grids
         self.max_query_seconds = max_query_seconds
         self._datasets: dict[str, Dataset] = {}
 
@@ -230,25 +235,30 @@ class GridEngine:
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 
     def query(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
-              explain: bool = False) -> QueryResult:
+              explain: bool = False, limits: Limits | None = None) -> QueryResult:
         """Aggregates over the rows inside a box, and inside a polygon region when one is
         given (a GeoJSON Polygon or MultiPolygon over the lon/lat dimensions); see
-        QuerySpec.parse for the inputs. With explain, the plan lists the grids used."""
+        QuerySpec.parse for the inputs. With explain, the plan lists the grids used.
+        limits: this query's work limits (default: the engine's)."""
         ds = self.dataset(name)
-        return self.planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), explain)
+        return self.planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain)
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
                end=None, region: dict | None = None, explain: bool = False,
-               max_points: int | None = None) -> SeriesResult:
+               max_points: int | None = None, limits: Limits | None = None) -> SeriesResult:
         """Aggregates per time bucket of `step` (e.g. "1d"), or over a moving `window` of
         whole steps ending with each bucket, from start to end; see SeriesSpec."""
         ds = self.dataset(name)
         spec = SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points)
-        return self.planner.series(ds, spec, explain)
+        return self.planner.series(ds, spec, limits or self.limits, explain)
 
     def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
         """query() for a parsed QuerySpec."""
-        return self.planner.query(ds, spec)
+        return self.planner.query(ds, spec, self.limits)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_scan_rows, self.max_grids)
 
     def check_deadline(self, started: float) -> None:
         """Raise WorkLimitExceeded when a query that began at `started`

@@ -28,7 +28,7 @@ import numpy as np
 
 from .aggregate import AggArrays
 from .errors import WorkLimitExceeded
-from .query import QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from .query import Limits, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .regions import EPSILON, Region
 from .scan import Buckets, RangeCondition, ScanRequest, Skip
 from .schema import Dataset
@@ -137,24 +137,24 @@ def _walk(lo, hi, left, right, leaves_below, root, qlo, qhi,
 
 
 class Planner:
-    """Answers QuerySpecs and SeriesSpecs for one engine: trees from `trees`
-    (gridagg.tree.TreeCache), rows from `store`, within the engine's work limits."""
+    """Answers QuerySpecs and SeriesSpecs for one engine (its trees, store and deadline),
+    within the Limits given per query."""
 
     def __init__(self, engine):
         self.engine = engine
 
-    def query(self, ds: Dataset, spec: QuerySpec, explain: bool = False) -> QueryResult:
+    def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False) -> QueryResult:
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
-        buckets, count_known = self._evaluate(ds, spec, None, plan, explain, started)
+        buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started)
         total = buckets.aggregate(0, spec.columns, len(ds.columns))
         self._finish(plan, trips, started)
         return QueryResult(spec, spec.values(total), total.count if count_known else None, plan)
 
-    def series(self, ds: Dataset, series: SeriesSpec, explain: bool = False) -> SeriesResult:
+    def series(self, ds: Dataset, series: SeriesSpec, limits: Limits, explain: bool = False) -> SeriesResult:
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
-        buckets, _ = self._evaluate(ds, series.query, series, plan, explain, started)
+        buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
         cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
@@ -162,8 +162,8 @@ class Planner:
 
     # -- the walk and the scan ---------------------------------------------------------
 
-    def _evaluate(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, plan: QueryPlan,
-                  explain: bool, started: float) -> tuple[AggArrays, bool]:
+    def _evaluate(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits,
+                  plan: QueryPlan, explain: bool, started: float) -> tuple[AggArrays, bool]:
         """Aggregates of the selected rows per bucket (one bucket for a plain query) over
         spec.columns, and whether their counts are exact (scan skipping can leave a
         min/max-only query's count unknown)."""
@@ -186,6 +186,9 @@ class Planner:
         elif spec.region is not None:  # a rectangle, read as a box: its leaves inside and cut
             plan.region = {"leaves_inside": int(tree.leaves_below[reused].sum() + (kind == SPANNING).sum()),
                            "leaves_on_edge": int((kind == CUT).sum()), "leaves_outside": 0, "rectangle": True}
+        if limits.max_grids is not None and len(reused) + len(scan) > limits.max_grids:
+            raise WorkLimitExceeded(f"the query uses {len(reused) + len(scan)} grids, more than the limit of "
+                                    f"{limits.max_grids}; narrow it")
         r_aggs, s_aggs = tree.aggs.take(reused).take_columns(cols), tree.aggs.take(scan).take_columns(cols)
         plan.reused_grids_before = int(tree.leaves_below[reused].sum())
         plan.reused_grids_after = len(reused)
@@ -204,10 +207,10 @@ class Planner:
         if spec.minmax_only and series is None and not (kind == EDGE).any():
             skip, order = _skip(spec, cols, s_aggs, out)
             scan, kind = scan[order], kind[order]
-        elif engine.max_scan_rows is not None and int(s_aggs.count.sum()) > engine.max_scan_rows:
+        elif limits.max_scan_rows is not None and int(s_aggs.count.sum()) > limits.max_scan_rows:
             raise WorkLimitExceeded(
                 f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
-                f"{engine.max_scan_rows}; narrow it")
+                f"{limits.max_scan_rows}; narrow it")
         buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
         request = ScanRequest(
             grids=[tree.ids[i] for i in scan.tolist()],

@@ -184,6 +184,15 @@ class SeriesSpec:
         return cls(QuerySpec(tuple(box), spec.aggregates, spec.region), step, window, first, points)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How much work one query may do (None: no limit): rows read from the store, and
+    grids used (answered from their aggregates or read)."""
+
+    max_scan_rows: int | None = None
+    max_grids: int | None = None
+
+
 @dataclass
 class QueryPlan:
     """What a query cost: the paper's Table 3 quantities and round trips per store.

@@ -224,7 +224,7 @@ def test_oversized_body_is_413(settings, engine, dataset):
 
 
 def test_scan_cap_refuses_big_scans(settings, services, dataset, tmp_path):
-    # A separate engine: the cap lives on the engine (GridEngine.max_scan_rows).
+    # The cap comes with each request from the app's settings (api.config).
     eng = open_engine(settings, "embedded", tmp_path)
     # Same PostgreSQL directory, but this store is empty: use a dataset of its own.
     name = "t_apil_" + uuid.uuid4().hex[:8]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from gridagg.errors import InvalidInput
-from gridagg.query import QuerySpec
+from gridagg.query import Limits, QuerySpec
 
 from .. import metrics
 from ..auth import read_required
@@ -34,6 +34,11 @@ def _explain(body: dict) -> bool:
     return value
 
 
+def _limits() -> Limits:
+    cfg = config()
+    return Limits(cfg.max_scan_rows, cfg.max_grids)
+
+
 def _answer(name: str, body: dict):
     served = baseline_for(name)
     if served is not None:  # a baseline view ("X__pg", "X__hbase"): same shapes, another backend
@@ -41,7 +46,8 @@ def _answer(name: str, body: dict):
         spec = QuerySpec.parse(ds, body.get("where"), body.get("aggregates"))
         return jsonify(baseline_answer(backend, ds, spec, body))
     ds = _dataset(name)
-    result = engine().query(ds.name, body.get("where"), body.get("aggregates"), body.get("region"), _explain(body))
+    result = engine().query(ds.name, body.get("where"), body.get("aggregates"), body.get("region"), _explain(body),
+                            limits=_limits())
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
@@ -69,7 +75,7 @@ def post_series(name: str):
     ds = _dataset(name)
     result = engine().series(ds.name, body.get("where"), body.get("aggregates"), body.get("step"),
                              body.get("window"), body.get("start"), body.get("end"), body.get("region"),
-                             _explain(body), max_points=config().max_points)
+                             _explain(body), max_points=config().max_points, limits=_limits())
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
