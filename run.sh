@@ -17,7 +17,7 @@ if [[ -z "${GRIDAGG_PG_URL:-}" ]] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15
 fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 export PATH="$PWD/.venv/bin:$PATH"
 
 exec gridagg demo "$@"

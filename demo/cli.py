@@ -141,8 +141,8 @@ def _demo(settings, args: argparse.Namespace) -> int:
     from gridagg import services
 
     if args.input is None:
-        raise InvalidInput(f"no weather archives at {CHECKOUT_WEATHER} (the default beside a checkout): "
-                           "pass --input DIR with TMY3 CSV files", field="--input")
+        raise InvalidInput("the demo needs --input DIR: TMY3 weather archives (CSV), such as a "
+                           "checkout's ../shared/data/weather", field="--input")
     if not args.input.exists():
         raise InvalidInput(f"--input {args.input} does not exist", field="--input")
     if args.hbase:

@@ -70,6 +70,23 @@ def test_demo_without_archives_says_what_to_pass(tmp_path):
     assert out.stderr == f"gridagg: error: --input {tmp_path / 'nothing'} does not exist\n"
 
 
+def test_an_installed_demo_asks_for_its_archives(tmp_path, monkeypatch):
+    """Where no checkout's archives lie beside the package, --input has no default."""
+    import argparse
+
+    from demo import cli as demo_cli
+    from gridagg.config import Settings
+    from gridagg.errors import InvalidInput
+
+    monkeypatch.setattr(demo_cli, "CHECKOUT_WEATHER", tmp_path / "shared" / "data" / "weather")
+    parser = argparse.ArgumentParser()
+    demo_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["demo"])
+    assert args.input is None
+    with pytest.raises(InvalidInput, match="the demo needs --input DIR"):
+        args.func(Settings.from_env().with_(data_dir=tmp_path), args)
+
+
 def test_ingest_names_the_shipped_examples(tmp_path):
     out = gridagg("ingest", "example:nosuch", str(tmp_path))
     assert out.returncode == 2
