@@ -1,17 +1,25 @@
 """The `gridagg` command: subcommands that each package registers for itself.
 
-A subcommand is a function ``add(subparsers)`` that adds its parser and sets
-``func(settings, args) -> exit code`` as the parser's default, and one line in
-pyproject.toml's entry-point group ``gridagg.commands`` naming it::
+Adding a subcommand takes two things. A function in the package the command belongs to,
+which adds the command's parser and sets ``func``::
+
+    def add_query(subparsers) -> None:
+        p = subparsers.add_parser("query", help="one line for gridagg --help",
+                                  description="what it does", epilog=config.help_text("store"))
+        p.add_argument("dataset")
+        p.set_defaults(func=run_query)  # run_query(settings, args) -> exit code
+
+and a line in pyproject.toml's entry-point group ``gridagg.commands``, under the
+command's name::
 
     [project.entry-points."gridagg.commands"]
-    query = "gridagg.commands:add_query"
+    query = "gridagg.query_cli:add_query"
 
-That is all it takes to add one (then ``pip install -e .`` again, so the installed
-metadata lists the new entry point). ``gridagg --help`` lists the commands by name, each
-with its ``help=``; every subcommand parser wraps its description and keeps multi-line
-epilogs (such as ``gridagg.config.help_text()``) as written, unless it picks its own
-``formatter_class``.
+Then ``pip install -e .`` again, so the installed metadata lists the new entry point
+(tests/test_cli.py lists the commands it expects). ``gridagg --help`` lists the commands
+by name with their ``help=``; every subcommand parser wraps its description and keeps
+multi-line epilogs (such as ``config.help_text()``, the settings it reads) as written,
+unless it picks its own ``formatter_class``.
 
 ``func`` gets the Settings (``Settings.from_env()``) and the parsed arguments. Errors
 come out as one line on stderr: an InvalidInput (bad settings included) with exit code
