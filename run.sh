@@ -21,7 +21,7 @@ if ! command -v npm >/dev/null; then  # builds the page's bundle (api/page/build
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 export PATH="$PWD/.venv/bin:$PATH"
 bash api/page/build.sh  # the page at / (api/page/dist)
 

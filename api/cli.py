@@ -1,7 +1,6 @@
 """`gridagg serve`: the HTTP API under granian (a WSGI server with a Rust HTTP core).
 
-Hook into gridagg/cli.py with: from api.cli import register; COMMANDS.append(register)
-(register(subparsers) adds the subcommand and sets func(settings, args) -> exit code).
+``register(subparsers)`` adds the subcommand to `gridagg` (entry point in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -13,15 +12,9 @@ import signal
 import sys
 import tempfile
 
-SERVE_HELP = """\
-API settings (environment, all optional):
-  GRIDAGG_WRITE_TOKEN     bearer token for writes (unset: writes are refused with 403)
-  GRIDAGG_READ_TOKEN      bearer token for reads (unset: reads are open)
-  GRIDAGG_MAX_BODY_BYTES  largest request body (default 16 MiB)
-  GRIDAGG_MAX_SCAN_ROWS   most raw rows one request may scan (default 5000000)
-  GRIDAGG_MAX_POINTS      most points of one series (default 10000)
-  GRIDAGG_STORE           embedded (default) or hbase; see `gridagg --help` for the servers
+from gridagg import config
 
+ENDPOINTS = """\
 endpoints: /v1/datasets, /v1/datasets/NAME{,/query,/series,/rows,/grids}, /healthz,
 /metrics, /openapi.json
 """
@@ -59,9 +52,8 @@ def server_argv(host: str, port: int, workers: int, threads: int, log_level: str
 def _serve(settings, args: argparse.Namespace) -> int:
     import subprocess
 
-    env = dict(os.environ)
     metrics_dir = tempfile.mkdtemp(prefix="gridagg-metrics-")
-    env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    env = {**settings.environ(), "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
     if not settings.write_token:
         print("gridagg serve: no GRIDAGG_WRITE_TOKEN set: writes (create, ingest) are refused", file=sys.stderr)
     threads = args.threads or default_threads(settings.store)
@@ -92,7 +84,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Serve the gridagg HTTP API for dashboards with granian: several worker "
                     "processes, each with pooled connections to PostgreSQL and the cell store "
                     "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics.",
-        epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=config.help_text("http", "store") + "\n" + ENDPOINTS)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     p.add_argument("--workers", type=int, default=default_workers(),

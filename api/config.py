@@ -1,29 +1,19 @@
-"""HTTP-side configuration, derived from gridagg.config.Settings in one place.
+"""What the HTTP layer needs of the Settings (gridagg.config declares them all): the
+servers and tokens, and the limits of one request.
 
-Settings (GRIDAGG_* environment variables) hold the servers and the tokens. The few
-knobs that only the HTTP layer needs are read here, from the environment:
-
-GRIDAGG_MAX_BODY_BYTES   largest accepted request body (default 16 MiB); larger -> 413
-GRIDAGG_MAX_SCAN_ROWS    most raw rows one request may scan (default 5,000,000);
-                         more -> 422 with a message to narrow the query
-GRIDAGG_MAX_POINTS       most points one series request may return (default 10,000)
-GRIDAGG_MAX_GRIDS        most leaves one request may touch or list (default 200,000)
+max_body_bytes  largest accepted request body; larger -> 413
+max_scan_rows   most raw rows one request may scan; more -> 422 asking to narrow the query
+max_points      most points one series request may return
+max_grids       most leaves one request may touch or list
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from gridagg.config import Settings
-from gridagg.errors import InvalidInput
 
-DEFAULTS = {
-    "max_body_bytes": 16 * 1024 * 1024,
-    "max_scan_rows": 5_000_000,
-    "max_points": 10_000,
-    "max_grids": 200_000,
-}
+LIMITS = ("max_body_bytes", "max_scan_rows", "max_points", "max_grids")
 
 
 @dataclass(frozen=True)
@@ -43,23 +33,11 @@ class ApiConfig:
         return self.settings.read_token
 
     @classmethod
-    def from_settings(cls, settings: Settings, env: dict | None = None, **overrides) -> "ApiConfig":
-        env = os.environ if env is None else env
-        values = {}
-        for key, default in DEFAULTS.items():
-            if key in overrides:
-                values[key] = overrides[key]
-                continue
-            raw = env.get(f"GRIDAGG_{key.upper()}")
-            if not raw:
-                values[key] = default
-                continue
-            try:
-                values[key] = int(raw)
-            except ValueError:
-                raise InvalidInput(f"GRIDAGG_{key.upper()} must be an integer, not {raw!r}",
-                                   field=key) from None
-        unknown = set(overrides) - set(DEFAULTS)
+    def from_settings(cls, settings: Settings, **overrides) -> "ApiConfig":
+        """The limits come from `settings`, unless given in `overrides` (one of LIMITS
+        each; max_scan_rows=None lifts that cap)."""
+        unknown = set(overrides) - set(LIMITS)
         if unknown:
             raise TypeError(f"unknown API settings {sorted(unknown)}")
+        values = {name: overrides.get(name, getattr(settings, name)) for name in LIMITS}
         return cls(settings=settings, **values)

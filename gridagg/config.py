@@ -1,58 +1,182 @@
-"""Configuration in one place.
+"""Settings, declared once: every GRIDAGG_* environment variable gridagg reads.
 
-Every setting comes from an environment variable with a sensible default, so a fresh
-machine needs none of them:
+Each field of :class:`Settings` is one variable, named GRIDAGG_ + the field's name in
+capitals, declared with its default, its parser and one line of help; ``SETTINGS``
+lists the declarations in order. Nothing else in gridagg, api/, ingest/, loadtest/ or
+the tests reads a GRIDAGG_* variable: each takes what it needs from
+``Settings.from_env()`` or from the Settings its caller passes, and a child process gets
+them back with ``settings.environ()``.
 
-GRIDAGG_DATA_DIR     where local servers keep their data and logs (default ~/.gridagg)
-GRIDAGG_PG_URL       PostgreSQL URL; unset means the local server that
-                     `gridagg services up` starts in the data dir
-GRIDAGG_PG_PORT      port of that local PostgreSQL (default 55432)
-GRIDAGG_STORE        where rows and aggregates live: "embedded" (LMDB in the data dir,
-                     the default) or "hbase"
-GRIDAGG_HBASE        Thrift gateway of an external HBase as host:port; unset means the
-                     local HBase that `gridagg services up` starts
-GRIDAGG_HBASE_PORT   Thrift port of the local HBase (default 9090)
-GRIDAGG_ZK_PORT      ZooKeeper port of the local HBase (default 2181)
-GRIDAGG_WRITE_TOKEN  bearer token required for writes over HTTP
-GRIDAGG_READ_TOKEN   bearer token required for reads over HTTP (unset: reads are open)
+All are optional (a fresh machine needs none); an empty variable counts as unset. A
+value that does not parse raises :class:`SettingError` naming the variable, e.g.
+``GRIDAGG_PG_PORT must be an integer, not 'abc'``. ``gridagg config`` prints the
+effective settings (secrets masked); the README's settings table is
+``markdown_table()`` (``gridagg config --markdown``), and a test keeps the two equal.
+
+Adding a setting: a field with ``_setting(...)`` below, then regenerate the README table.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import re
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+
+from gridagg import faults
+from gridagg.errors import InvalidInput
+
+PREFIX = "GRIDAGG_"
+TOPICS = ("servers", "store", "http", "spark", "tests")
+
+
+class SettingError(InvalidInput):
+    """A GRIDAGG_* variable holds a value that does not parse; the message names it."""
+
+
+# --------------------------------------------------------------------------- parsers
+# Each takes the variable's text and returns the value, or raises ValueError with the
+# end of a sentence that starts with the variable's name.
+
+
+def _text(text: str) -> str:
+    return text
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser().resolve()
+
+
+def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"must be an integer, not {text!r}") from None
+        if value < low or (high is not None and value > high):
+            span = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ValueError(f"must be {span}, not {value}")
+        return value
+
+    return parse
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be {' or '.join(map(repr, choices))}, not {text!r}")
+        return text
+
+    return parse
+
+
+def _host_port(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be host:port, not {text!r}")
+    return text
+
+
+def _jvm_memory(text: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", text):
+        raise ValueError(f"must be a JVM memory size such as 2g or 1500m, not {text!r}")
+    return text
+
+
+def _faults(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(faults.parse(text).items())
+
+
+_port = _integer(1, 65535)
+_positive = _integer(1)
+
+
+def _render(value) -> str:
+    if isinstance(value, tuple):  # fault points
+        return ",".join(f"{point}={action}" for point, action in value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- declaration
+
+
+def _setting(default, help: str, parse: Callable[[str], object] = _text, *, topic: str,
+             shown: str | None = None, secret: bool = False):
+    """A Settings field for one variable. help: one line (Markdown: `code` allowed);
+    shown: the default as the docs show it (default: the value itself, or "unset");
+    secret: its value is never printed."""
+    assert topic in TOPICS, topic
+    return field(default=default, metadata={"setting": (parse, help, topic, shown, secret)})
 
 
 @dataclass(frozen=True)
 class Settings:
-    data_dir: Path
-    pg_url: str | None
-    pg_port: int
-    store: str
-    hbase: str | None
-    hbase_port: int
-    zk_port: int
-    write_token: str | None
-    read_token: str | None
+    """The effective settings: immutable and cheap to build (``from_env`` parses only
+    the variables that are set); ``with_(**changes)`` makes a changed copy."""
+
+    data_dir: Path = _setting(
+        Path.home().joinpath(".gridagg").resolve(),
+        "data and logs of the local servers (`pg/`, `hbase/`, `lmdb/`), Spark's class archives (`jvm/`)",
+        _path, topic="servers", shown="~/.gridagg")
+    pg_url: str | None = _setting(
+        None, "external PostgreSQL URL; unset = the local server", topic="servers", secret=True)
+    pg_port: int = _setting(55432, "port of the local PostgreSQL", _port, topic="servers")
+    store: str = _setting(
+        "embedded", "where rows and aggregates live: `embedded` (LMDB in the data dir) or `hbase`",
+        _one_of("embedded", "hbase"), topic="store")
+    hbase: str | None = _setting(
+        None, "Thrift gateway of an external HBase `host:port`; unset = the local HBase", _host_port,
+        topic="servers")
+    hbase_port: int = _setting(9090, "Thrift port of the local HBase", _port, topic="servers")
+    zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
+    write_token: str | None = _setting(
+        None, "bearer token required for writes over HTTP (unset: writes are refused)",
+        topic="http", secret=True)
+    read_token: str | None = _setting(
+        None, "bearer token required for reads over HTTP (unset: reads are open)", topic="http", secret=True)
+    max_body_bytes: int = _setting(
+        16 * 1024 * 1024, "largest HTTP request body in bytes; larger gets 413", _positive,
+        topic="http")
+    max_scan_rows: int = _setting(
+        5_000_000, "most raw rows one HTTP request may scan; more gets 422 asking to narrow the query",
+        _positive, topic="http")
+    max_points: int = _setting(10_000, "most points one HTTP series request may return", _positive,
+                               topic="http")
+    max_grids: int = _setting(200_000, "most leaves one HTTP request may touch or list", _positive,
+                              topic="http")
+    spark_master: str = _setting(
+        "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
+    spark_driver_memory: str = _setting(
+        "2g", "Spark driver memory of the ingest job and the benchmarks", _jvm_memory, topic="spark")
+    faults: tuple[tuple[str, str], ...] = _setting(
+        (), "tests only: fault points to trigger, `point=action,...` (action `raise` or `kill`; "
+            "`gridagg/faults.py`)", _faults, topic="tests", shown="unset")
+    property_scale: int = _setting(
+        1, "tests only: multiplies the number of examples of the property tests", _positive, topic="tests")
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """Settings from the environment (or `env`); unset or empty variables keep their
+        defaults. Raises SettingError naming the first variable whose value does not parse."""
         env = os.environ if env is None else env
-        return cls(
-            data_dir=Path(env.get("GRIDAGG_DATA_DIR") or Path.home() / ".gridagg").resolve(),
-            pg_url=env.get("GRIDAGG_PG_URL") or None,
-            pg_port=int(env.get("GRIDAGG_PG_PORT", "55432")),
-            store=env.get("GRIDAGG_STORE") or "embedded",
-            hbase=env.get("GRIDAGG_HBASE") or None,
-            hbase_port=int(env.get("GRIDAGG_HBASE_PORT", "9090")),
-            zk_port=int(env.get("GRIDAGG_ZK_PORT", "2181")),
-            write_token=env.get("GRIDAGG_WRITE_TOKEN") or None,
-            read_token=env.get("GRIDAGG_READ_TOKEN") or None,
-        )
+        return cls(**{s.name: s.parse(text) for s in SETTINGS if (text := env.get(s.variable))})
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """An environment for a child process that should see exactly these settings:
+        `base` (default os.environ) without its GRIDAGG_* variables, plus every setting
+        that has a value, as text."""
+        base = os.environ if base is None else base
+        env = {k: v for k, v in base.items() if not k.startswith(PREFIX)}
+        for s in SETTINGS:
+            value = getattr(self, s.name)
+            if value is not None and value != ():
+                env[s.variable] = _render(value)
+        return env
 
     @property
     def local_pg_url(self) -> str:
@@ -77,3 +201,93 @@ class Settings:
     def lmdb_dir(self) -> Path:
         """Where the embedded store keeps its files."""
         return self.data_dir / "lmdb"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The declaration of one variable: the Settings field it fills, its default, how
+    its text is parsed, a line of help, its topic, and whether its value is secret."""
+
+    name: str
+    default: object
+    parser: Callable[[str], object]
+    help: str
+    topic: str
+    shown: str | None
+    secret: bool
+
+    @property
+    def variable(self) -> str:
+        return PREFIX + self.name.upper()
+
+    @property
+    def default_text(self) -> str:
+        """The default as the docs show it."""
+        if self.shown is not None:
+            return self.shown
+        return "unset" if self.default is None else _render(self.default)
+
+    def parse(self, text: str):
+        """The value of this variable's text; SettingError naming the variable if it
+        does not parse."""
+        try:
+            return self.parser(text)
+        except ValueError as exc:
+            raise SettingError(f"{self.variable} {exc}", field=self.variable) from None
+
+    def display(self, value) -> str:
+        """The value as `gridagg config` prints it: secrets masked, "unset" for none."""
+        if value is None or value == ():
+            return "unset"
+        if self.secret:
+            # A URL keeps all but its password; a token shows only that it is set.
+            return _mask_password(value) if "://" in value else "*** (set)"
+        return _render(value)
+
+
+def _mask_password(url: str) -> str:
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(f.name, f.default, *f.metadata["setting"]) for f in fields(Settings))
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def effective(settings: Settings, env: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(variable, value as shown, "environment" or "default") of every setting."""
+    env = os.environ if env is None else env
+    return [(s.variable, s.display(getattr(settings, s.name)), "environment" if env.get(s.variable) else "default")
+            for s in SETTINGS]
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """GRIDAGG_* variables that are set but are no setting (a typo, most likely)."""
+    env = os.environ if env is None else env
+    known = {s.variable for s in SETTINGS}
+    return sorted(k for k in env if k.startswith(PREFIX) and k not in known)
+
+
+def markdown_table() -> str:
+    """The README's settings table (variable, default, meaning), one row per setting."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS:
+        default = "unset" if s.default_text == "unset" else f"`{s.default_text}`"
+        lines.append(f"| `{s.variable}` | {default} | {s.help} |")
+    return "\n".join(lines) + "\n"
+
+
+def help_text(*topics: str) -> str:
+    """The settings of these topics (all but the tests' by default) as an epilog for
+    --help: a title line, then one line per variable with its default."""
+    topics = topics or tuple(t for t in TOPICS if t != "tests")
+    chosen = [s for s in SETTINGS if s.topic in topics]
+    indent = " " * (max(len(s.variable) for s in chosen) + 4)
+    lines = ["settings (environment variables, all optional; `gridagg config` shows them):"]
+    for s in chosen:
+        default = "" if s.default_text == "unset" else f" (default {s.default_text})"
+        lines += textwrap.wrap(s.help.replace("`", "") + default, 79, initial_indent=f"  {s.variable:<{len(indent) - 2}}",
+                               subsequent_indent=indent)
+    return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import faults
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
 from .errors import InvalidInput, WorkLimitExceeded
@@ -157,6 +158,7 @@ class GridEngine:
             leaf_of = [leaf_of[i] for i in keep]
             intent = self.directory.begin_intent(ds.name, sorted(set(leaf_of)))
             self.store.put_rows(ds, keys, values)
+            faults.hit("insert.rows_written")
             result.stored = len(keep)
 
             # Aggregate deltas of each touched leaf and of all its ancestors.
@@ -211,6 +213,7 @@ class GridEngine:
         # for queries that still see the old leaf, and are purged later.
         self.store.put_rows(ds, new_keys, values)
         self.store.put_aggregates(ds, new_aggs)
+        faults.hit("split.children_written")
         self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _ in final])
         return splits
 

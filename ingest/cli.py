@@ -1,8 +1,8 @@
 """`gridagg ingest`: the bulk ingest job from the command line.
 
-gridagg.cli hooks this in with ``register(subparsers)``; without it, the same command
-runs as ``python -m ingest CONFIG INPUT...`` or under spark-submit as
-``spark-submit ingest/spark_job.py CONFIG INPUT...``.
+``register(subparsers)`` adds the subcommand to `gridagg` (entry point in
+pyproject.toml); the same command runs as ``python -m ingest CONFIG INPUT...`` or under
+spark-submit as ``spark-submit ingest/spark_job.py CONFIG INPUT...``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from gridagg import config
 from gridagg.config import Settings
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+EXAMPLE_PREFIX = "example:"
 
 DESCRIPTION = (
     "Bulk-load archives into a dataset with Spark: read CSV, Parquet or TMY3 files (files, "
@@ -21,10 +26,32 @@ DESCRIPTION = (
 )
 
 
+def example_config(name: str) -> Path:
+    """The shipped example config `name` (ingest/examples/NAME.toml, installed with the
+    package). Raises InvalidInput naming the examples there are."""
+    from gridagg.errors import InvalidInput
+
+    path = EXAMPLES / f"{name}.toml"
+    if not path.is_file():
+        raise InvalidInput(f"no example config {name!r}; the examples: {', '.join(example_names())}",
+                           field="config")
+    return path
+
+
+def example_names() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES.glob("*.toml"))
+
+
+def _epilog() -> str:
+    return (f"example configs (pass {EXAMPLE_PREFIX}NAME as CONFIG): {', '.join(example_names())}\n"
+            f"  in {EXAMPLES}\n\n" + config.help_text("servers", "store", "spark"))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="dataset config file (TOML), e.g. ingest/examples/weather.toml")
+    p.add_argument("config", help="dataset config file (TOML), or example:NAME for a shipped example "
+                                  "(e.g. example:weather)")
     p.add_argument("inputs", nargs="+", help="input files, directories or globs")
-    p.add_argument("--master", help="Spark master URL (default local[*]; under spark-submit, its --master)")
+    p.add_argument("--master", help="Spark master URL (default GRIDAGG_SPARK_MASTER; under spark-submit, its --master)")
     p.add_argument("--quarantine", metavar="DIR",
                    help="where bad rows go as JSON lines (default quarantine/<dataset>-<time>)")
     p.add_argument("--store", choices=["embedded", "hbase"], help="cell store (default GRIDAGG_STORE)")
@@ -44,7 +71,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.store:
         settings = settings.with_(store=args.store)
     try:
-        cfg = load_config(args.config)
+        path = (example_config(args.config.removeprefix(EXAMPLE_PREFIX))
+                if args.config.startswith(EXAMPLE_PREFIX) else args.config)
+        cfg = load_config(path)
     except (GridaggError, OSError) as exc:
         print(f"gridagg ingest: error: {exc}", file=sys.stderr)
         return 2
@@ -66,18 +95,25 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the `ingest` subcommand to gridagg's subparsers (sets func(settings, args))."""
-    p = subparsers.add_parser("ingest", help="bulk-load archives with Spark", description=DESCRIPTION)
+    p = subparsers.add_parser("ingest", help="bulk-load archives with Spark", description=DESCRIPTION,
+                              epilog=_epilog())
     add_arguments(p)
     p.set_defaults(func=run)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gridagg ingest", description=DESCRIPTION)
+    from gridagg.cli import Formatter
+
+    p = argparse.ArgumentParser(prog="gridagg ingest", description=DESCRIPTION, epilog=_epilog(),
+                                formatter_class=Formatter)
     add_arguments(p)
     args = p.parse_args(argv)
     try:
         return run(Settings.from_env(), args)
+    except config.SettingError as exc:
+        print(f"gridagg ingest: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("gridagg ingest: interrupted", file=sys.stderr)
         return 130

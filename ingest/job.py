@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gridagg import faults
 from gridagg.aggregate import PartialAggregate, ancestor_aggregates
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
@@ -112,6 +113,7 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     (ingest.hfiles): their classpath is only taken when the JVM starts."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark_settings = settings or Settings.from_env()  # master and memory; HFiles need `settings`
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -119,7 +121,7 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     if master:
         builder = builder.master(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit its --master wins
-        master = os.environ.get("GRIDAGG_SPARK_MASTER", "local[*]")
+        master = spark_settings.spark_master
         builder = builder.config("spark.master", master)
     bulk_cp = hfiles.classpath(settings, master) if settings is not None and master else None
     if bulk_cp:
@@ -130,10 +132,10 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     # 60.3 s, with the same 19.3 s of task CPU in the JVM. Its heap starts at full size:
     # growing it from the default kept G1 busy in a session's first job (1M rows, 4.56-4.70 s
     # against 4.67-5.80 s). Its classes come from an archive (ingest.class_archive).
-    memory = os.environ.get("GRIDAGG_SPARK_DRIVER_MEMORY", "2g")
+    memory = spark_settings.spark_driver_memory
     java_options = f"-XX:TieredStopAtLevel=1 -Xms{memory}"
     if SparkContext._gateway is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM starts now
-        java_options += " " + class_archive.java_options(settings or Settings.from_env(), bulk_cp)
+        java_options += " " + class_archive.java_options(spark_settings, bulk_cp)
     builder = builder.config("spark.driver.extraJavaOptions", java_options.strip())
     builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -177,10 +179,6 @@ class Progress:
     def __call__(self, msg: str) -> None:
         if not self.quiet:
             print(f"ingest [{time.perf_counter() - self.t0:7.1f}s] {msg}", file=self.out, flush=True)
-        pause = os.environ.get("GRIDAGG_INGEST_PAUSE_AT")
-        if pause and msg.startswith(pause):
-            # Test hook: stop here so a test can kill the job at a known point.
-            time.sleep(float(os.environ.get("GRIDAGG_INGEST_PAUSE_SECONDS", "600")))
 
     def _watch(self, spark, every):
         tracker = spark.sparkContext.statusTracker()
@@ -415,6 +413,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     progress(f"read {summary.read} rows, {summary.quarantined} quarantined")
     progress(f"{summary.loaded} new rows in {touched} leaves")
     progress(f"rows written: {written}" + (" (as HFiles)" if bulk else ""))
+    faults.hit("ingest.rows_written")
 
     # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
     if bulk:
@@ -435,6 +434,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     if split_leaves:
         directory.replace_leaves(ds, split_leaves, new_leaves)
     progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
+    faults.hit("ingest.directory_switched")
     summary.leaves_after = directory.leaf_count(ds.name)
 
 

@@ -214,10 +214,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.metrics_dir = tempfile.mkdtemp(prefix="gridagg-bench-metrics-")
-        env = dict(os.environ, GRIDAGG_STORE=store, PROMETHEUS_MULTIPROC_DIR=self.metrics_dir,
-                   GRIDAGG_DATA_DIR=str(settings.data_dir), GRIDAGG_PG_PORT=str(settings.pg_port),
-                   GRIDAGG_HBASE_PORT=str(settings.hbase_port), GRIDAGG_ZK_PORT=str(settings.zk_port))
-        env.pop("GRIDAGG_READ_TOKEN", None)
+        env = {**settings.with_(store=store, read_token=None).environ(), "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
         argv = server_argv("127.0.0.1", self.port, workers, threads, "warning", access_log=False)
         self.log = open(logdir / f"server-{store}.log", "w")
         self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,

@@ -1,15 +1,21 @@
-"""`gridagg bench`. Hook into gridagg/cli.py with:
-    from loadtest.cli import register; COMMANDS.append(register)
-(register(subparsers) adds the subcommand and sets func(settings, args) -> exit code)."""
+"""`gridagg bench`: ``register(subparsers)`` adds the subcommand to `gridagg` (entry point
+in pyproject.toml). The load-test tools come with the `bench` extra
+(pip install 'gridagg[bench]'), not with the service."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shlex
 import sys
 
+from gridagg.errors import GridaggError
+
+
 
 def _bench(settings, args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("locust") is None:  # without matplotlib it only makes no plots
+        raise GridaggError("gridagg bench needs locust: pip install 'gridagg[bench]'")
     from . import bench
 
     args.command_line = "gridagg " + " ".join(shlex.quote(a) for a in sys.argv[1:])

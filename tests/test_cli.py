@@ -1,4 +1,5 @@
-"""The `gridagg` command as a user runs it: help, check and repair of a dataset."""
+"""The `gridagg` command as a user runs it: help, settings, errors, check and repair of a
+dataset."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from gridagg.cli import commands
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.schema import Dataset
 from gridagg.store import open_store
+
+COMMANDS = ["bench", "check", "config", "demo", "ingest", "repair", "serve", "services"]
 
 
 def gridagg(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -19,11 +24,73 @@ def gridagg(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env={**os.environ, **(env or {})}, timeout=300)
 
 
-def test_help_lists_every_command():
+def test_every_command_registers_through_an_entry_point():
+    assert [ep.name for ep in commands()] == COMMANDS
+
+
+def test_help_lists_every_command_with_its_help():
     out = gridagg("--help")
-    assert out.returncode == 0
-    for command in ["demo", "services", "ingest", "serve", "check", "repair", "bench"]:
-        assert command in out.stdout
+    assert out.returncode == 0 and out.stderr == ""
+    listed = out.stdout.split("positional arguments:")[1].split("options:")[0]
+    for command in COMMANDS:
+        assert f"    {command} " in listed
+    assert "bulk-load archives with Spark" in listed and "GRIDAGG_PG_PORT" in out.stdout
+
+
+@pytest.mark.parametrize("command, says", [
+    ("services", "GRIDAGG_DATA_DIR"), ("check", "GRIDAGG_STORE"), ("repair", "GRIDAGG_STORE"),
+    ("config", "GRIDAGG_FAULTS"), ("ingest", "example:NAME"), ("serve", "GRIDAGG_WRITE_TOKEN"),
+    ("demo", "--input"), ("bench", "--nsize"),
+])
+def test_each_command_explains_itself(command, says):
+    out = gridagg(command, "--help")
+    assert out.returncode == 0 and says in out.stdout
+    assert out.stdout.startswith(f"usage: gridagg {command}")
+
+
+def test_a_bad_setting_is_one_line_and_exit_code_2():
+    out = gridagg("config", env={"GRIDAGG_PG_PORT": "abc"})
+    assert out.returncode == 2
+    assert out.stderr == "gridagg: error: GRIDAGG_PG_PORT must be an integer, not 'abc'\n"
+
+
+def test_config_shows_the_settings_with_tokens_masked():
+    out = gridagg("config", env={"GRIDAGG_WRITE_TOKEN": "w-secret", "GRIDAGG_MAX_POINTS": "77",
+                                 "GRIDAGG_PG_PROT": "1"})
+    assert out.returncode == 0 and "w-secret" not in out.stdout
+    lines = {line.split()[0]: line for line in out.stdout.splitlines()}
+    assert "*** (set)" in lines["GRIDAGG_WRITE_TOKEN"]
+    assert lines["GRIDAGG_MAX_POINTS"].split()[1:] == ["77", "(environment)"]
+    assert "GRIDAGG_PG_PROT is set but is no gridagg setting" in out.stderr
+
+
+def test_demo_without_archives_says_what_to_pass(tmp_path):
+    out = gridagg("demo", "--input", str(tmp_path / "nothing"))
+    assert out.returncode == 2
+    assert out.stderr == f"gridagg: error: --input {tmp_path / 'nothing'} does not exist\n"
+
+
+def test_an_installed_demo_asks_for_its_archives(tmp_path, monkeypatch):
+    """Where no checkout's archives lie beside the package, --input has no default."""
+    import argparse
+
+    from demo import cli as demo_cli
+    from gridagg.config import Settings
+    from gridagg.errors import InvalidInput
+
+    monkeypatch.setattr(demo_cli, "CHECKOUT_WEATHER", tmp_path / "shared" / "data" / "weather")
+    parser = argparse.ArgumentParser()
+    demo_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["demo"])
+    assert args.input is None
+    with pytest.raises(InvalidInput, match="the demo needs --input DIR"):
+        args.func(Settings.from_env().with_(data_dir=tmp_path), args)
+
+
+def test_ingest_names_the_shipped_examples(tmp_path):
+    out = gridagg("ingest", "example:nosuch", str(tmp_path))
+    assert out.returncode == 2
+    assert "no example config 'nosuch'; the examples: weather, weather_generated" in out.stderr
 
 
 def test_check_finds_a_broken_aggregate_and_repair_fixes_it(settings, services, unique_name, tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from engine_support import check_tree, open_engine
+from gridagg import faults
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import Dataset
 
@@ -47,20 +48,12 @@ def insert(engine, ds, rows: np.ndarray, prefix: str):
     return engine.insert_encoded(ds, ids, rows.astype(np.int64))
 
 
-class Boom(Exception):
-    pass
-
-
-def test_a_write_dying_before_its_aggregates_is_recovered(engine, dataset, monkeypatch):
+def test_a_write_dying_before_its_aggregates_is_recovered(engine, dataset):
     base = rows_of(1, 25)
     insert(engine, dataset, base, "a")
     crashed = rows_of(2, 5)
-    with monkeypatch.context() as m:
-        def die(*_):
-            raise Boom()
-        m.setattr(engine.store, "put_aggregates", die)
-        with pytest.raises(Boom):
-            insert(engine, dataset, crashed, "b")
+    with faults.armed("insert.rows_written=raise"), pytest.raises(faults.FaultInjected):
+        insert(engine, dataset, crashed, "b")
     assert engine.check(dataset.name)  # rows stored, aggregates not: check says so
     insert(engine, dataset, rows_of(3, 3), "c")  # the next writer recovers first
     everything = np.vstack([base, crashed, rows_of(3, 3)])
@@ -68,15 +61,11 @@ def test_a_write_dying_before_its_aggregates_is_recovered(engine, dataset, monke
     check_tree(engine, dataset.name, everything)
 
 
-def test_a_split_dying_before_the_directory_switch_is_recovered(engine, dataset, monkeypatch):
+def test_a_split_dying_before_the_directory_switch_is_recovered(engine, dataset):
     base = rows_of(4, 30)  # exactly N_threshold: the next row splits the leaf
     insert(engine, dataset, base, "a")
-    with monkeypatch.context() as m:
-        def die(*_):
-            raise Boom()
-        m.setattr(engine.directory, "replace_leaves", die)
-        with pytest.raises(Boom):
-            insert(engine, dataset, rows_of(5, 1), "b")
+    with faults.armed("split.children_written=raise"), pytest.raises(faults.FaultInjected):
+        insert(engine, dataset, rows_of(5, 1), "b")
     # The children's rows were written under keys no leaf owns yet.
     assert any("under no leaf" in p for p in engine.check(dataset.name))
     assert engine.repair(dataset.name) >= 1

@@ -7,7 +7,6 @@ GRIDAGG_PROPERTY_SCALE multiplies the number of examples (CI runs scale 1).
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -17,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from engine_support import check_answer, check_tree, open_engine
+from gridagg.config import Settings
 from gridagg.schema import Dataset
 
-SCALE = int(os.environ.get("GRIDAGG_PROPERTY_SCALE", "1"))
+SCALE = Settings.from_env().property_scale
 EPOCH = "2020-01-01T00:00:00Z"
 EPOCH_DT = datetime(2020, 1, 1, tzinfo=timezone.utc)
 

@@ -4,6 +4,10 @@ Starts the local PostgreSQL (and HBase with --hbase), bulk-loads the real weathe
 archives with the Spark job, serves the HTTP API in the background, asks it a few
 dashboard questions (a box, a polygon, a 7-day moving average) and prints the answers
 with their plan statistics. The API keeps running; `gridagg demo --stop` stops it.
+
+The archives are TMY3 CSV files (--input). From a checkout they default to
+../shared/data/weather beside it; an installed gridagg has no such default and asks for
+--input.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "ingest" / "examples" / "weather.toml"
-WEATHER = ROOT.parent / "shared" / "data" / "weather"
+from gridagg import config
+from gridagg.errors import InvalidInput
+
+# The sample archives beside a checkout (this file is <checkout>/demo/cli.py); an
+# installed package has none there.
+CHECKOUT_WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"
 
 
 def _pid_file(settings) -> Path:
@@ -53,7 +60,7 @@ def _start_api(settings, port: int) -> str:
     url = f"http://127.0.0.1:{port}"
     _stop_quietly(settings)
     log = settings.data_dir / "demo-api.log"
-    env = dict(os.environ, GRIDAGG_STORE=settings.store, GRIDAGG_DATA_DIR=str(settings.data_dir))
+    env = settings.environ()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port), "--workers", "2"],
         stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -133,23 +140,28 @@ def _demo(settings, args: argparse.Namespace) -> int:
         return _stop(settings)
     from gridagg import services
 
+    if args.input is None:
+        raise InvalidInput("the demo needs --input DIR: TMY3 weather archives (CSV), such as a "
+                           "checkout's ../shared/data/weather", field="--input")
+    if not args.input.exists():
+        raise InvalidInput(f"--input {args.input} does not exist", field="--input")
     if args.hbase:
         settings = settings.with_(store="hbase")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     _say(f"== Servers (data in {settings.data_dir})")
     for report in services.up(settings, hbase=args.hbase):
         _say("   " + report.line())
-    if not settings.pg_url:
-        os.environ.setdefault("GRIDAGG_PG_PORT", str(settings.pg_port))
 
     _say(f"\n== Bulk load of {args.input} with Spark (store: {settings.store})")
+    from ingest.cli import example_config
     from ingest.config import load_config
     from ingest.job import Progress, run_ingest, spark_session
 
     spark = spark_session(None)
     progress = Progress(spark=spark, quiet=False)
     try:
-        summary = run_ingest(spark, settings, load_config(str(CONFIG)), [str(args.input)], progress=progress)
+        summary = run_ingest(spark, settings, load_config(example_config("weather")), [str(args.input)],
+                             progress=progress)
     finally:
         progress.close()
         spark.stop()
@@ -170,11 +182,14 @@ def _demo(settings, args: argparse.Namespace) -> int:
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "demo", help="load the real weather archives, serve the API, run dashboard queries",
-        description=__doc__.split("\n\n")[1].replace("\n", " "))
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        epilog=config.help_text("servers", "store", "spark"))
     p.add_argument("--hbase", action="store_true",
                    help="use the local real HBase instead of the embedded store (started if needed)")
-    p.add_argument("--input", type=Path, default=WEATHER,
-                   help=f"archives to load (default {WEATHER})")
+    default = CHECKOUT_WEATHER if CHECKOUT_WEATHER.is_dir() else None
+    p.add_argument("--input", type=Path, default=default,
+                   help="directory or files of TMY3 archives to load (default: "
+                        + (f"{default})" if default else "none, --input is required here)"))
     p.add_argument("--port", type=int, default=8080, help="port of the API (default 8080)")
     p.add_argument("--stop", action="store_true", help="stop the API a previous demo left running")
     p.set_defaults(func=_demo)

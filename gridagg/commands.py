@@ -1,0 +1,146 @@
+"""The core's subcommands: services, check, repair, config (registered in pyproject.toml's
+entry-point group gridagg.commands; see gridagg.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gridagg import config
+from gridagg.config import Settings
+
+# --------------------------------------------------------------------------- services
+
+
+def _print_reports(reports) -> None:
+    for r in reports:
+        print(r.line())
+
+
+def _services_up(settings: Settings, args: argparse.Namespace) -> int:
+    from gridagg import services
+
+    reports = services.up(settings, hbase=not args.no_hbase)
+    _print_reports(reports)
+    if not args.no_hbase and settings.store != "hbase":
+        print("to use this HBase instead of the embedded store: export GRIDAGG_STORE=hbase")
+    return 0
+
+
+def _services_status(settings: Settings, args: argparse.Namespace) -> int:
+    from gridagg import services
+
+    _print_reports(services.status(settings))
+    return 0
+
+
+def _services_down(settings: Settings, args: argparse.Namespace) -> int:
+    from gridagg import services
+
+    _print_reports(services.down(settings))
+    return 0
+
+
+def add_services(sub) -> None:
+    p = sub.add_parser(
+        "services", help="start, check or stop the local PostgreSQL and HBase",
+        description="Manage the local servers: a PostgreSQL (Debian binaries, run unprivileged) "
+                    "and an Apache HBase with its Thrift1 gateway, both keeping their data under "
+                    "GRIDAGG_DATA_DIR. With GRIDAGG_PG_URL / GRIDAGG_HBASE set, the external "
+                    "servers are only checked.",
+        epilog=config.help_text("servers"))
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = actions.add_parser("up", help="start what is not running (idempotent)")
+    up.add_argument("--no-hbase", action="store_true", help="start PostgreSQL only")
+    up.set_defaults(func=_services_up)
+    actions.add_parser("status", help="show what runs and where").set_defaults(func=_services_status)
+    actions.add_parser("down", help="stop the local servers (data is kept)").set_defaults(
+        func=_services_down)
+
+
+# --------------------------------------------------------------------------- check, repair
+
+
+def _engine(settings: Settings):
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.store import open_store
+
+    return GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+    engine = _engine(settings)
+    names = [args.dataset] if args.dataset else [d.name for d in engine.directory.datasets()]
+    bad = 0
+    for name in names:
+        problems = engine.check(name)
+        bad += len(problems)
+        print(f"{name}: " + ("aggregates exact, every row under a leaf" if not problems else
+                             f"{len(problems)} problems (gridagg repair {name} rebuilds the aggregates)"))
+        for p in problems[:50]:
+            print("   " + p)
+    return 1 if bad else 0
+
+
+def _repair(settings: Settings, args: argparse.Namespace) -> int:
+    engine = _engine(settings)
+    names = [args.dataset] if args.dataset else [d.name for d in engine.directory.datasets()]
+    for name in names:
+        print(f"{name}: rebuilt the aggregates of {engine.repair(name)} leaves from their rows")
+    return 0
+
+
+def add_check(sub) -> None:
+    p = sub.add_parser(
+        "check", help="verify datasets' aggregates against their rows",
+        description="Scan every row of a dataset and compare each leaf's and ancestor's stored "
+                    "aggregate with its rows. Exit code 1 when there are problems.",
+        epilog=config.help_text("servers", "store"))
+    p.add_argument("dataset", nargs="?", help="dataset name (default: all)")
+    p.set_defaults(func=_check)
+
+
+def add_repair(sub) -> None:
+    p = sub.add_parser(
+        "repair", help="rebuild datasets' aggregates from their rows",
+        description="Finish what crashed writers left and recompute every aggregate from the "
+                    "rows, under the dataset's writer lock. Normally the next writer recovers "
+                    "by itself; use this after `gridagg check` reports problems.",
+        epilog=config.help_text("servers", "store"))
+    p.add_argument("dataset", nargs="?", help="dataset name (default: all)")
+    p.set_defaults(func=_repair)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _config(settings: Settings, args: argparse.Namespace) -> int:
+    if args.markdown:
+        sys.stdout.write(config.markdown_table())
+        return 0
+    rows = config.effective(settings)
+    if args.json:
+        print(json.dumps({variable: shown for variable, shown, _ in rows}, indent=2))
+    else:
+        width = max(len(variable) for variable, _, _ in rows) + 2
+        for variable, shown, source in rows:
+            print(f"{variable:<{width}}{shown}" + ("" if source == "default" else f"  ({source})"))
+    for variable in config.unknown_variables():
+        print(f"gridagg config: warning: {variable} is set but is no gridagg setting", file=sys.stderr)
+    return 0
+
+
+def add_config(sub) -> None:
+    p = sub.add_parser(
+        "config", help="show the effective settings (secrets masked)",
+        description="Print every GRIDAGG_* setting with the value in effect here: from the "
+                    "environment (marked so) or the default. Tokens and URL passwords are masked. "
+                    "Warns about GRIDAGG_* variables that are no setting.",
+        epilog=config.help_text(*config.TOPICS))
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print {variable: value} as JSON")
+    shape.add_argument("--markdown", action="store_true",
+                       help="print the declared settings (defaults and help) as the README's Markdown table")
+    p.set_defaults(func=_config)

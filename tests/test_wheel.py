@@ -1,0 +1,75 @@
+"""gridagg installs like a package: the wheel built from the checkout's files holds every
+file the installed commands need besides the modules (`gridagg services up` compiles
+hbase/*.java against hbase/pom.xml, the directory runs sql/*.sql, `gridagg ingest
+example:NAME` and the demo read ingest/examples/*.toml, `gridagg bench` reads
+loadtest/paper.toml), registers every subcommand, and leaves the load-test tools to the
+`bench` extra."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    """The wheel `pip wheel` builds from a copy of the checkout's files (tracked and new,
+    not ignored), so nothing left in the working tree can hide a missing one."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to know its files")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    src = tmp_path_factory.mktemp("src")
+    for name in filter(None, files):
+        if (ROOT / name).is_file() and not name.startswith("docs/bench/"):
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
+                    "-w", str(out), str(src)], check=True, timeout=600)
+    (built,) = out.glob("gridagg-*.whl")
+    with zipfile.ZipFile(built) as whl:
+        yield whl
+
+
+def names(wheel: zipfile.ZipFile) -> set[str]:
+    return set(wheel.namelist())
+
+
+def test_the_wheel_holds_every_file_the_commands_need(wheel):
+    held = names(wheel)
+    needed = [p.relative_to(ROOT).as_posix() for pattern in
+              ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "sql/*.sql",
+               "ingest/examples/*.toml", "loadtest/paper.toml") for p in sorted(ROOT.glob(pattern))]
+    assert len(needed) >= 9
+    assert [n for n in needed if n not in held] == []
+
+
+def test_the_wheel_holds_every_module(wheel):
+    held = names(wheel)
+    for package in ("gridagg", "api", "ingest", "loadtest", "demo", "hbase", "sql"):
+        modules = [p.relative_to(ROOT).as_posix() for p in (ROOT / package).rglob("*.py")]
+        assert modules and [m for m in modules if m not in held] == [], package
+    assert not any(n.startswith(("tests/", "docs/")) for n in held)
+
+
+def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
+    (meta,) = [n for n in names(wheel) if n.endswith(".dist-info/METADATA")]
+    (entry_points,) = [n for n in names(wheel) if n.endswith(".dist-info/entry_points.txt")]
+    commands = wheel.read(entry_points).decode().split("[gridagg.commands]")[1].split("[")[0]
+    registered = sorted(line.split("=")[0].strip() for line in commands.strip().splitlines())
+    assert registered == ["bench", "check", "config", "demo", "ingest", "repair", "serve", "services"]
+    requires = [line.split(":", 1)[1].strip() for line in wheel.read(meta).decode().splitlines()
+                if line.startswith("Requires-Dist:")]
+    service = [r for r in requires if "extra ==" not in r]
+    bench = [r for r in requires if "extra == \"bench\"" in r]
+    for tool in ("locust", "matplotlib"):
+        assert not any(r.startswith(tool) for r in service), tool
+        assert any(r.startswith(tool) for r in bench), tool
