@@ -65,11 +65,11 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- archive
 
 
-def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
-    """Generate `rows` rows (ingest.generate) under workdir and encode them for the
-    paper's data space: returns a Parquet directory of encoded rows (`_eid`, c0..),
-    what ingest.job.load_encoded reads. Raises when a row is quarantined: every system
-    must get every row."""
+def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None) -> Path:
+    """Generate `rows` rows (ingest.generate) under workdir and encode them for the data
+    space of ingest config `cfg` (default: the paper's): returns a Parquet directory of
+    encoded rows (`_eid`, c0..), what ingest.job.load_encoded reads. Raises when a row is
+    quarantined: every system must get every row."""
     from pyspark.sql import functions as F
 
     from ingest.encode import encode
@@ -78,7 +78,7 @@ def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
 
     files = generate([str(WEATHER)], rows, str(workdir / "generated"), "parquet", seed,
                      progress=lambda m: log(f"  generate: {m}"))
-    cfg = workload.paper_config("archive", 1000)
+    cfg = cfg or workload.paper_config("archive", 1000)
     enc = encode(read_source(spark, cfg, files), cfg).persist()  # read and encoded once
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
     path = workdir / "encoded"
@@ -86,7 +86,7 @@ def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
     bad = enc.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
     enc.unpersist()
     if bad:
-        raise RuntimeError(f"the generated archive has rows the paper's data space refuses, e.g. {bad}")
+        raise RuntimeError(f"the generated archive has rows the data space refuses, e.g. {bad}")
     shutil.rmtree(workdir / "generated")
     return path
 
@@ -527,7 +527,111 @@ def machine() -> str:
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}"
 
 
+def run_dashboard(settings: Settings, args) -> dict:
+    """--dashboard: loadtest/dashboard.py's questions of gridagg and DuckDB."""
+    from dataclasses import replace
+
+    from gridagg.baselines.duck import DuckDBBaseline, path_of
+    from gridagg.schema import GridParams
+    from ingest.config import load_config
+    from ingest.job import spark_session
+
+    from . import dashboard
+
+    started = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    n_size = args.nsize[0]
+    cfg = load_config(dashboard.CONFIG)
+    cfg = replace(cfg, format="parquet",
+                  dataset=replace(cfg.dataset, name=f"{args.prefix}_dash",
+                                  grid=GridParams(n_size, 10 * n_size, cfg.dataset.grid.l_time)))
+    ds = cfg.dataset
+    stores = args.stores or ["embedded"]
+    spark = spark_session()
+    workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
+    systems: list[System] = []
+    try:
+        log(f"generating and encoding the archive: {args.rows:,} rows")
+        encoded = build_archive(spark, args.rows, args.seed, workdir, cfg)
+        from ingest.job import Progress, load_encoded
+
+        for store in stores:
+            s = settings.with_(store=store)
+            name = f"{ds.name}_{'hb' if store == 'hbase' else 'em'}"
+            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+            try:
+                engine.drop_dataset(name)
+            except UnknownDataset:
+                pass
+            finally:
+                engine.store.close()
+                engine.directory.close()
+            log(f"loading gridagg ({store} store) N_size={n_size}")
+            summary = load_encoded(spark, s, replace(ds, name=name), spark.read.parquet(str(encoded)),
+                                   progress=Progress(quiet=True))
+            system = System(f"gridagg-{store} N={n_size}", name, "gridagg", store, n_size, summary.loaded,
+                            summary.seconds)
+            system.stats["grids"] = summary.leaves_after
+            systems.append(system)
+        ids, values = read_encoded(encoded)
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    duck_name = f"{ds.name}__duckdb"
+    log(f"loading DuckDB: {len(values):,} rows")
+    duck = DuckDBBaseline(settings)
+    try:
+        duck.create(replace(ds, name=duck_name))
+        duck.load(replace(ds, name=duck_name), batches(ids, values, 1_000_000))
+    finally:
+        duck.close()
+    del ids
+    rows_by_store, http = {}, {}
+    for system in systems:
+        s = settings.with_(store=system.store)
+        engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+        try:
+            log(f"in-process: {system.label} and DuckDB")
+            rows_by_store[system.store] = dashboard.measure(engine, replace(ds, name=system.dataset), system.dataset,
+                                                            path_of(settings, duck_name), args.repeat, log)
+        finally:
+            engine.store.close()
+            engine.directory.close()
+        logdir = out / "logs"
+        logdir.mkdir(exist_ok=True)
+        server = Server(settings, system.store, args.workers, args.threads or default_threads(system.store), logdir)
+        try:
+            log(f"over HTTP: {system.label}")
+            http[system.store] = dashboard.http_p50(server.url, system.dataset)
+        finally:
+            server.stop()
+    meta = {"command": args.command_line, "machine": machine(), "rows": len(values), "n_size": n_size,
+            "leaves": systems[0].stats["grids"], "config": "ingest/examples/weather_generated.toml",
+            "duckdb": __import__("duckdb").__version__, "repeat": args.repeat,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+            "minutes": (time.time() - started) / 60}
+    rows = rows_by_store[stores[0]]
+    text = dashboard.report(rows, http, meta)
+    (out / "dashboard.md").write_text(text)
+    print(text)
+    if not args.keep:
+        for system in systems:
+            s = settings.with_(store=system.store)
+            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+            try:
+                engine.drop_dataset(system.dataset)
+            finally:
+                engine.store.close()
+                engine.directory.close()
+        DuckDBBaseline(settings).drop(duck_name)
+    disagree = [f"{r['question']}: answers differ" for rs in rows_by_store.values() for r in rs if not r["agree"]]
+    return {"systems": systems, "runs": [], "disagreements": disagree, "report": out / "dashboard.md"}
+
+
 def run(settings: Settings, args) -> dict:
+    if args.dashboard:
+        return run_dashboard(settings, args)
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -667,4 +771,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default="bench", help="dataset name prefix (default bench)")
     p.add_argument("--out", default="bench-report", help="report directory (default ./bench-report)")
     p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
+    p.add_argument("--dashboard", action="store_true",
+                   help="instead of the paper's workload: ask the dashboard questions of loadtest/dashboard.py "
+                        "of gridagg (the first --nsize) and DuckDB, side by side; writes dashboard.md to --out")
+    p.add_argument("--repeat", type=int, default=11,
+                   help="runs per question in-process with --dashboard (p50 is reported; default 11)")
 
