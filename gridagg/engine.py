@@ -105,6 +105,7 @@ class GridEngine:
         self.store.drop_dataset(name)
         self._datasets.pop(name, None)
         self.trees.forget(name)
+        self.planner.rollups.forget(name)
 
     def dataset(self, name: str) -> Dataset:
         """The definition of a dataset (cached: definitions never change)."""
