@@ -12,6 +12,9 @@ NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every star
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 from numba import types
@@ -212,34 +215,71 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     return back[:nback], back_grid[:nback]
 
 
-def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -> ScanAnswer:
+# Below this many rows a scan runs in the calling thread: handing work to another costs
+# more than it saves.
+PARALLEL_ROWS = 200_000
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int, threads: int = 1) -> ScanAnswer:
     """Answer `request` over segments in memory: grid_segments[i] holds the segments
-    (bytes-like, alive during the call) of request.grids[i]."""
-    k = len(request.columns)
-    out = AggArrays.empty(request.ngroups, k)
-    answer = ScanAnswer(out)
+    (bytes-like, alive during the call) of request.grids[i]. A large scan without skipping
+    is split by rows over up to `threads` threads (the kernel runs without the GIL)."""
     addresses: list[int] = []
     first = [0]
     for segs in grid_segments:
         for data in segs:
             addresses.append(np.frombuffer(data, np.uint8).ctypes.data)
         first.append(len(addresses))
-    ngrids = len(grid_segments)
+    addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
+    parts = [(0, len(grid_segments))]
+    if threads > 1 and request.skip is None and len(grid_segments) > 1:
+        rows = np.concatenate([[0], np.cumsum(_rows(addresses))])[first]  # rows before each grid
+        if rows[-1] >= PARALLEL_ROWS:
+            cuts = np.searchsorted(rows, rows[-1] * np.arange(1, threads) / threads)
+            bounds = [0, *sorted(set(cuts.tolist()) - {0, len(grid_segments)}), len(grid_segments)]
+            parts = list(zip(bounds[:-1], bounds[1:]))
+    if len(parts) == 1:
+        return _scan_part(request, addresses, first, 0, len(grid_segments), ncols)
+    answers = list(_executor(threads).map(lambda p: _scan_part(request, addresses, first, *p, ncols), parts))
+    out = answers[0]
+    for other in answers[1:]:
+        out.merge(other)
+    return out
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="scan")
+        return _pool
+
+
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, g1: int,
+               ncols: int) -> ScanAnswer:
+    """The answer over grids g0..g1-1 of the request (rows handed back keyed by their
+    index in the whole request)."""
+    out = AggArrays.empty(request.ngroups, len(request.columns))
+    answer = ScanAnswer(out)
+    ngrids = g1 - g0
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
         skip_max = np.array([m for _, m in skip.specs], np.bool_)
-        bounds = np.ascontiguousarray(skip.bounds, np.int64)
+        bounds = np.ascontiguousarray(skip.bounds[g0:g1], np.int64)
         best_has = np.array([b is not None for b in skip.best], np.bool_)
         best_val = np.array([0 if b is None else b for b in skip.best], np.int64)
     else:
         skip_cols, skip_max = np.zeros(0, np.int64), np.zeros(0, np.bool_)
         bounds, best_has, best_val = np.zeros((ngrids, 0), np.int64), skip_max, skip_cols
     conds, buckets, polygon = request.conditions, request.buckets, request.polygon
-    edge = np.zeros(ngrids, np.bool_) if request.rows_of is None else np.asarray(request.rows_of, np.bool_)
+    edge = (np.zeros(ngrids, np.bool_) if request.rows_of is None
+            else np.ascontiguousarray(request.rows_of[g0:g1], np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        np.array(addresses, np.int64), np.array(first, np.int64), request.group_of_grids().astype(np.int64), edge,
+        addresses, first[g0:g1 + 1], request.group_of_grids()[g0:g1].astype(np.int64), edge,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
@@ -251,5 +291,5 @@ def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -
         out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
     answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
     for g in np.unique(grids).tolist():
-        answer.rows[g] = rows[grids == g]
+        answer.rows[g0 + g] = rows[grids == g]
     return answer
