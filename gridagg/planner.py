@@ -217,10 +217,17 @@ class Planner:
                           "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
         if not len(scan):
             return out, True
-        skip = None
+        skip, passed_over = None, 0
         if spec.minmax_only and series is None and not (kind == EDGE).any():
             skip, order = _skip(spec, cols, s_aggs, out)
-            scan, kind = scan[order], kind[order]
+            # Leaves that cannot beat what the reused grids found already stay unread.
+            keep = order[~_useless(skip, skip.bounds)]
+            passed_over = len(order) - len(keep)
+            skip.bounds = skip.bounds[~_useless(skip, skip.bounds)]
+            scan, kind = scan[keep], kind[keep]
+            if not len(scan):
+                plan.scanned_grids_after = 0
+                return out, False
         elif limits.max_scan_rows is not None and int(s_aggs.count.sum()) > limits.max_scan_rows:
             raise WorkLimitExceeded(
                 f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
@@ -247,7 +254,7 @@ class Planner:
             matched += len(rows)
             _add_rows(out, rows, cols, buckets)
         plan.rows_matched_by_scans = matched
-        return out, not answer.grids_skipped
+        return out, not (answer.grids_skipped or passed_over)
 
     def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
               region: Region | None):
@@ -313,6 +320,16 @@ def _skip(spec: QuerySpec, cols: list[int], s_aggs: AggArrays, found: AggArrays)
         best.append(int((found.maxs if m else found.mins)[0, j]) if seen else None)
     # The kernel reads bounds by the request's column order of the specs' columns.
     return Skip([(c, m) for c, m in specs], bounds[order], best), order
+
+
+def _useless(skip: Skip, bounds: np.ndarray) -> np.ndarray:
+    """Which leaves (rows of bounds) cannot improve any of skip's best answers."""
+    out = np.ones(len(bounds), bool)
+    for j, ((_, is_max), best) in enumerate(zip(skip.specs, skip.best)):
+        if best is None:
+            return np.zeros(len(bounds), bool)
+        out &= (bounds[:, j] <= best) if is_max else (bounds[:, j] >= best)
+    return out
 
 
 def _add_rows(out: AggArrays, rows: np.ndarray, cols: list[int], buckets: Buckets | None) -> None:
