@@ -29,9 +29,13 @@
     max = 70
     unit = "C"
     missing = ["-9900", "-9999"]     # values meaning "no measurement" (bad rows)
+    rounding = "half_even"      # number columns: round values with more decimals than
+                                # the scale ("half_even", "half_up", "floor", "ceil");
+                                # default "refuse": such a row is quarantined
 
     [[measures]]                # same keys as dimensions; min/max optional
-    ...
+    nullable = true             # measures only: a missing value (a marker, an empty
+    ...                         # field) is stored as absent instead of quarantining the row
 
 Dimensions and measures become a gridagg Dataset; the rest tells the readers where each
 column comes from.
@@ -44,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridagg.errors import InvalidInput
-from gridagg.schema import Column, Dataset, GridParams
+from gridagg.schema import COLUMN_KEYS, Column, Dataset, GridParams
 
 FORMATS = ("tmy3", "csv", "parquet")
 # Missing-value markers of the TMY3 format, used when a tmy3 column names none.
@@ -85,7 +89,7 @@ class IngestConfig:
         return out
 
 
-_COLUMN_KEYS = {"name", "type", "scale", "min", "max", "unit", "source", "missing", "format", "timezone"}
+_COLUMN_KEYS = COLUMN_KEYS | {"source", "missing", "format", "timezone"}
 
 
 def _columns(specs: object, what: str, fmt: str) -> tuple[list[Column], list[ColumnSource]]:
@@ -101,7 +105,7 @@ def _columns(specs: object, what: str, fmt: str) -> tuple[list[Column], list[Col
         unknown = set(spec) - _COLUMN_KEYS
         if unknown:
             raise InvalidInput(f"{where}: unknown keys {sorted(unknown)}", field=where)
-        col = Column.from_json({k: spec[k] for k in ("name", "type", "scale", "min", "max", "unit") if k in spec}, where)
+        col = Column.from_json({k: spec[k] for k in COLUMN_KEYS if k in spec}, where)
         source = spec.get("source", col.name)
         if not isinstance(source, str) or not source:
             raise InvalidInput(f"{where}: source must be a non-empty string", field=where)
