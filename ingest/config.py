@@ -28,7 +28,8 @@
     min = -90
     max = 70
     unit = "C"
-    missing = ["-9900", "-9999"]     # values meaning "no measurement" (bad rows)
+    missing = ["-9900", "-9999"]     # values meaning "no measurement" (bad rows; absent
+                                     # values of a nullable measure), matched exactly
     rounding = "half_even"      # number columns: round values with more decimals than
                                 # the scale ("half_even", "half_up", "floor", "ceil");
                                 # default "refuse": such a row is quarantined
@@ -44,7 +45,7 @@ column comes from.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gridagg.errors import InvalidInput
@@ -78,6 +79,14 @@ class IngestConfig:
     id_fields: tuple[str, ...]
     sources: tuple[ColumnSource, ...]  # one per dataset column, in column order
     csv_options: dict = field(default_factory=dict)
+
+    def reading_epoch(self, fields) -> "IngestConfig":
+        """This config with every time column read from one of `fields` taking epoch
+        seconds, whatever its format (a reader gives typed timestamps as such)."""
+        if not fields:
+            return self
+        return replace(self, sources=tuple(replace(s, time_format="epoch") if s.kind == "time" and s.source in fields
+                                           else s for s in self.sources))
 
     @property
     def source_fields(self) -> list[str]:

@@ -26,7 +26,7 @@ whether a good row's value was rounded. A bad row has no `_eid` and no values.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 import numpy as np
 
@@ -37,16 +37,37 @@ from gridagg.schema import REFUSE, Column
 from .config import ColumnSource, IngestConfig
 
 EPOCH_RE = re.compile(r"^[+-]?[0-9]+$")
+MAX_MARKER = 10**18  # scaled markers beyond this can match no stored value
 
 
-def _markers(col: Column, src: ColumnSource) -> set[Decimal]:
+def _numeric_markers(src: ColumnSource) -> set[Decimal]:
+    """The markers that are numbers (they match a number column's values by value)."""
     out = set()
     for m in src.missing:
         try:
-            out.add(Decimal(m))
+            d = Decimal(m)
+        except InvalidOperation:
+            continue
+        if d.is_finite():
+            out.add(d)
+    return out
+
+
+def _marker(col: Column, src: ColumnSource, value) -> str | None:
+    """The missing marker `value` is (its stripped text), or None: a marker matches as
+    text ("NA"), and a number column's value also by value ("-9999.0" is -9999)."""
+    if not src.missing:
+        return None
+    text = str(value).strip()
+    if text in src.missing:
+        return text
+    if col.kind == "number":
+        try:
+            if Decimal(text) in _numeric_markers(src):
+                return text
         except InvalidOperation:
             pass
-    return out
+    return None
 
 
 def encode_value(col: Column, src: ColumnSource, value) -> tuple[int | None, str | None]:
@@ -63,12 +84,8 @@ def encode_field(col: Column, src: ColumnSource, value) -> tuple[int | None, boo
     missing = None
     if value is None or (isinstance(value, str) and value.strip() == ""):
         missing = f"{col.name}: missing value"
-    elif col.kind == "number" and src.missing:
-        try:
-            if Decimal(str(value).strip()) in _markers(col, src):
-                missing = f"{col.name}: missing value ({str(value).strip()})"
-        except InvalidOperation:
-            pass
+    elif (marker := _marker(col, src, value)) is not None:
+        missing = f"{col.name}: missing value ({marker})"
     if missing is not None:
         return (NULL, False, None) if col.nullable else (None, False, missing)
     try:
@@ -102,6 +119,7 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
 
     from .readers import Source, raw_schema
 
+    cfg = cfg.reading_epoch(src.epoch_fields)
     ds = cfg.dataset
     raw_fields = cfg.source_fields
     # Time columns with a Spark pattern are resolved to epoch seconds by Spark (text -> long).
@@ -168,18 +186,19 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
             text = batch.column(src.source)
             enc, good, _ = _plain_integers(text, 0, point=False, max_digits=15)
             enc = enc - int(col.epoch.timestamp())
+            is_marker = _text_markers(text, [m for m in src.missing if m.strip() == m])
             if col.nullable:
-                missing = _empty(text)
+                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
+            elif is_marker is not None:
+                good &= ~is_marker
         elif col.kind == "time":  # ISO text: the exact path parses it
             enc, good = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         else:
             text = batch.column(src.source)
             enc, good, was_rounded = _plain_integers(text, col.scale, rounding=col.rounding)
-            markers = _marker_encodings(col, src)
-            # A marker matches the exact value only, never a rounded one.
-            is_marker = np.isin(enc, markers) & ~was_rounded if markers else None
+            is_marker = _number_markers(text, col, src, enc, good, was_rounded)
             if col.nullable:
-                missing = _empty(text) if is_marker is None else _empty(text) | (good & is_marker)
+                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
             elif is_marker is not None:
                 good &= ~is_marker
             if col.rounding != REFUSE:
@@ -289,13 +308,46 @@ def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18,
     return np.where(negative, -out, out), good, good & (rest != 0)
 
 
-def _marker_encodings(col: Column, src: ColumnSource) -> list[int]:
-    out = []
-    for m in _markers(col, src):
-        v = m.scaleb(col.scale)
+def _text_markers(text, words: list[str]) -> np.ndarray | None:
+    """Which entries of an Arrow string array are one of `words` as they stand (padded
+    ones are left to the exact path), or None without words."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not words:
+        return None
+    return pc.fill_null(pc.is_in(text, value_set=pa.array(words, pa.string())), False).to_numpy(zero_copy_only=False)
+
+
+def _number_markers(text, col: Column, src: ColumnSource, enc: np.ndarray, good: np.ndarray,
+                    rounded: np.ndarray) -> np.ndarray | None:
+    """Which decided entries of a number column (`enc`, `good`, `rounded` as
+    _plain_integers gives them) are missing markers, or None when the column has none.
+    Numeric markers match the exact value, never a rounded one; a rounded value next to
+    a marker that has more decimals than the scale is left undecided (`good` cleared)
+    for the exact path to compare."""
+    if not src.missing:
+        return None
+    exact, near = [], []
+    for m in _numeric_markers(src):
+        v = Decimal((m.as_tuple().sign, m.as_tuple().digits, m.as_tuple().exponent + col.scale))
         if v == v.to_integral_value():
-            out.append(int(v))
-    return out
+            exact.append(int(v))
+        elif abs(v) < MAX_MARKER:
+            near.extend([int(v.to_integral_value(rounding=ROUND_FLOOR)), int(v.to_integral_value(rounding=ROUND_CEILING))])
+    if near:
+        good &= ~(rounded & np.isin(enc, near))
+    is_marker = good & ~rounded & np.isin(enc, exact)
+    words = _text_markers(text, [m for m in src.missing if m.strip() == m and not _is_number(m)])
+    return is_marker if words is None else is_marker | words
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+        return True
+    except InvalidOperation:
+        return False
 
 
 def _exact_row(cfg: IngestConfig, resolved: list[int], rec: dict) -> tuple[list[int], set[int], str | None]:
@@ -308,7 +360,7 @@ def _exact_row(cfg: IngestConfig, resolved: list[int], rec: dict) -> tuple[list[
         v = rec[f"_t{i}"] if i in resolved else rec[src.source]
         if i in resolved and v is None:
             raw = rec[src.source]
-            if raw is None or str(raw).strip() == "":
+            if raw is None or str(raw).strip() == "" or _marker(col, src, raw) is not None:
                 if col.nullable:
                     row.append(NULL)
                     continue

@@ -116,8 +116,8 @@ CFG = parse_config({
     ],
     "measures": [
         {"name": "b", "scale": 3, "source": "b", "rounding": "half_up"},
-        {"name": "c", "scale": 0, "min": -1000, "max": 1000, "source": "c", "rounding": "floor", "nullable": True,
-         "missing": ["-9999"]},
+        {"name": "c", "scale": 0, "min": -10000, "max": 1000, "source": "c", "rounding": "floor", "nullable": True,
+         "missing": ["-9999", "NA", "-9999.5", " x"]},
         {"name": "d", "scale": 5, "source": "d", "rounding": "ceil"},
         {"name": "e", "scale": 1, "source": "e"},
     ],
@@ -126,7 +126,8 @@ CFG = parse_config({
 edge_text = st.sampled_from(["10.005", "10.004", "-10.005", "-10.0049", "9.995", "10.00000000000000000001",
                              "-99", "-99.0", "-99.004", "-9999", "-9999.5", "-9999.0000", "", None, " 1.5", "1e1",
                              "0.035701999999999995", "10.357019999999999", "0.00000000000000000000012345",
-                             "1234567890123456789", "123456789.123456789", "-0.0000001", "+.5", "5.", "-"])
+                             "1234567890123456789", "123456789.123456789", "-0.0000001", "+.5", "5.", "-",
+                             "NA", " NA", "na", "-9999.5", "-9999.50", "-9999.4", "-9999.6", "-10000", "x", " x"])
 float_text = st.floats(-20, 20, allow_nan=False).map(repr)
 value_text = st.one_of(decimal_text, float_text, edge_text)
 
