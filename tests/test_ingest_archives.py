@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archives_support import brute, decimal_rounded, null_aware_queries
 from engine_support import check_tree
@@ -274,6 +276,24 @@ def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded,
         for name in names.values():
             if name in [d.name for d in embedded.directory.datasets()]:
                 embedded.drop_dataset(name)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20),
+       st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
+def test_typed_floats_read_as_their_shortest_text(doubles, singles):
+    """typed_to_text writes a float64 as the decimal Python's repr writes (what the rows
+    API takes a JSON number for), a float32 as its own shortest decimal."""
+    from ingest.readers import typed_to_text
+
+    n = max(len(doubles), len(singles))
+    doubles, singles = (doubles * n)[:n], (singles * n)[:n]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(doubles, pa.float64()), pa.array(singles, pa.float32()), pa.array(["f"] * n),
+         pa.nulls(n, pa.int64()), pa.nulls(n, pa.string())], names=["d", "s", "_file", "_line", "_reason"])
+    out = typed_to_text(batch, ["d", "s"], []).to_pydict()
+    assert [Decimal(t) for t in out["d"]] == [Decimal(repr(v)) for v in doubles]
+    assert [Decimal(t) for t in out["s"]] == [Decimal(str(np.float32(v))) for v in singles]
 
 
 MIXED = {
