@@ -138,11 +138,12 @@ def add_repair(sub) -> None:
 
 def _commands():
     from api.cli import register as add_serve
+    from gridagg.cli_query import register as add_questions
     from gridagg.demo import register as add_demo
     from ingest.cli import register as add_ingest
     from loadtest.cli import register as add_bench
 
-    return [add_demo, add_services, add_ingest, add_serve, add_check, add_repair, add_bench]
+    return [add_demo, add_services, add_ingest, add_serve, add_check, add_repair, add_bench, add_questions]
 
 
 def build_parser() -> argparse.ArgumentParser:
