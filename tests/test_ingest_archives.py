@@ -205,6 +205,7 @@ def test_csv_of_floats_rounded_with_gaps(spark, engine, tmp_path):
         assert summary.rounded == rounded and rounded["wind_speed"] > 2000
         assert any(line.startswith("  rounded      temperature") for line in summary.lines())
         check_tree(engine, name, rows)
+        assert engine.check(name) == []  # gridagg check agrees, absent values and all
         leaves = engine.leaves(name)
         assert len(leaves) > 10 and any(a.count and a.present[4] < a.count for _, a in leaves)
         check_queries(engine, name, rows, 60, seed=2)
