@@ -330,7 +330,8 @@ def _number_markers(text, col: Column, src: ColumnSource, enc: np.ndarray, good:
         return None
     exact, near = [], []
     for m in _numeric_markers(src):
-        v = Decimal((m.as_tuple().sign, m.as_tuple().digits, m.as_tuple().exponent + col.scale))
+        sign, digits, exponent = m.as_tuple()
+        v = Decimal((sign, digits, exponent + col.scale))  # exact: scaleb rounds to 28 digits
         if v == v.to_integral_value():
             exact.append(int(v))
         elif abs(v) < MAX_MARKER:
