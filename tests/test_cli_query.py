@@ -100,20 +100,20 @@ def rows_of(n: int, seed: int):
     return rows, np.array(encoded, dtype=np.int64)
 
 
-@pytest.fixture(scope="module", params=["embedded", "hbase"])
-def stations(request, settings, services, tmp_path_factory):
-    """(env for the command, dataset, encoded rows): a dataset filled through the engine,
-    whose store the test process has closed again (the command opens it)."""
-    env = {"GRIDAGG_PG_URL": settings.effective_pg_url, "GRIDAGG_STORE": request.param}
-    s = settings.with_(store=request.param)
-    if request.param == "embedded":  # an LMDB of its own; the local HBase is found by the data dir
+def filled(store: str, settings, tmp_path_factory):
+    """(env for the command, dataset, encoded rows) of a dataset filled through the
+    engine on `store`, whose store the test process has closed again (the command opens
+    it); the dataset is dropped when the generator ends."""
+    env = {"GRIDAGG_PG_URL": settings.effective_pg_url, "GRIDAGG_STORE": store}
+    s = settings.with_(store=store)
+    if store == "embedded":  # an LMDB of its own; the local HBase is found by the data dir
         tmp = tmp_path_factory.mktemp("cli")
         s = s.with_(data_dir=tmp)
         env["GRIDAGG_DATA_DIR"] = str(tmp)
     name = "t_cli_" + uuid.uuid4().hex[:8]
     engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
     ds = engine.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
-    rows, encoded = rows_of(900, seed=request.param == "hbase")
+    rows, encoded = rows_of(900, seed=store == "hbase")
     assert engine.insert(name, rows).stored == 900
     engine.store.close()
     try:
@@ -123,6 +123,18 @@ def stations(request, settings, services, tmp_path_factory):
         engine.drop_dataset(name)
         engine.store.close()
         engine.directory.close()
+
+
+@pytest.fixture(scope="module", params=["embedded", "hbase"])
+def stations(request, settings, services, tmp_path_factory):
+    """A filled dataset on each store: for answers checked against brute force."""
+    yield from filled(request.param, settings, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def embedded(settings, services, tmp_path_factory):
+    """A filled dataset on the embedded store: for what does not depend on the store."""
+    yield from filled("embedded", settings, tmp_path_factory)
 
 
 def gridagg(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -163,8 +175,8 @@ def test_query_answers_equal_brute_force(stations):
 
 
 @needs_core
-def test_query_in_a_region_file(stations, tmp_path):
-    env, ds, encoded = stations
+def test_query_in_a_region_file(embedded, tmp_path):
+    env, ds, encoded = embedded
     region = tmp_path / "box.geojson"
     region.write_text(json.dumps({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
                       "geometry": {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}}]}))
@@ -198,8 +210,8 @@ def test_series_answers_equal_brute_force(stations):
 
 
 @needs_core
-def test_datasets_list_and_describe(stations):
-    env, ds, encoded = stations
+def test_datasets_list_and_describe(embedded):
+    env, ds, encoded = embedded
     out = gridagg("datasets", env=env)
     assert out.returncode == 0, out.stderr
     assert any(line.split()[0] == ds.name for line in out.stdout.splitlines())
@@ -273,8 +285,8 @@ def test_url_gives_the_same_answers(stations, tmp_path):
     (("datasets", "nope"), 2, "no dataset named 'nope'"),
     (("query", "{ds}", "--url", "http://127.0.0.1:9"), 1, "cannot reach http://127.0.0.1:9"),
 ])
-def test_bad_input_is_one_line_and_exit_code(stations, args, code, message):
-    env, ds, _ = stations
+def test_bad_input_is_one_line_and_exit_code(embedded, args, code, message):
+    env, ds, _ = embedded
     out = gridagg(*[a.format(ds=ds.name) for a in args], env=env)
     assert out.returncode == code, out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
