@@ -58,6 +58,11 @@ SCHEMAS = {
             "min": {"oneOf": [{"type": "number"}, {"type": "string"}]},
             "max": {"oneOf": [{"type": "number"}, {"type": "string"}]},
             "unit": {"type": "string"},
+            "rounding": {"type": "string", "enum": ["refuse", "half_even", "half_up", "floor", "ceil"],
+                         "description": "number columns: how a value with more decimals than the scale "
+                                        "is stored (default refuse: it is an error)"},
+            "nullable": {"type": "boolean",
+                         "description": "measures only: a missing value is stored as absent"},
         },
     },
     "DatasetDefinition": {
@@ -194,6 +199,8 @@ SCHEMAS = {
             "stored": {"type": "integer"},
             "duplicates": {"type": "integer"},
             "splits": {"type": "integer"},
+            "rounded": {"type": "object", "additionalProperties": {"type": "integer"},
+                        "description": "values rounded per column with a rounding policy"},
             "rejected": {"type": "array", "items": {
                 "type": "object",
                 "required": ["index", "reason"],
@@ -349,8 +356,9 @@ def document() -> dict:
             }},
             "/v1/datasets/{name}/rows": {"post": {
                 "summary": "insert rows (Algorithm 1): a JSON list of row objects or CSV with a header",
-                "description": "Each row names every column (and optionally an element 'id'; rows "
-                               "with a stored id are duplicates and not written again). Invalid rows "
+                "description": "Each row names every column but nullable ones (and optionally an "
+                               "element 'id'; rows with a stored id are duplicates and not written "
+                               "again). A nullable column's value may be absent, null or empty. Invalid rows "
                                "are rejected one by one (index counts data rows from 0) and the "
                                "others stored.",
                 "security": [{"bearer": []}],

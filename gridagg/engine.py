@@ -43,7 +43,7 @@ from .grid import (
 )
 from .planner import Planner
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
-from .schema import Dataset
+from .schema import REFUSE, Dataset
 from .store import CellStore
 from .tree import TreeCache
 
@@ -52,12 +52,14 @@ from .tree import TreeCache
 class InsertResult:
     """stored: rows written; duplicates: rows whose element ID was already stored (not
     written again); rejected: (row index, field, reason) of rows refused; splits: grids
-    split by this insert."""
+    split by this insert; rounded: values rounded per column with a rounding policy,
+    among the rows not refused."""
 
     stored: int = 0
     duplicates: int = 0
     rejected: list[tuple[int, str | None, str]] = field(default_factory=list)
     splits: int = 0
+    rounded: dict[str, int] = field(default_factory=dict)
 
 
 class GridEngine:
@@ -121,18 +123,20 @@ class GridEngine:
         without one a random ID is made). Invalid rows are refused one by one with a
         reason and nothing of them is written; valid rows are stored."""
         ds = self.dataset(name)
-        result = InsertResult()
+        result = InsertResult(rounded={c.name: 0 for c in ds.columns if c.rounding != REFUSE})
         ids: list[bytes] = []
         encoded: list[list[int]] = []
         for i, row in enumerate(rows):
             try:
-                values = ds.encode_row(row)
+                values, rounded = ds.encode_row(row)
                 eid = _element_id(row.get("id"))
             except InvalidInput as exc:
                 result.rejected.append((i, exc.field, exc.detail))
                 continue
             ids.append(eid)
             encoded.append(values)
+            for c in rounded:
+                result.rounded[ds.columns[c].name] += 1
         if encoded:
             stored = self.insert_encoded(ds, ids, np.array(encoded, dtype=np.int64))
             result.stored, result.duplicates, result.splits = stored.stored, stored.duplicates, stored.splits

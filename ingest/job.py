@@ -64,7 +64,7 @@ from gridagg.store import open_store
 
 from . import buckets, class_archive, hfiles, tasks
 from .config import IngestConfig
-from .encode import encode, with_leaf
+from .encode import encode, rounding_columns, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
@@ -85,6 +85,7 @@ class Summary:
     leaves_after: int = 0
     leaves_split: int = 0
     rows_moved: int = 0
+    rounded: dict[str, int] = field(default_factory=dict)  # per column with a rounding policy
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -97,6 +98,9 @@ class Summary:
         ]
         for reason, n in sorted(self.reasons.items(), key=lambda kv: -kv[1])[:10]:
             out.append(f"      {n:>10}  {reason}")
+        if self.rounded:
+            out.append("  rounded      " + ", ".join(f"{col} {n}" for col, n in self.rounded.items())
+                       + "  (values rounded to the column's scale, in rows not quarantined)")
         out.append(f"  leaves       {self.leaves_before} -> {self.leaves_after} "
                    f"({self.leaves_split} split, {self.rows_moved} stored rows moved)")
         out.append(f"  elapsed      {self.seconds:.1f} s ({rate:,.0f} rows/s)")
@@ -229,7 +233,8 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     store = store or open_store(settings)
     ds = cfg.dataset
     cols = [f"c{i}" for i in range(len(ds.columns))]
-    summary = Summary(ds.name)
+    rounding = rounding_columns(ds)
+    summary = Summary(ds.name, rounded={ds.columns[i].name: 0 for i in rounding})
     try:
         paths = expand_inputs(inputs)
         summary.files = len(paths)
@@ -240,7 +245,8 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
-            located = encode(read_source(spark, cfg, paths), cfg, btree, then=(tasks.to_eid_buckets(n, cols), buckets.SCHEMA))
+            located = encode(read_source(spark, cfg, paths), cfg, btree,
+                             then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
             _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
@@ -395,6 +401,10 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
             summary.read += info["bad"]
             summary.quarantined += info["bad"]
             continue
+        if "rounded" in info:
+            col, n = info["rounded"]
+            summary.rounded[ds.columns[col].name] += n
+            continue
         touched += 1
         summary.read += info["rows"]
         summary.loaded += info["n_new"]
@@ -402,8 +412,8 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
         written += info["written"]
         if info["split"]:
             split_leaves.append(r["leaf"])
-        for gid, box, next_axis, count, sums, mins, maxs in info["leaves"]:
-            final[gid] = PartialAggregate(count, sums, mins, maxs)
+        for gid, box, next_axis, count, sums, mins, maxs, present in info["leaves"]:
+            final[gid] = PartialAggregate(count, sums, mins, maxs, present)
             if info["split"]:
                 new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
     summary.duplicates = summary.read - summary.quarantined - summary.loaded
