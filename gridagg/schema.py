@@ -264,6 +264,11 @@ class Column:
 
             ts = self.epoch + timedelta(seconds=float(enc))
             return ts.isoformat().replace("+00:00", "Z")
+        if type(enc) is int:
+            if self.scale == 0:
+                return enc
+            if -(2**53) <= enc <= 2**53:  # exact as a double: one correctly rounded division
+                return enc / 10**self.scale
         value = Fraction(enc) / 10**self.scale
         return int(value) if value.denominator == 1 and self.scale == 0 else float(value)
 
