@@ -32,7 +32,6 @@ from .errors import InvalidInput, WorkLimitExceeded
 from .grid import (
     Grid,
     ancestors,
-    children,
     choose_cut,
     element_of,
     grid_prefix,
@@ -44,6 +43,7 @@ from .grid import (
 from .planner import Planner
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
+from .split import split_rows
 from .store import CellStore
 from .tree import TreeCache
 
@@ -190,8 +190,8 @@ class GridEngine:
     # -- Algorithm 2: split ------------------------------------------------------------
 
     def _split(self, ds: Dataset, grid_id: str, agg: PartialAggregate) -> int:
-        """Split leaf grid_id, recursing while a child holds more than N_size rows.
-        Returns the number of grids split (0 when every row is the same point)."""
+        """Split leaf grid_id (gridagg.split), recursing while a child holds more than
+        N_size rows. Returns the number of grids split (0 when every row is the same point)."""
         grid = self.directory.grid(ds, grid_id)
         if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
             return 0
@@ -205,40 +205,19 @@ class GridEngine:
             keys.extend(k)
             parts.append(v)
         values = np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)
-
-        new_aggs: dict[str, PartialAggregate] = {}
-        final: list[tuple[Grid, np.ndarray]] = []
-        splits = self._partition(ds, grid, np.arange(len(values)), values, agg, new_aggs, final)
+        done = split_rows(grid, values, agg, ds.grid.n_threshold, ds.grid.n_size, ds.ndim)
 
         new_keys = [b""] * len(values)
-        for leaf, idx in final:
-            for i in idx:
+        for leaf, idx, _ in done.leaves:
+            for i in idx.tolist():
                 new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
         # New rows and aggregates first, then the directory switch; the old rows stay
         # for queries that still see the old leaf, and are purged later.
         self.store.put_rows(ds, new_keys, values)
-        self.store.put_aggregates(ds, new_aggs)
+        self.store.put_aggregates(ds, {**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
         faults.hit("split.children_written")
-        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _ in final])
-        return splits
-
-    def _partition(self, ds, grid, idx, values, agg, new_aggs, final) -> int:
-        cut = choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim)
-        if cut is None:
-            final.append((grid, idx))
-            return 0
-        axis, at = cut
-        ncols = len(ds.columns)
-        lower_mask = values[idx, axis] <= at
-        splits = 1
-        for child, part in zip(children(grid, axis, at, ds.ndim), (idx[lower_mask], idx[~lower_mask])):
-            child_agg = PartialAggregate.of_rows(values[part], ncols)
-            new_aggs[child.grid_id] = child_agg
-            if child_agg.count > ds.grid.n_size:
-                splits += self._partition(ds, child, part, values, child_agg, new_aggs, final)
-            else:
-                final.append((child, part))
-        return splits
+        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _, _ in done.leaves])
+        return done.splits
 
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 
