@@ -66,6 +66,39 @@ def point_in_polygon(x, y, edges, eps):
     return 2 if inside else 0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_run(base_address, n, a, start, end, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats):
+    """Add rows a+start .. a+end-1 of a segment (at base_address, n rows), those whose
+    mask[i - a] is set, to `group`: one pass per column, which the compiler vectorizes."""
+    m = end - start
+    matched = 0
+    for i in range(start, end):
+        matched += mask[i]
+    stats[1] += matched
+    count[group] += matched
+    if matched == 0:
+        return
+    for j in range(agg_cols.shape[0]):
+        # A view from the run's first row, indexed from 0: an offset in the index
+        # (col[a + i]) keeps the compiler from vectorizing, three times slower.
+        col = numba.carray(_pointer(base_address + 8 * (n * agg_cols[j] + a + start)), (m,), np.int64)
+        run = mask[start:end]
+        npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
+        for i in range(m):
+            v = col[i]
+            keep = (run[i] != 0) & (v != NULL)
+            npres += keep
+            vmin = min(vmin, v if keep else INT64_MAX)
+            vmax = max(vmax, v if keep else NULL)
+            shi += (v >> 32) if keep else 0
+            slo += (v & LOW) if keep else 0
+        present[group, j] += npres
+        mins[group, j] = min(mins[group, j], vmin)
+        maxs[group, j] = max(maxs[group, j], vmax)
+        hi[group, j] += shi
+        lo[group, j] += slo
+
+
 @numba.njit(cache=True, nogil=True)
 def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
           bucket_col, bucket_base, bucket_step, nbuckets,
@@ -79,9 +112,10 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     and the grid of each.
 
     Column at a time: a segment's rows in the range of column 0 (binary search) get a
-    mask from each other condition in one pass per column; then, for a plain grid, each
-    wanted column is added up in one pass (loops the compiler vectorizes), and row by row
-    where rows go to time buckets or through the polygon test."""
+    mask from each other condition in one pass per column; then each wanted column is
+    added up in one pass per group (loops the compiler vectorizes; buckets of column 0
+    are runs of the sorted rows), and row by row where rows go through the polygon test
+    or into buckets of another column."""
     ngrids = grid_first.shape[0] - 1
     nconds = cond_cols.shape[0]
     nagg = agg_cols.shape[0]
@@ -140,8 +174,7 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                 mask = np.empty(2 * m, np.uint8)
             for i in range(m):
                 mask[i] = 1
-            # Views of rows a..b-1, indexed from 0: an offset in the index (col[a + i])
-            # keeps the compiler from vectorizing, three times slower.
+            # Views of rows a..b-1, indexed from 0 (see _add_run).
             for j in range(nconds):
                 if cond_cols[j] == 0:
                     continue
@@ -150,7 +183,7 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                 for i in range(m):
                     v = col[i]
                     mask[i] &= np.uint8((v >= clo) & (v <= chi))
-            if bucket_col >= 0 or edge:
+            if edge or bucket_col > 0:  # row by row: the polygon test, or buckets of another column
                 cols = numba.carray(_pointer(base_address), (ncols, n), np.int64)
                 for i in range(m):
                     if mask[i] == 0:
@@ -194,29 +227,20 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                         hi[grp, j] += v >> 32
                         lo[grp, j] += v & LOW
                 continue
-            matched = 0
-            for i in range(m):
-                matched += mask[i]
-            stats[1] += matched
-            count[group] += matched
-            if matched == 0:
+            if bucket_col < 0:
+                _add_run(base_address, n, a, 0, m, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats)
                 continue
-            for j in range(nagg):
-                col = numba.carray(_pointer(base_address + 8 * (n * agg_cols[j] + a)), (m,), np.int64)
-                npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
-                for i in range(m):
-                    v = col[i]
-                    keep = (mask[i] != 0) & (v != NULL)
-                    npres += keep
-                    vmin = min(vmin, v if keep else INT64_MAX)
-                    vmax = max(vmax, v if keep else NULL)
-                    shi += (v >> 32) if keep else 0
-                    slo += (v & LOW) if keep else 0
-                present[group, j] += npres
-                mins[group, j] = min(mins[group, j], vmin)
-                maxs[group, j] = max(maxs[group, j], vmax)
-                hi[group, j] += shi
-                lo[group, j] += slo
+            # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
+            col0 = numba.carray(_pointer(base_address + 8 * a), (m,), np.int64)
+            start = 0
+            while start < m:
+                grp = (col0[start] - bucket_base) // bucket_step
+                edge_value = bucket_base + (grp + 1) * bucket_step
+                end = start + np.searchsorted(col0[start:], edge_value, "left")
+                if 0 <= grp < nbuckets:
+                    _add_run(base_address, n, a, start, end, mask, agg_cols, grp, count, present, mins, maxs,
+                             hi, lo, stats)
+                start = end
     return back[:nback], back_grid[:nback]
 
 
