@@ -6,15 +6,17 @@ Concurrency and crashes:
 - Writers of one dataset take its writer lock (a PostgreSQL advisory lock), so
   concurrent inserts from several processes never lose an update and a grid is never
   split twice.
-- A split writes the children's rows and aggregates, then switches the directory in one
-  transaction, and leaves the old rows in place: they are purged only after
-  2 x max_query_seconds. A query that listed the old leaf finishes (or is aborted) within
-  max_query_seconds, so it always finds every row it expects, counted once.
-- Each write records an intent (the leaves it touches) before writing and clears it
-  after. The next writer (or `repair`) finds intents left by a crashed writer and
-  recomputes those leaves' aggregates from their rows, and their ancestors from their
-  children: a crashed write's rows end up either fully counted or, if never stored, not
-  at all.
+- A split (by an insert, or by a bulk load, ingest.job) writes the children's rows and
+  aggregates, then switches the directory in one transaction, and leaves the old rows
+  in place: they are purged only after 2 x max_query_seconds. A query that listed the
+  old leaf finishes (or is aborted) within max_query_seconds, so it always finds every
+  row it expects, counted once.
+- Each write records an intent (the leaves it touches: an insert's leaves, every leaf
+  for a bulk load) before writing and clears it after, with the directory change. The
+  next writer (or `repair`) finds intents left by a crashed writer and recomputes those
+  leaves' aggregates from their rows, and their ancestors from their children, after
+  deleting any rows under grids below them that never made it into the directory: a
+  crashed write's rows end up either fully counted or, if never stored, not at all.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ class GridEngine:
         """Insert already encoded rows (an (m, ncols) int64 array inside the domain)."""
         result = InsertResult()
         with self.directory.writer_lock(ds.name):
-            self._recover(ds)
+            self.recover(ds)
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
@@ -259,8 +261,9 @@ class GridEngine:
 
     # -- crash safety -------------------------------------------------------------------
 
-    def _recover(self, ds: Dataset) -> None:
-        """Finish what crashed writers left (the caller holds the writer lock)."""
+    def recover(self, ds: Dataset) -> None:
+        """Finish what crashed writers left: recompute the aggregates of the leaves their
+        intents name (the caller holds the writer lock)."""
         pending = self.directory.pending_intents(ds.name)
         if not pending:
             return
