@@ -10,13 +10,15 @@ Queries do not ask PostgreSQL for leaves: each serving process holds the whole t
 memory (gridagg.tree) and keeps it current from here. Every committed change of a
 dataset takes a new version, in the same transaction logs the leaves it changed
 (gridagg_changes), and then moves the dataset's epoch on the store's board
-(gridagg.epochs) so local readers learn of it without a round trip. `changes_since`
-tells a reader, in one round trip, everything that changed after its own version.
+(gridagg.epochs) so local readers learn of it without a round trip; readers on other
+machines hear of it through NOTIFY (`listen`). `changes_since` tells a reader, in one
+round trip, everything that changed after its own version.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import contextmanager
 from importlib import resources
 
@@ -59,6 +61,9 @@ def parse_boxes(texts: list[str], ndim: int) -> Box:
     return tuple(dims[:ndim])
 
 
+# The NOTIFY channel every change of a dataset is announced on (payload: its name).
+CHANNEL = "gridagg_changes"
+
 # How long the change log keeps an entry. A process that has not looked at a dataset for
 # longer reloads its tree instead of catching up.
 CHANGE_LOG_SECONDS = 600
@@ -96,6 +101,9 @@ class GridDirectory:
         # The board whose epochs this directory moves on after each change (set by
         # GridEngine from its store; None: no board).
         self.board = None
+        self._listener: threading.Thread | None = None
+        self._stop_listening = threading.Event()
+        self.listening = threading.Event()
         with self.connection() as conn:
             conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
 
@@ -112,7 +120,35 @@ class GridDirectory:
             raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc
 
     def close(self) -> None:
+        self._stop_listening.set()
         self.pool.close()
+
+    def listen(self, on_change) -> None:
+        """Call on_change(announcement) whenever a process commits a change of a dataset
+        ("<dataset> <board id of the writer>"), and on_change(None) when changes may have
+        been missed (listening began, or the connection was lost): PostgreSQL's NOTIFY, on
+        a connection and thread of their own, reconnecting until close(). `listening` is
+        set once the first LISTEN stands. This is how a process on another machine, with
+        a board of its own, learns of a change within milliseconds."""
+        if self._listener is not None:
+            return
+        self._listener = threading.Thread(target=self._listen, args=(on_change,), name="gridagg-listen",
+                                          daemon=True)
+        self._listener.start()
+
+    def _listen(self, on_change) -> None:
+        while not self._stop_listening.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    on_change(None)
+                    self.listening.set()
+                    while not self._stop_listening.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            on_change(note.payload)
+            except Exception:  # noqa: BLE001 - the server went away: try again shortly
+                on_change(None)
+                self._stop_listening.wait(1.0)
 
     # -- datasets ---------------------------------------------------------------------
 
@@ -305,6 +341,8 @@ class GridDirectory:
             raise UnknownDataset(ds.name)
         conn.execute("INSERT INTO gridagg_changes (dataset, version, grids) VALUES (%s, %s, %s)",
                      (ds.name, version[0], grids))
+        # Sent at commit: the dataset, and the board this writer moves (gridagg.tree).
+        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{ds.name} {self.board.id if self.board else ''}"))
         return version[0]
 
     def record_change(self, ds: Dataset, grids: list[str] | None) -> None:

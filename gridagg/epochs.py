@@ -11,6 +11,7 @@ of its dataset), so it never repeats a value.
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 import lmdb
@@ -21,9 +22,21 @@ _OPENING = threading.Lock()
 
 
 class EpochBoard:
+    """env: the LMDB environment holding the board (its database "epochs"). `id` names
+    the board (random, made once): changes announced by writers sharing this board need
+    no announcement here (gridagg.tree)."""
+
+    ID_KEY = b"\x00board"  # never a dataset name
+
     def __init__(self, env: lmdb.Environment, db=None):
         self.env = env
         self.db = env.open_db(b"epochs", create=True) if db is None else db
+        with self.env.begin(write=True, db=self.db) as txn:
+            made = txn.get(self.ID_KEY)
+            if made is None:
+                made = uuid.uuid4().hex.encode()
+                txn.put(self.ID_KEY, made)
+        self.id = made.decode()
 
     @classmethod
     def open(cls, path: Path) -> "EpochBoard":

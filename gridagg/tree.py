@@ -19,10 +19,13 @@ their ancestors are read again from the store, in one call. So a partial aggrega
 read at most once per change by each process.
 
 When to ask: writers also move the dataset's epoch on a board every local process
-shares (gridagg.epochs, a file in the data dir). While the epoch stands still, queries
-ask PostgreSQL nothing, except to confirm the version at least every RECONFIRM_SECONDS:
-that bounds how long a writer on another machine (which moves its own board) or one
-that died between committing and moving the epoch can go unseen.
+shares (gridagg.epochs, a file in the data dir), after committing and before they
+answer, so a local reader never misses an acknowledged write. Writers on other machines
+move boards of their own; their changes reach this process through PostgreSQL's NOTIFY
+within milliseconds (gridagg.directory.listen). While the epoch stands still and nothing
+was announced, queries ask PostgreSQL nothing, except to confirm the version at least
+every RECONFIRM_SECONDS: that bounds how long a change can go unseen when a
+notification is lost or a writer dies between committing and moving the epoch.
 
 Concurrency: a TreeState is never changed once made; a refresh makes a new one. A query
 takes the current state once and uses it throughout.
@@ -199,20 +202,22 @@ def _grown_aggs(aggs: AggArrays, n: int, ds: Dataset) -> AggArrays:
 
 
 class _Held:
-    """A dataset's current TreeState and when its version was last confirmed."""
+    """A dataset's current TreeState and when its version was last confirmed: at which
+    board epoch and after how many announced changes (TreeCache._heard)."""
 
-    def __init__(self, state: TreeState, epoch: int | None):
+    def __init__(self, state: TreeState, mark: tuple):
         self.state = state
-        self.confirm(epoch)
+        self.confirm(mark)
 
-    def current(self, epoch: int | None) -> bool:
+    def current(self, mark: tuple) -> bool:
         """Whether the tree can answer without asking PostgreSQL: the board's epoch has
-        not moved since the version was last confirmed, recently enough."""
-        return (epoch is not None and epoch == self.epoch
+        not moved and no change was announced since the version was last confirmed,
+        recently enough."""
+        return (mark[0] is not None and mark == self.mark
                 and time.monotonic() - self.confirmed_at < RECONFIRM_SECONDS)
 
-    def confirm(self, epoch: int | None) -> None:
-        self.epoch, self.confirmed_at = epoch, time.monotonic()
+    def confirm(self, mark: tuple) -> None:
+        self.mark, self.confirmed_at = mark, time.monotonic()
 
 
 class TreeCache:
@@ -224,7 +229,7 @@ class TreeCache:
 
     One thread of a process refreshes a dataset's tree at a time; the others wait for
     that refresh and take its outcome (a failure too: while PostgreSQL is down they all
-    fail at once, not one after another), then check the tree against their own epoch."""
+    fail at once, not one after another), then check the tree against their own mark."""
 
     def __init__(self, directory, store, board=None):
         self.directory = directory
@@ -233,14 +238,31 @@ class TreeCache:
         self._held: dict[str, _Held] = {}
         self._refreshing: dict[str, _Refresh] = {}
         self._guard = threading.Lock()
+        self._announced: dict[str | None, int] = {}
+
+    def _heard(self, announcement: str | None) -> None:
+        """A change was announced (gridagg.directory.listen): the next query of that
+        dataset (of every one, for None) confirms its version with PostgreSQL. A writer
+        on this board moved its epoch already: nothing to do."""
+        name, board = announcement.split(" ", 1) if announcement is not None else (None, None)
+        if board and self.board is not None and board == self.board.id:
+            return
+        self._announced[name] = self._announced.get(name, 0) + 1
+
+    def _mark(self, name: str) -> tuple:
+        """What a tree's confirmation is checked against: the board's epoch (read before
+        PostgreSQL, so a change committed after it moves the epoch later) and the
+        announcements heard so far."""
+        epoch = self.board.epoch(name) if self.board is not None else None
+        return epoch, self._announced.get(name, 0), self._announced.get(None, 0)
 
     def tree(self, ds: Dataset) -> TreeState:
         """The dataset's tree, current as of now (see the module docstring)."""
+        self.directory.listen(self._heard)  # from a process's first query on
         while True:
-            # Read before the version, so a change committed after it moves the epoch later.
-            epoch = self.board.epoch(ds.name) if self.board is not None else None
+            mark = self._mark(ds.name)
             held = self._held.get(ds.name)
-            if held is not None and held.current(epoch):
+            if held is not None and held.current(mark):
                 return held.state
             with self._guard:
                 refresh = self._refreshing.get(ds.name)
@@ -249,9 +271,9 @@ class TreeCache:
                     refresh = self._refreshing[ds.name] = _Refresh()
             if not leader:
                 refresh.wait()  # raises what the refresh raised
-                continue  # then check the tree against this thread's own epoch
+                continue  # then check the tree against this thread's own mark
             try:
-                state = self._refresh(ds, held, epoch)
+                state = self._refresh(ds, held, mark)
                 refresh.finish(None)
                 return state
             except BaseException as exc:
@@ -261,7 +283,7 @@ class TreeCache:
                 with self._guard:
                     self._refreshing.pop(ds.name, None)
 
-    def _refresh(self, ds: Dataset, held: _Held | None, epoch: int | None) -> TreeState:
+    def _refresh(self, ds: Dataset, held: _Held | None, mark: tuple) -> TreeState:
         if held is not None:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
@@ -269,11 +291,11 @@ class TreeCache:
                 if changes.version != state.version:
                     held.state = state.grown(ds, changes.version, state.incarnation, changes.leaves,
                                              changes.touched, self.store)
-                held.confirm(epoch)
+                held.confirm(mark)
                 return held.state
         version, incarnation, leaves = self.directory.load_tree(ds)
         state = TreeState.build(ds, version, incarnation, leaves, self.store)
-        self._held[ds.name] = _Held(state, epoch)
+        self._held[ds.name] = _Held(state, mark)
         return state
 
     def forget(self, name: str) -> None:

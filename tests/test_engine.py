@@ -202,6 +202,8 @@ def test_a_write_in_another_process_is_seen_by_the_next_query(engine, weather, s
     try:
         writer.insert(weather.name, rows[:1000])
         check_answer(engine.query(weather.name, box, ["count", "sum:wind_speed"]), encoded[:1000])
+        assert engine.directory.listening.wait(10)  # its start counts as "anything may have changed"
+        engine.query(weather.name, box, ["count"])
         steady = engine.query(weather.name, box, ["count", "sum:wind_speed"])
         assert steady.plan.round_trips["postgresql"] == 0
         assert steady.plan.round_trips[engine.store.kind] == 1  # the scan; every aggregate is held
@@ -262,3 +264,26 @@ def test_a_series_of_time_alone_reads_day_rollups_kept_current(engine, weather, 
         assert brute_series(weather, encoded, result) == [result.spec.query.values(w) for w in result.windows]
     finally:
         writer.directory.close()
+
+
+def test_a_writer_on_another_machine_is_heard_through_notify(engine, weather, settings, monkeypatch):
+    """A writer with a board of its own (as on another machine) moves no epoch here; its
+    change reaches this process through PostgreSQL's NOTIFY, well before
+    RECONFIRM_SECONDS (made an hour here)."""
+    import gridagg.tree as tree_mod
+
+    monkeypatch.setattr(tree_mod, "RECONFIRM_SECONDS", 3600)
+    elsewhere = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    elsewhere.directory.board = None
+    rows, encoded = weather_rows(400, seed=17)
+    try:
+        elsewhere.insert(weather.name, rows[:200])
+        check_answer(engine.query(weather.name, {}, ["count"]), encoded[:200])
+        elsewhere.insert(weather.name, rows[200:])
+        deadline = time.monotonic() + 5
+        while engine.query(weather.name, {}, ["count"]).values["count"] != 400:
+            assert time.monotonic() < deadline, "the change was not heard"
+            time.sleep(0.01)
+        check_answer(engine.query(weather.name, {}, ["count", "sum:wind_speed"]), encoded)
+    finally:
+        elsewhere.directory.close()
