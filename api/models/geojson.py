@@ -52,7 +52,7 @@ class Feature(TypedDict):
 
     type: Literal["Feature"]
     geometry: Geometry
-    properties: NotRequired[Any]
+    properties: NotRequired[Annotated[Any, Field(description="any JSON value (not used)")]]
 
 
 Region = Annotated[Union[Polygon, MultiPolygon, Feature], Field(

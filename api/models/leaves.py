@@ -19,8 +19,8 @@ Extent = Annotated[list[Annotated[list[Value], Field(min_length=2, max_length=2)
 class LeavesRequest(Request):
     """The leaves touching a box, projected onto two dimensions."""
 
-    axes: list[str] = Field(min_length=2, max_length=2,
-                            description="the two dimensions to project onto, such as [\"lon\", \"lat\"]")
+    axes: list[Annotated[str, Field(description="a dimension's name")]] = Field(
+        min_length=2, max_length=2, description="the two dimensions to project onto, such as [\"lon\", \"lat\"]")
     where: Where | None = None
 
 
