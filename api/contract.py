@@ -23,7 +23,7 @@ over Flask's url_map (api.openapi), which refuses a route that declares no contr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import wraps
 
@@ -75,7 +75,7 @@ class Operation:
             raise ValueError("a CSV body is an alternative to a JSON body model: declare body too")
 
 
-def operation(**contract) -> callable:
+def operation(**contract) -> Callable[[Callable], Callable]:
     """Decorates a view with its contract (the keywords of Operation); the view is
     called with the path parameters and `body` and/or `query` as declared. Put it
     below the route decorator."""

@@ -53,7 +53,8 @@ class DatasetDefinition(Request):
     dimensions: list[ColumnDefinition] = Field(
         min_length=1, description="a non-empty list of columns spanning the grid space, each with min and max")
     measures: list[ColumnDefinition] = Field(None, description="a list of further columns (left out: none)")
-    grid: GridDefinition = Field(None, description="an object of grid parameters (left out: the defaults)")
+    grid: GridDefinition | None = Field(None, description="an object of grid parameters (left out or null: the "
+                                                          "defaults)")
 
 
 Row = Annotated[Any, WithJsonSchema({
