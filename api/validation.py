@@ -47,6 +47,8 @@ def _schema(model: type[BaseModel]) -> dict:
 
 
 def _problem(model: type[BaseModel], exc: ValidationError, data, source: str) -> Exception:
+    """The 400 for the first of exc's errors. data: a callable giving what the client
+    sent, to show the value at the field; source: "body" or "query"."""
     errors = exc.errors(include_url=False)
     error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     if error["type"] == "json_invalid" and not error["loc"]:
@@ -132,7 +134,7 @@ class _Spot:
         """The client's value at the path (data: a callable giving what was sent)."""
         try:
             value = data()
-        except ValueError:
+        except (ValueError, RecursionError):
             return fallback
         for step in self.steps:
             # A value a validator turned into a list ('a,b' in a query string) has no such step.
