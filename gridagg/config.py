@@ -140,12 +140,15 @@ class Settings:
         16 * 1024 * 1024, "largest HTTP request body in bytes; larger gets 413", _positive,
         topic="http")
     max_scan_rows: int = _setting(
-        5_000_000, "most raw rows one HTTP request may scan; more gets 422 asking to narrow the query",
-        _positive, topic="http")
+        50_000_000, "most raw rows one HTTP request may scan (about a second of work); more gets 422 "
+                    "asking to narrow the query", _positive, topic="http")
     max_points: int = _setting(10_000, "most points one HTTP series request may return", _positive,
                                topic="http")
     max_grids: int = _setting(200_000, "most leaves one HTTP request may touch or list", _positive,
                               topic="http")
+    scan_threads: int = _setting(
+        os.cpu_count() or 1, "threads one large scan in this process may use (the embedded store, and "
+                             "HBase's client-side path)", _positive, topic="store", shown="the machine's cores")
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(

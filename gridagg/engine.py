@@ -6,15 +6,17 @@ Concurrency and crashes:
 - Writers of one dataset take its writer lock (a PostgreSQL advisory lock), so
   concurrent inserts from several processes never lose an update and a grid is never
   split twice.
-- A split writes the children's rows and aggregates, then switches the directory in one
-  transaction, and leaves the old rows in place: they are purged only after
-  2 x max_query_seconds. A query that listed the old leaf finishes (or is aborted) within
-  max_query_seconds, so it always finds every row it expects, counted once.
-- Each write records an intent (the leaves it touches) before writing and clears it
-  after. The next writer (or `repair`) finds intents left by a crashed writer and
-  recomputes those leaves' aggregates from their rows, and their ancestors from their
-  children: a crashed write's rows end up either fully counted or, if never stored, not
-  at all.
+- A split (by an insert, or by a bulk load, ingest.job) writes the children's rows and
+  aggregates, then switches the directory in one transaction, and leaves the old rows
+  in place: they are purged only after 2 x max_query_seconds. A query that listed the
+  old leaf finishes (or is aborted) within max_query_seconds, so it always finds every
+  row it expects, counted once.
+- Each write records an intent (the leaves it touches: an insert's leaves, every leaf
+  for a bulk load) before writing and clears it after, with the directory change. The
+  next writer (or `repair`) finds intents left by a crashed writer and recomputes those
+  leaves' aggregates from their rows, and their ancestors from their children, after
+  deleting any rows under grids below them that never made it into the directory: a
+  crashed write's rows end up either fully counted or, if never stored, not at all.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from .errors import InvalidInput, WorkLimitExceeded
 from .grid import (
     Grid,
     ancestors,
-    children,
     choose_cut,
     element_of,
     grid_prefix,
@@ -43,7 +44,8 @@ from .grid import (
 )
 from .planner import Planner
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
-from .schema import Dataset
+from .schema import REFUSE, Dataset
+from .split import split_rows
 from .store import CellStore
 from .tree import TreeCache
 
@@ -52,12 +54,14 @@ from .tree import TreeCache
 class InsertResult:
     """stored: rows written; duplicates: rows whose element ID was already stored (not
     written again); rejected: (row index, field, reason) of rows refused; splits: grids
-    split by this insert."""
+    split by this insert; rounded: values rounded per column with a rounding policy,
+    among the rows not refused."""
 
     stored: int = 0
     duplicates: int = 0
     rejected: list[tuple[int, str | None, str]] = field(default_factory=list)
     splits: int = 0
+    rounded: dict[str, int] = field(default_factory=dict)
 
 
 class GridEngine:
@@ -105,6 +109,7 @@ class GridEngine:
         self.store.drop_dataset(name)
         self._datasets.pop(name, None)
         self.trees.forget(name)
+        self.planner.rollups.forget(name)
 
     def dataset(self, name: str) -> Dataset:
         """The definition of a dataset (cached: definitions never change)."""
@@ -120,18 +125,20 @@ class GridEngine:
         without one a random ID is made). Invalid rows are refused one by one with a
         reason and nothing of them is written; valid rows are stored."""
         ds = self.dataset(name)
-        result = InsertResult()
+        result = InsertResult(rounded={c.name: 0 for c in ds.columns if c.rounding != REFUSE})
         ids: list[bytes] = []
         encoded: list[list[int]] = []
         for i, row in enumerate(rows):
             try:
-                values = ds.encode_row(row)
+                values, rounded = ds.encode_row(row)
                 eid = _element_id(row.get("id"))
             except InvalidInput as exc:
                 result.rejected.append((i, exc.field, exc.detail))
                 continue
             ids.append(eid)
             encoded.append(values)
+            for c in rounded:
+                result.rounded[ds.columns[c].name] += 1
         if encoded:
             stored = self.insert_encoded(ds, ids, np.array(encoded, dtype=np.int64))
             result.stored, result.duplicates, result.splits = stored.stored, stored.duplicates, stored.splits
@@ -141,7 +148,7 @@ class GridEngine:
         """Insert already encoded rows (an (m, ncols) int64 array inside the domain)."""
         result = InsertResult()
         with self.directory.writer_lock(ds.name):
-            self._recover(ds)
+            self.recover(ds)
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
@@ -185,8 +192,8 @@ class GridEngine:
     # -- Algorithm 2: split ------------------------------------------------------------
 
     def _split(self, ds: Dataset, grid_id: str, agg: PartialAggregate) -> int:
-        """Split leaf grid_id, recursing while a child holds more than N_size rows.
-        Returns the number of grids split (0 when every row is the same point)."""
+        """Split leaf grid_id (gridagg.split), recursing while a child holds more than
+        N_size rows. Returns the number of grids split (0 when every row is the same point)."""
         grid = self.directory.grid(ds, grid_id)
         if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
             return 0
@@ -200,40 +207,19 @@ class GridEngine:
             keys.extend(k)
             parts.append(v)
         values = np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)
-
-        new_aggs: dict[str, PartialAggregate] = {}
-        final: list[tuple[Grid, np.ndarray]] = []
-        splits = self._partition(ds, grid, np.arange(len(values)), values, agg, new_aggs, final)
+        done = split_rows(grid, values, agg, ds.grid.n_threshold, ds.grid.n_size, ds.ndim)
 
         new_keys = [b""] * len(values)
-        for leaf, idx in final:
-            for i in idx:
+        for leaf, idx, _ in done.leaves:
+            for i in idx.tolist():
                 new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
         # New rows and aggregates first, then the directory switch; the old rows stay
         # for queries that still see the old leaf, and are purged later.
         self.store.put_rows(ds, new_keys, values)
-        self.store.put_aggregates(ds, new_aggs)
+        self.store.put_aggregates(ds, {**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
         faults.hit("split.children_written")
-        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _ in final])
-        return splits
-
-    def _partition(self, ds, grid, idx, values, agg, new_aggs, final) -> int:
-        cut = choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim)
-        if cut is None:
-            final.append((grid, idx))
-            return 0
-        axis, at = cut
-        ncols = len(ds.columns)
-        lower_mask = values[idx, axis] <= at
-        splits = 1
-        for child, part in zip(children(grid, axis, at, ds.ndim), (idx[lower_mask], idx[~lower_mask])):
-            child_agg = PartialAggregate.of_rows(values[part], ncols)
-            new_aggs[child.grid_id] = child_agg
-            if child_agg.count > ds.grid.n_size:
-                splits += self._partition(ds, child, part, values, child_agg, new_aggs, final)
-            else:
-                final.append((child, part))
-        return splits
+        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _, _ in done.leaves])
+        return done.splits
 
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 
@@ -275,8 +261,9 @@ class GridEngine:
 
     # -- crash safety -------------------------------------------------------------------
 
-    def _recover(self, ds: Dataset) -> None:
-        """Finish what crashed writers left (the caller holds the writer lock)."""
+    def recover(self, ds: Dataset) -> None:
+        """Finish what crashed writers left: recompute the aggregates of the leaves their
+        intents name (the caller holds the writer lock)."""
         pending = self.directory.pending_intents(ds.name)
         if not pending:
             return

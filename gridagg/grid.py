@@ -12,6 +12,7 @@ every grid and every subtree is one contiguous key range.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 import math
@@ -27,6 +28,7 @@ def salt(grid_id: str) -> int:
     return int(bits.ljust(8, "0"), 2)
 
 
+@functools.lru_cache(maxsize=1 << 20)
 def grid_prefix(grid_id: str) -> bytes:
     """Key prefix of a grid's own rows (not its descendants')."""
     return bytes([salt(grid_id)]) + grid_id.encode() + b"-"

@@ -12,6 +12,9 @@ NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every star
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 from numba import types
@@ -63,6 +66,39 @@ def point_in_polygon(x, y, edges, eps):
     return 2 if inside else 0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_run(base_address, n, a, start, end, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats):
+    """Add rows a+start .. a+end-1 of a segment (at base_address, n rows), those whose
+    mask[i - a] is set, to `group`: one pass per column, which the compiler vectorizes."""
+    m = end - start
+    matched = 0
+    for i in range(start, end):
+        matched += mask[i]
+    stats[1] += matched
+    count[group] += matched
+    if matched == 0:
+        return
+    for j in range(agg_cols.shape[0]):
+        # A view from the run's first row, indexed from 0: an offset in the index
+        # (col[a + i]) keeps the compiler from vectorizing, three times slower.
+        col = numba.carray(_pointer(base_address + 8 * (n * agg_cols[j] + a + start)), (m,), np.int64)
+        run = mask[start:end]
+        npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
+        for i in range(m):
+            v = col[i]
+            keep = (run[i] != 0) & (v != NULL)
+            npres += keep
+            vmin = min(vmin, v if keep else INT64_MAX)
+            vmax = max(vmax, v if keep else NULL)
+            shi += (v >> 32) if keep else 0
+            slo += (v & LOW) if keep else 0
+        present[group, j] += npres
+        mins[group, j] = min(mins[group, j], vmin)
+        maxs[group, j] = max(maxs[group, j], vmax)
+        hi[group, j] += shi
+        lo[group, j] += slo
+
+
 @numba.njit(cache=True, nogil=True)
 def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
           bucket_col, bucket_base, bucket_step, nbuckets,
@@ -76,9 +112,10 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     and the grid of each.
 
     Column at a time: a segment's rows in the range of column 0 (binary search) get a
-    mask from each other condition in one pass per column; then, for a plain grid, each
-    wanted column is added up in one pass (loops the compiler vectorizes), and row by row
-    where rows go to time buckets or through the polygon test."""
+    mask from each other condition in one pass per column; then each wanted column is
+    added up in one pass per group (loops the compiler vectorizes; buckets of column 0
+    are runs of the sorted rows), and row by row where rows go through the polygon test
+    or into buckets of another column."""
     ngrids = grid_first.shape[0] - 1
     nconds = cond_cols.shape[0]
     nagg = agg_cols.shape[0]
@@ -124,10 +161,12 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
         edge = grid_edge[g]
         for k in range(grid_first[g], grid_first[g + 1]):
             n = np.int64(numba.carray(_pointer(addresses[k]), (1,), np.uint32)[0])
-            cols = numba.carray(_pointer(addresses[k] + 8), (ncols, n), np.int64)
+            # One 1-D view per column (a row of a 2-D view compiles to slower loops).
+            base_address = addresses[k] + 8
+            col0 = numba.carray(_pointer(base_address), (n,), np.int64)
             stats[0] += n
-            a = np.searchsorted(cols[0], lo0, "left") if lo0 > -INT64_MAX - 1 else 0
-            b = np.searchsorted(cols[0], hi0, "right") if hi0 < INT64_MAX else n
+            a = np.searchsorted(col0, lo0, "left") if lo0 > -INT64_MAX - 1 else 0
+            b = np.searchsorted(col0, hi0, "right") if hi0 < INT64_MAX else n
             m = b - a
             if m <= 0:
                 continue
@@ -135,15 +174,17 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                 mask = np.empty(2 * m, np.uint8)
             for i in range(m):
                 mask[i] = 1
+            # Views of rows a..b-1, indexed from 0 (see _add_run).
             for j in range(nconds):
                 if cond_cols[j] == 0:
                     continue
-                col = cols[cond_cols[j]]
+                col = numba.carray(_pointer(base_address + 8 * (n * cond_cols[j] + a)), (m,), np.int64)
                 clo, chi = cond_lo[j], cond_hi[j]
                 for i in range(m):
-                    v = col[a + i]
+                    v = col[i]
                     mask[i] &= np.uint8((v >= clo) & (v <= chi))
-            if bucket_col >= 0 or edge:
+            if edge or bucket_col > 0:  # row by row: the polygon test, or buckets of another column
+                cols = numba.carray(_pointer(base_address), (ncols, n), np.int64)
                 for i in range(m):
                     if mask[i] == 0:
                         continue
@@ -186,60 +227,88 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                         hi[grp, j] += v >> 32
                         lo[grp, j] += v & LOW
                 continue
-            matched = 0
-            for i in range(m):
-                matched += mask[i]
-            stats[1] += matched
-            count[group] += matched
-            if matched == 0:
+            if bucket_col < 0:
+                _add_run(base_address, n, a, 0, m, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats)
                 continue
-            for j in range(nagg):
-                col = cols[agg_cols[j]]
-                npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
-                for i in range(m):
-                    v = col[a + i]
-                    keep = (mask[i] != 0) & (v != NULL)
-                    npres += keep
-                    vmin = min(vmin, v if keep else INT64_MAX)
-                    vmax = max(vmax, v if keep else NULL)
-                    shi += (v >> 32) if keep else 0
-                    slo += (v & LOW) if keep else 0
-                present[group, j] += npres
-                mins[group, j] = min(mins[group, j], vmin)
-                maxs[group, j] = max(maxs[group, j], vmax)
-                hi[group, j] += shi
-                lo[group, j] += slo
+            # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
+            col0 = numba.carray(_pointer(base_address + 8 * a), (m,), np.int64)
+            start = 0
+            while start < m:
+                grp = (col0[start] - bucket_base) // bucket_step
+                edge_value = bucket_base + (grp + 1) * bucket_step
+                end = start + np.searchsorted(col0[start:], edge_value, "left")
+                if 0 <= grp < nbuckets:
+                    _add_run(base_address, n, a, start, end, mask, agg_cols, grp, count, present, mins, maxs,
+                             hi, lo, stats)
+                start = end
     return back[:nback], back_grid[:nback]
 
 
-def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -> ScanAnswer:
+# Below this many rows a scan runs in the calling thread: handing work to another costs
+# more than it saves.
+PARALLEL_ROWS = 200_000
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int, threads: int = 1) -> ScanAnswer:
     """Answer `request` over segments in memory: grid_segments[i] holds the segments
-    (bytes-like, alive during the call) of request.grids[i]."""
-    k = len(request.columns)
-    out = AggArrays.empty(request.ngroups, k)
-    answer = ScanAnswer(out)
+    (bytes-like, alive during the call) of request.grids[i]. A large scan without skipping
+    is split by rows over up to `threads` threads (the kernel runs without the GIL)."""
     addresses: list[int] = []
     first = [0]
     for segs in grid_segments:
         for data in segs:
             addresses.append(np.frombuffer(data, np.uint8).ctypes.data)
         first.append(len(addresses))
-    ngrids = len(grid_segments)
+    addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
+    parts = [(0, len(grid_segments))]
+    if threads > 1 and request.skip is None and len(grid_segments) > 1:
+        rows = np.concatenate([[0], np.cumsum(_rows(addresses))])[first]  # rows before each grid
+        if rows[-1] >= PARALLEL_ROWS:
+            cuts = np.searchsorted(rows, rows[-1] * np.arange(1, threads) / threads)
+            bounds = [0, *sorted(set(cuts.tolist()) - {0, len(grid_segments)}), len(grid_segments)]
+            parts = list(zip(bounds[:-1], bounds[1:]))
+    if len(parts) == 1:
+        return _scan_part(request, addresses, first, 0, len(grid_segments), ncols)
+    answers = list(_executor(threads).map(lambda p: _scan_part(request, addresses, first, *p, ncols), parts))
+    out = answers[0]
+    for other in answers[1:]:
+        out.merge(other)
+    return out
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="scan")
+        return _pool
+
+
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, g1: int,
+               ncols: int) -> ScanAnswer:
+    """The answer over grids g0..g1-1 of the request (rows handed back keyed by their
+    index in the whole request)."""
+    out = AggArrays.empty(request.ngroups, len(request.columns))
+    answer = ScanAnswer(out)
+    ngrids = g1 - g0
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
         skip_max = np.array([m for _, m in skip.specs], np.bool_)
-        bounds = np.ascontiguousarray(skip.bounds, np.int64)
+        bounds = np.ascontiguousarray(skip.bounds[g0:g1], np.int64)
         best_has = np.array([b is not None for b in skip.best], np.bool_)
         best_val = np.array([0 if b is None else b for b in skip.best], np.int64)
     else:
         skip_cols, skip_max = np.zeros(0, np.int64), np.zeros(0, np.bool_)
         bounds, best_has, best_val = np.zeros((ngrids, 0), np.int64), skip_max, skip_cols
     conds, buckets, polygon = request.conditions, request.buckets, request.polygon
-    edge = np.zeros(ngrids, np.bool_) if request.rows_of is None else np.asarray(request.rows_of, np.bool_)
+    edge = (np.zeros(ngrids, np.bool_) if request.rows_of is None
+            else np.ascontiguousarray(request.rows_of[g0:g1], np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        np.array(addresses, np.int64), np.array(first, np.int64), request.group_of_grids().astype(np.int64), edge,
+        addresses, first[g0:g1 + 1], request.group_of_grids()[g0:g1].astype(np.int64), edge,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
@@ -251,5 +320,5 @@ def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int) -
         out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
     answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
     for g in np.unique(grids).tolist():
-        answer.rows[g] = rows[grids == g]
+        answer.rows[g0 + g] = rows[grids == g]
     return answer

@@ -30,6 +30,7 @@ from .aggregate import AggArrays
 from .errors import WorkLimitExceeded
 from .query import Limits, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .regions import EPSILON, Region
+from .rollups import DAY, DayRollups
 from .scan import Buckets, RangeCondition, ScanRequest, Skip
 from .schema import Dataset
 from .tree import TreeState
@@ -142,6 +143,7 @@ class Planner:
 
     def __init__(self, engine):
         self.engine = engine
+        self.rollups = DayRollups(engine.store)
 
     def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False) -> QueryResult:
         started = time.perf_counter()
@@ -154,7 +156,19 @@ class Planner:
     def series(self, ds: Dataset, series: SeriesSpec, limits: Limits, explain: bool = False) -> SeriesResult:
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
-        buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
+        days = _whole_days(ds, series)
+        if days is not None:  # time alone, in whole days: the day rollup answers
+            tree = self.engine.trees.tree(ds)
+            plan.total_grids = tree.leaf_count
+            rollup = self.rollups.current(ds, tree)
+            first, count = days
+            per_day = rollup.days(first, count).take_columns(series.query.columns)
+            buckets = AggArrays.empty(series.buckets, len(series.query.columns))
+            buckets.add_into((first + np.arange(count) - series.base // DAY) // (series.step // DAY), per_day)
+            plan.rollup_days = count
+            plan.rows_in_reused_grids = int(per_day.count.sum())
+        else:
+            buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
         cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
@@ -203,10 +217,17 @@ class Planner:
                           "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
         if not len(scan):
             return out, True
-        skip = None
+        skip, passed_over = None, 0
         if spec.minmax_only and series is None and not (kind == EDGE).any():
             skip, order = _skip(spec, cols, s_aggs, out)
-            scan, kind = scan[order], kind[order]
+            # Leaves that cannot beat what the reused grids found already stay unread.
+            keep = order[~_useless(skip, skip.bounds)]
+            passed_over = len(order) - len(keep)
+            skip.bounds = skip.bounds[~_useless(skip, skip.bounds)]
+            scan, kind = scan[keep], kind[keep]
+            if not len(scan):
+                plan.scanned_grids_after = 0
+                return out, False
         elif limits.max_scan_rows is not None and int(s_aggs.count.sum()) > limits.max_scan_rows:
             raise WorkLimitExceeded(
                 f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
@@ -233,7 +254,7 @@ class Planner:
             matched += len(rows)
             _add_rows(out, rows, cols, buckets)
         plan.rows_matched_by_scans = matched
-        return out, not answer.grids_skipped
+        return out, not (answer.grids_skipped or passed_over)
 
     def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
               region: Region | None):
@@ -263,6 +284,22 @@ class Planner:
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
 
 
+def _whole_days(ds: Dataset, series: SeriesSpec) -> tuple[int, int] | None:
+    """(first day, number of days) when the series asks about time alone, in buckets of
+    whole days over whole days (what the day rollup holds), else None."""
+    spec, t = series.query, ds.time_axis
+    if spec.region is not None or series.step % DAY or series.base % DAY:
+        return None
+    domain = ds.domain()
+    if any(rng != domain[i] for i, rng in enumerate(spec.box) if i != t):
+        return None
+    lo, hi = spec.box[t]
+    # A day cut by the domain's end holds no rows past it: the rollup's day is that part.
+    if lo > hi or lo % DAY and lo != domain[t][0] or (hi + 1) % DAY and hi != domain[t][1]:
+        return None
+    return lo // DAY, hi // DAY - lo // DAY + 1
+
+
 def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:
     """The box as conditions on the dimensions it narrows."""
     domain = ds.domain()
@@ -283,6 +320,16 @@ def _skip(spec: QuerySpec, cols: list[int], s_aggs: AggArrays, found: AggArrays)
         best.append(int((found.maxs if m else found.mins)[0, j]) if seen else None)
     # The kernel reads bounds by the request's column order of the specs' columns.
     return Skip([(c, m) for c, m in specs], bounds[order], best), order
+
+
+def _useless(skip: Skip, bounds: np.ndarray) -> np.ndarray:
+    """Which leaves (rows of bounds) cannot improve any of skip's best answers."""
+    out = np.ones(len(bounds), bool)
+    for j, ((_, is_max), best) in enumerate(zip(skip.specs, skip.best)):
+        if best is None:
+            return np.zeros(len(bounds), bool)
+        out &= (bounds[:, j] <= best) if is_max else (bounds[:, j] >= best)
+    return out
 
 
 def _add_rows(out: AggArrays, rows: np.ndarray, cols: list[int], buckets: Buckets | None) -> None:

@@ -214,6 +214,7 @@ class QueryPlan:
     elapsed_ms: float = 0.0
     region: dict | None = None  # leaves inside, on the edge of and outside the polygon
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
+    rollup_days: int | None = None  # a series of time alone: days read from the day rollup
 
     @property
     def skip_rate(self) -> float | None:
@@ -222,7 +223,7 @@ class QueryPlan:
         return 1 - self.scanned_grids_after / self.scanned_grids_before
 
     def to_json(self, count: int | None) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if v is not None or k not in ("region", "grids")}
+        out = {k: v for k, v in self.__dict__.items() if v is not None or k not in ("region", "grids", "rollup_days")}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None
         return out

@@ -2,9 +2,15 @@
 
 Every value is stored as a 64-bit integer, as in the paper, so sums are exact:
 
-- a ``number`` column with scale k stores round-free ``value * 10**k``; a value with more
-  than k decimals is refused rather than rounded (rounding would lose data silently);
+- a ``number`` column with scale k stores ``value * 10**k``. A value with more than k
+  decimals is refused unless the column names a rounding policy (``rounding``:
+  "half_even", "half_up", "floor" or "ceil", as Python's decimal module rounds), which
+  rounds it to k decimals; the domain is checked on the rounded value;
 - a ``time`` column stores whole seconds since the start of its domain.
+
+A measure may be ``nullable``: a missing value (None, blank text) is then stored as
+gridagg.aggregate.NULL, which every aggregate skips. A dimension never is: a row needs
+a point in the grid space.
 
 A dataset's dimensions span the grid space (each has a closed domain ``[min, max]``);
 every column, dimensions included, can be aggregated. Measures may give a domain too,
@@ -18,15 +24,22 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
 
+from .aggregate import NULL
 from .errors import InvalidInput
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 # PostgreSQL boxes hold float8 coordinates: integers up to 2**53 are exact there.
 MAX_ENCODED = 2**53 - 1
 TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# Rounding policies of number columns, as the decimal module's modes ("half_up": ties
+# away from zero). "refuse" (the default) rounds nothing.
+ROUNDINGS = {"half_even": ROUND_HALF_EVEN, "half_up": ROUND_HALF_UP, "floor": ROUND_FLOOR, "ceil": ROUND_CEILING}
+REFUSE = "refuse"
+# The keys of a column's definition (JSON, and the TOML of an ingest config).
+COLUMN_KEYS = frozenset({"name", "type", "scale", "min", "max", "unit", "rounding", "nullable"})
 
 
 def check_name(name: object, what: str) -> str:
@@ -108,6 +121,10 @@ def _to_decimal(value: object, field_name: str) -> Decimal:
     )
 
 
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 @dataclass(frozen=True)
 class Column:
     """One attribute of a dataset, with its exact integer encoding.
@@ -115,6 +132,10 @@ class Column:
     kind: "number" (scale = decimals kept) or "time" (seconds since domain start).
     lo/hi: the domain in user units (numbers, or ISO text for time); None for an
     unbounded measure.
+    rounding: "refuse" (a value with more decimals than the scale is an error) or a
+    key of ROUNDINGS (number columns only).
+    nullable: a missing value is stored as NULL instead of refused (measures only;
+    Dataset checks that).
     """
 
     name: str
@@ -123,6 +144,8 @@ class Column:
     lo: object = None
     hi: object = None
     unit: str | None = None
+    rounding: str = REFUSE
+    nullable: bool = False
     # Encoded domain, derived in __post_init__.
     enc_lo: int = field(init=False, default=-MAX_ENCODED)
     enc_hi: int = field(init=False, default=MAX_ENCODED)
@@ -134,6 +157,14 @@ class Column:
             raise InvalidInput(f"column {self.name}: type must be 'number' or 'time'", field=self.name)
         if not isinstance(self.scale, int) or isinstance(self.scale, bool) or not 0 <= self.scale <= 12:
             raise InvalidInput(f"column {self.name}: scale must be an integer 0..12", field=self.name)
+        if self.rounding != REFUSE and self.rounding not in ROUNDINGS:
+            raise InvalidInput(
+                f"column {self.name}: rounding must be one of {', '.join([REFUSE, *ROUNDINGS])}, "
+                f"not {self.rounding!r}", field=self.name)
+        if self.rounding != REFUSE and self.kind != "number":
+            raise InvalidInput(f"column {self.name}: rounding applies to number columns only", field=self.name)
+        if not isinstance(self.nullable, bool):
+            raise InvalidInput(f"column {self.name}: nullable must be true or false", field=self.name)
         if self.kind == "time":
             if self.lo is None or self.hi is None:
                 raise InvalidInput(f"column {self.name}: a time column needs min and max", field=self.name)
@@ -144,10 +175,11 @@ class Column:
             object.__setattr__(self, "enc_lo", 0)
             object.__setattr__(self, "enc_hi", int((end - start).total_seconds()))
         else:
+            # Domain bounds are exact at the scale, whatever the rounding policy.
             if self.lo is not None:
-                object.__setattr__(self, "enc_lo", self._scaled(self.lo, f"{self.name}.min"))
+                object.__setattr__(self, "enc_lo", self._scaled(self.lo, f"{self.name}.min")[0])
             if self.hi is not None:
-                object.__setattr__(self, "enc_hi", self._scaled(self.hi, f"{self.name}.max"))
+                object.__setattr__(self, "enc_hi", self._scaled(self.hi, f"{self.name}.max")[0])
         if self.enc_lo > self.enc_hi:
             raise InvalidInput(f"column {self.name}: min is greater than max", field=self.name)
         if max(abs(self.enc_lo), abs(self.enc_hi)) > MAX_ENCODED:
@@ -160,33 +192,52 @@ class Column:
     def bounded(self) -> bool:
         return self.kind == "time" or (self.lo is not None and self.hi is not None)
 
-    def _scaled(self, value: object, field_name: str) -> int:
-        d = _to_decimal(value, field_name).scaleb(self.scale)
-        if d != d.to_integral_value():
-            raise InvalidInput(
-                f"{field_name}: {value!r} has more decimals than the column's scale ({self.scale})",
-                field=field_name,
-            )
-        return int(d)
+    def _scaled(self, value: object, field_name: str, rounding: str = REFUSE) -> tuple[int, bool]:
+        """(value * 10**scale as an integer, whether it was rounded), rounded by `rounding`."""
+        d = _to_decimal(value, field_name)
+        # Shifted exactly: Decimal.scaleb rounds to the context's 28 digits.
+        sign, digits, exponent = d.as_tuple()
+        shifted = Decimal((sign, digits, exponent + self.scale))
+        if shifted.adjusted() > 18:  # far beyond MAX_ENCODED: int() of it could be huge
+            raise InvalidInput(f"{field_name}: {value!r} is too large to store exactly", field=field_name)
+        if rounding == REFUSE:
+            whole = shifted.to_integral_value()
+            if whole != shifted:
+                raise InvalidInput(
+                    f"{field_name}: {value!r} has more decimals than the column's scale ({self.scale})",
+                    field=field_name,
+                )
+        else:
+            whole = shifted.to_integral_value(rounding=ROUNDINGS[rounding])
+        return int(whole), whole != shifted
 
     def encode(self, value: object) -> int:
-        """The stored integer of a user value; InvalidInput if it cannot be stored exactly
-        or lies outside the column's domain."""
+        """The stored integer of a user value (NULL for a missing value of a nullable
+        column), rounded by the column's policy; InvalidInput if it cannot be stored or
+        lies outside the column's domain."""
+        return self.encode_rounded(value)[0]
+
+    def encode_rounded(self, value: object) -> tuple[int, bool]:
+        """(Column.encode's stored integer, whether the value was rounded to get it)."""
+        if _is_missing(value):
+            if self.nullable:
+                return NULL, False
+            raise InvalidInput(f"{self.name}: missing value", field=self.name)
+        rounded = False
         if self.kind == "time":
-            if value is None:
-                raise InvalidInput(f"{self.name}: missing value", field=self.name)
             delta = parse_timestamp(value, self.name) - self.epoch
             secs = delta.days * 86400 + delta.seconds
             if delta.microseconds:
                 raise InvalidInput(f"{self.name}: {value!r} has fractions of a second", field=self.name)
             enc = secs
         else:
-            enc = self._scaled(value, self.name)
+            enc, rounded = self._scaled(value, self.name, self.rounding)
+        if abs(enc) > MAX_ENCODED:
+            raise InvalidInput(f"{self.name}: {value!r} is too large to store exactly", field=self.name)
         if not self.enc_lo <= enc <= self.enc_hi:
             raise InvalidInput(
-                f"{self.name}: {value!r} is outside the domain [{self.lo}, {self.hi}]", field=self.name
-            )
-        return enc
+                f"{self.name}: {value!r} is outside the domain [{self.lo}, {self.hi}]", field=self.name)
+        return enc, rounded
 
     def exact(self, value: object) -> Fraction | int:
         """A user value in stored units, unrounded (for query bounds). Whole values come
@@ -213,6 +264,11 @@ class Column:
 
             ts = self.epoch + timedelta(seconds=float(enc))
             return ts.isoformat().replace("+00:00", "Z")
+        if type(enc) is int:
+            if self.scale == 0:
+                return enc
+            if -(2**53) <= enc <= 2**53:  # exact as a double: one correctly rounded division
+                return enc / 10**self.scale
         value = Fraction(enc) / 10**self.scale
         return int(value) if value.denominator == 1 and self.scale == 0 else float(value)
 
@@ -226,13 +282,17 @@ class Column:
             spec["max"] = self.hi if not isinstance(self.hi, datetime) else self.hi.isoformat()
         if self.unit:
             spec["unit"] = self.unit
+        if self.rounding != REFUSE:
+            spec["rounding"] = self.rounding
+        if self.nullable:
+            spec["nullable"] = True
         return spec
 
     @classmethod
     def from_json(cls, spec: object, where: str) -> "Column":
         if not isinstance(spec, dict):
             raise InvalidInput(f"{where}: each column must be an object", field=where)
-        unknown = set(spec) - {"name", "type", "scale", "min", "max", "unit"}
+        unknown = set(spec) - COLUMN_KEYS
         if unknown:
             raise InvalidInput(f"{where}: unknown keys {sorted(unknown)}", field=where)
         return cls(
@@ -242,6 +302,8 @@ class Column:
             lo=spec.get("min"),
             hi=spec.get("max"),
             unit=spec.get("unit"),
+            rounding=spec.get("rounding", REFUSE),
+            nullable=spec.get("nullable", False),
         )
 
 
@@ -302,6 +364,10 @@ class Dataset:
         for c in self.dimensions:
             if not c.bounded:
                 raise InvalidInput(f"dimension {c.name} needs min and max", field=c.name)
+            if c.nullable:
+                raise InvalidInput(
+                    f"dimension {c.name} cannot be nullable: every row needs a point in the grid space "
+                    "(make it a measure to allow missing values)", field=c.name)
         if self.grid.l_time is not None and self.time_axis is None:
             raise InvalidInput("grid.l_time needs a time dimension", field="grid.l_time")
 
@@ -330,21 +396,23 @@ class Dataset:
     def domain(self) -> tuple[tuple[int, int], ...]:
         return tuple((c.enc_lo, c.enc_hi) for c in self.dimensions)
 
-    def encode_row(self, row: object) -> list[int]:
-        """Stored integers of one row given as a mapping of column name to value.
-        Every column is required; unknown keys are refused."""
+    def encode_row(self, row: object) -> tuple[list[int], list[int]]:
+        """(stored integers, positions of the columns whose value was rounded) of one
+        row given as a mapping of column name to value. Every column is required but a
+        nullable one (absent, None or blank: NULL); unknown keys are refused."""
         if not isinstance(row, dict):
             raise InvalidInput("a row must be an object of column values", field="row")
         known = {c.name for c in self.columns}
         unknown = [k for k in row if k not in known and k != "id"]
         if unknown:
             raise InvalidInput(f"unknown column {unknown[0]!r}", field=str(unknown[0]))
-        out = []
-        for c in self.columns:
-            if c.name not in row or row[c.name] is None:
-                raise InvalidInput(f"{c.name}: missing value", field=c.name)
-            out.append(c.encode(row[c.name]))
-        return out
+        values, rounded = [], []
+        for i, c in enumerate(self.columns):
+            enc, was_rounded = c.encode_rounded(row.get(c.name))
+            values.append(enc)
+            if was_rounded:
+                rounded.append(i)
+        return values, rounded
 
     def to_json(self) -> dict:
         return {

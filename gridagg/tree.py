@@ -41,6 +41,8 @@ from .schema import Dataset
 
 # A tree whose epoch has not moved is still confirmed with PostgreSQL this often.
 RECONFIRM_SECONDS = 1.0
+# Refreshes a TreeState remembers (TreeState.history).
+HISTORY = 16
 
 
 @dataclass
@@ -74,6 +76,9 @@ class TreeState:
     parent: np.ndarray
     leaves_below: np.ndarray
     aggs: AggArrays
+    # The last few refreshes that led here: (version before, leaves touched or None for
+    # possibly all), oldest first; what caches derived from rows (gridagg.rollups) follow.
+    history: tuple = ()
 
     @property
     def n(self) -> int:
@@ -86,6 +91,20 @@ class TreeState:
     @property
     def leaf_count(self) -> int:
         return int(self.leaves_below[self.root])
+
+    def touched_since(self, version: int) -> set[str] | None:
+        """Leaves whose rows changed after `version` (None: possibly any, or too long ago
+        to tell)."""
+        if version == self.version:
+            return set()
+        out: set[str] = set()
+        for since, touched in reversed(self.history):
+            if touched is None:
+                return None
+            out.update(touched)
+            if since == version:
+                return out
+        return None
 
     @classmethod
     def build(cls, ds: Dataset, version: int, incarnation, leaves: list[tuple], store) -> "TreeState":
@@ -159,8 +178,9 @@ class TreeState:
             for name in ("count", "present", "mins", "maxs", "hi", "lo"):
                 getattr(aggs, name)[stale] = getattr(fresh, name)
             dlo[stale], dhi[stale] = fresh.mins[:, :ndim], fresh.maxs[:, :ndim]
+        step = (self.version, None if touched is None else tuple(touched) + tuple(new))
         return TreeState(version, incarnation, ids, index, lo, hi, dlo, dhi, left, right, parent, leaves_below,
-                         aggs)
+                         aggs, (self.history + (step,))[-HISTORY:])
 
 
 def _empty(ds: Dataset, n: int) -> TreeState:

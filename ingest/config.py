@@ -28,10 +28,15 @@
     min = -90
     max = 70
     unit = "C"
-    missing = ["-9900", "-9999"]     # values meaning "no measurement" (bad rows)
+    missing = ["-9900", "-9999"]     # values meaning "no measurement" (bad rows; absent
+                                     # values of a nullable measure), matched exactly
+    rounding = "half_even"      # number columns: round values with more decimals than
+                                # the scale ("half_even", "half_up", "floor", "ceil");
+                                # default "refuse": such a row is quarantined
 
     [[measures]]                # same keys as dimensions; min/max optional
-    ...
+    nullable = true             # measures only: a missing value (a marker, an empty
+    ...                         # field) is stored as absent instead of quarantining the row
 
 Dimensions and measures become a gridagg Dataset; the rest tells the readers where each
 column comes from.
@@ -40,11 +45,11 @@ column comes from.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gridagg.errors import InvalidInput
-from gridagg.schema import Column, Dataset, GridParams
+from gridagg.schema import COLUMN_KEYS, Column, Dataset, GridParams
 
 FORMATS = ("tmy3", "csv", "parquet")
 # Missing-value markers of the TMY3 format, used when a tmy3 column names none.
@@ -75,6 +80,14 @@ class IngestConfig:
     sources: tuple[ColumnSource, ...]  # one per dataset column, in column order
     csv_options: dict = field(default_factory=dict)
 
+    def reading_epoch(self, fields) -> "IngestConfig":
+        """This config with every time column read from one of `fields` taking epoch
+        seconds, whatever its format (a reader gives typed timestamps as such)."""
+        if not fields:
+            return self
+        return replace(self, sources=tuple(replace(s, time_format="epoch") if s.kind == "time" and s.source in fields
+                                           else s for s in self.sources))
+
     @property
     def source_fields(self) -> list[str]:
         """Every source field the job reads (columns and element ID parts)."""
@@ -85,7 +98,7 @@ class IngestConfig:
         return out
 
 
-_COLUMN_KEYS = {"name", "type", "scale", "min", "max", "unit", "source", "missing", "format", "timezone"}
+_COLUMN_KEYS = COLUMN_KEYS | {"source", "missing", "format", "timezone"}
 
 
 def _columns(specs: object, what: str, fmt: str) -> tuple[list[Column], list[ColumnSource]]:
@@ -101,7 +114,7 @@ def _columns(specs: object, what: str, fmt: str) -> tuple[list[Column], list[Col
         unknown = set(spec) - _COLUMN_KEYS
         if unknown:
             raise InvalidInput(f"{where}: unknown keys {sorted(unknown)}", field=where)
-        col = Column.from_json({k: spec[k] for k in ("name", "type", "scale", "min", "max", "unit") if k in spec}, where)
+        col = Column.from_json({k: spec[k] for k in COLUMN_KEYS if k in spec}, where)
         source = spec.get("source", col.name)
         if not isinstance(source, str) or not source:
             raise InvalidInput(f"{where}: source must be a non-empty string", field=where)

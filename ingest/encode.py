@@ -2,68 +2,102 @@
 
 Each Arrow batch goes through two paths that give the same result:
 - the vectorized path (pyarrow kernels and integer numpy, no floats) for the common
-  shapes: numbers written as plain decimals ("-12.50", "7", ".5") and time in epoch
-  seconds (format "epoch", or a Spark datetime pattern that Spark resolves first);
+  shapes: numbers written as plain decimals ("-12.50", "7", ".5", float text written in
+  full such as "10.357019999999999": up to 18 significant digits), rounded to the scale
+  by the column's rounding policy, and time in epoch seconds (format "epoch", or a Spark
+  datetime pattern that Spark resolves first); missing values of nullable columns;
 - the exact path, Python calling Column.encode itself, for every row the vectorized path
   cannot accept (exponents, odd whitespace, ISO timestamps, missing or out-of-domain
   values): it also writes the quarantine reason.
-tests/test_ingest.py checks the result against Column.encode value by value.
+tests/test_ingest.py and tests/test_ingest_encode.py check the result against
+Column.encode value by value.
+
+A missing value (null, an empty field, or one of the column's `missing` markers, which
+match the exact value: "-9999.4" rounded to -9999 is not the marker -9999) is NULL in a
+nullable column and makes the row bad in any other.
 
 Output: the raw fields and `_file` (kept for bad rows only: the quarantine output shows
 them; null for good rows, which then cost nothing to carry on), `_line`, `_eid` (element
-ID), `c0`..`c{n-1}` (stored integers, column order) and `_reason` (null for a good row;
-else why it is quarantined). A bad row has no `_eid` and no values.
+ID), `c0`..`c{n-1}` (stored integers, column order), `_reason` (null for a good row;
+else why it is quarantined) and, for each column i with a rounding policy, `_r{i}`:
+whether a good row's value was rounded. A bad row has no `_eid` and no values.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 import numpy as np
 
+from gridagg.aggregate import NULL
 from gridagg.errors import InvalidInput
-from gridagg.schema import Column
+from gridagg.schema import REFUSE, Column
 
 from .config import ColumnSource, IngestConfig
 
 EPOCH_RE = re.compile(r"^[+-]?[0-9]+$")
+MAX_MARKER = 10**18  # scaled markers beyond this can match no stored value
 
 
-def _markers(col: Column, src: ColumnSource) -> set[Decimal]:
+def _numeric_markers(src: ColumnSource) -> set[Decimal]:
+    """The markers that are numbers (they match a number column's values by value)."""
     out = set()
     for m in src.missing:
         try:
-            out.add(Decimal(m))
+            d = Decimal(m)
+        except InvalidOperation:
+            continue
+        if d.is_finite():
+            out.add(d)
+    return out
+
+
+def _marker(col: Column, src: ColumnSource, value) -> str | None:
+    """The missing marker `value` is (its stripped text), or None: a marker matches as
+    text ("NA"), and a number column's value also by value ("-9999.0" is -9999)."""
+    if not src.missing:
+        return None
+    text = str(value).strip()
+    if text in src.missing:
+        return text
+    if col.kind == "number":
+        try:
+            if Decimal(text) in _numeric_markers(src):
+                return text
         except InvalidOperation:
             pass
-    return out
+    return None
 
 
 def encode_value(col: Column, src: ColumnSource, value) -> tuple[int | None, str | None]:
     """The reference encoding of one source value: (stored integer, None) or (None,
     reason). `value` is the source text, or epoch seconds (int) for a time column whose
     format Spark resolved."""
+    enc, _, why = encode_field(col, src, value)
+    return enc, why
+
+
+def encode_field(col: Column, src: ColumnSource, value) -> tuple[int | None, bool, str | None]:
+    """encode_value, with whether the value was rounded: (stored integer, rounded, None)
+    or (None, False, reason)."""
+    missing = None
     if value is None or (isinstance(value, str) and value.strip() == ""):
-        return None, f"{col.name}: missing value"
+        missing = f"{col.name}: missing value"
+    elif (marker := _marker(col, src, value)) is not None:
+        missing = f"{col.name}: missing value ({marker})"
+    if missing is not None:
+        return (NULL, False, None) if col.nullable else (None, False, missing)
     try:
-        if col.kind == "time":
-            if src.time_format == "epoch" and isinstance(value, str):
-                if not EPOCH_RE.match(value.strip()):
-                    return None, f"{col.name}: {value!r} is not whole epoch seconds"
-                value = int(value.strip())
-            return col.encode(value), None
-        markers = _markers(col, src)
-        if markers:
-            try:
-                if Decimal(str(value).strip()) in markers:
-                    return None, f"{col.name}: missing value ({str(value).strip()})"
-            except InvalidOperation:
-                pass
-        return col.encode(value), None
+        if col.kind == "time" and src.time_format == "epoch" and isinstance(value, str):
+            if not EPOCH_RE.match(value.strip()):
+                return None, False, f"{col.name}: {value!r} is not whole epoch seconds"
+            value = int(value.strip())
+        enc, rounded = col.encode_rounded(value)
+        return enc, rounded, None
     except (InvalidInput, OverflowError, ValueError, OSError) as exc:
         detail = getattr(exc, "detail", str(exc))
-        return None, detail if detail.startswith(col.name) else f"{col.name}: {detail}"
+        return None, False, detail if detail.startswith(col.name) else f"{col.name}: {detail}"
 
 
 def element_id(parts: list) -> str | None:
@@ -85,6 +119,7 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
 
     from .readers import Source, raw_schema
 
+    cfg = cfg.reading_epoch(src.epoch_fields)
     ds = cfg.dataset
     raw_fields = cfg.source_fields
     # Time columns with a Spark pattern are resolved to epoch seconds by Spark (text -> long).
@@ -107,6 +142,7 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
            T.StructField("_eid", T.StringType())]
         + [T.StructField(f"c{i}", T.LongType()) for i in range(len(ds.columns))]
         + [T.StructField("_reason", T.StringType())]
+        + [T.StructField(f"_r{i}", T.BooleanType()) for i in rounding_columns(ds)]
         + ([T.StructField("_leaf", T.LongType())] if tree is not None else [])
     )
     resolved_ids = sorted(resolved)
@@ -125,6 +161,11 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
     return work.mapInArrow(lambda batches: then_fn(encoded(batches)), then_schema)
 
 
+def rounding_columns(ds) -> list[int]:
+    """Positions of the columns with a rounding policy: the `_r{i}` of encoded batches."""
+    return [i for i, c in enumerate(ds.columns) if c.rounding != REFUSE]
+
+
 def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
     """One Arrow batch of raw fields (+ _file, _line, _reason, and _t{i} for the columns
     in `resolved`) -> the encoded batch."""
@@ -134,23 +175,41 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
     ds = cfg.dataset
     n = batch.num_rows
     ok = pc.is_null(batch.column("_reason")).to_numpy(zero_copy_only=False).copy()
-    values = []
+    values, rounded = [], {}
     for i, (col, src) in enumerate(zip(ds.columns, cfg.sources)):
+        missing = None
         if i in resolved:
             t = batch.column(f"_t{i}")
             good = pc.is_valid(t).to_numpy(zero_copy_only=False)
             enc = pc.fill_null(t, 0).to_numpy().astype(np.int64) - int(col.epoch.timestamp())
         elif col.kind == "time" and src.time_format == "epoch":
-            enc, good = _plain_integers(batch.column(src.source), 0, point=False, max_digits=15)
+            text = batch.column(src.source)
+            enc, good, _ = _plain_integers(text, 0, point=False, max_digits=15)
             enc = enc - int(col.epoch.timestamp())
+            is_marker = _text_markers(text, [m for m in src.missing if m.strip() == m])
+            if col.nullable:
+                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
+            elif is_marker is not None:
+                good &= ~is_marker
         elif col.kind == "time":  # ISO text: the exact path parses it
             enc, good = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         else:
-            enc, good = _plain_integers(batch.column(src.source), col.scale)
-            markers = _marker_encodings(col, src)
-            if markers:
-                good &= ~np.isin(enc, markers)
-        ok &= good & (enc >= col.enc_lo) & (enc <= col.enc_hi)
+            text = batch.column(src.source)
+            enc, good, was_rounded = _plain_integers(text, col.scale, rounding=col.rounding)
+            is_marker = _number_markers(text, col, src, enc, good, was_rounded)
+            if col.nullable:
+                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
+            elif is_marker is not None:
+                good &= ~is_marker
+            if col.rounding != REFUSE:
+                rounded[i] = was_rounded
+        in_domain = good & (enc >= col.enc_lo) & (enc <= col.enc_hi)
+        if missing is not None:
+            enc[missing] = NULL
+            in_domain |= missing
+            if i in rounded:
+                rounded[i] &= ~missing
+        ok &= in_domain
         values.append(enc)
 
     # Element ID: the id fields joined by "|"; none when a field is missing or empty.
@@ -167,17 +226,21 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
         why = [None] * n
         recs = batch.take(pa.array(bad)).to_pylist()
         for r, rec in zip(bad.tolist(), recs):
-            row, why[r] = _exact_row(cfg, resolved, rec)
+            row, rounded_here, why[r] = _exact_row(cfg, resolved, rec)
             for i, v in enumerate(row):
                 values[i][r] = v
+            for i in rounded:
+                rounded[i][r] = i in rounded_here
             ok[r] = why[r] is None
         reasons = pa.array(why, pa.string())
     mask = pa.array(~ok)
     raw = [pc.if_else(mask, batch.column(f), pa.scalar(None, pa.string())) for f in [*cfg.source_fields, "_file"]]
     eid = pc.if_else(mask, pa.scalar(None, pa.string()), eid)
     cols = [pc.if_else(mask, pa.scalar(None, pa.int64()), pa.array(v)) for v in values]
-    names = [*cfg.source_fields, "_file", "_line", "_eid", *[f"c{i}" for i in range(len(values))], "_reason"]
-    return pa.RecordBatch.from_arrays([*raw, batch.column("_line"), eid, *cols, reasons], names=names)
+    flags = [pa.array(rounded[i] & ok) for i in sorted(rounded)]
+    names = [*cfg.source_fields, "_file", "_line", "_eid", *[f"c{i}" for i in range(len(values))], "_reason",
+             *[f"_r{i}" for i in sorted(rounded)]]
+    return pa.RecordBatch.from_arrays([*raw, batch.column("_line"), eid, *cols, reasons, *flags], names=names)
 
 
 def with_leaf(batch, tree, ndim: int):
@@ -191,12 +254,22 @@ def with_leaf(batch, tree, ndim: int):
     return batch.append_column("_leaf", pa.array(leaf, pa.int64()))
 
 
-def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18) -> tuple[np.ndarray, np.ndarray]:
-    """Stored integers (value * 10**scale) of plain numbers in `text`, with integer
-    arithmetic only, and which entries were decided. Plain: an optional sign, then ASCII
-    digits (up to max_digits) with at most one decimal point among or around them (none
-    unless `point`). Anything else, and non-zero decimals beyond the scale, is left
-    undecided. (Checked without a regex: matching one took a third of the time.)"""
+def _empty(text) -> np.ndarray:
+    """Which entries of an Arrow string array are null or empty."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False) == 0
+
+
+def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18,
+                    rounding: str = REFUSE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stored integers (value * 10**scale, rounded by `rounding`) of plain numbers in
+    `text`, with integer arithmetic only, which entries were decided and which were
+    rounded. Plain: an optional sign, then ASCII digits (up to max_digits significant
+    ones; leading zeros do not count) with at most one decimal point among or around
+    them (none unless `point`). Anything else, and non-zero decimals beyond the scale
+    under the "refuse" policy, is left undecided. (Checked without a regex: matching one
+    took a third of the time.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -205,47 +278,101 @@ def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18) 
     signs = pc.subtract(pc.binary_length(text), pc.binary_length(body)).to_numpy()
     digit_text = pc.replace_substring(body, ".", "", max_replacements=1) if point else body
     ndigits = pc.binary_length(digit_text).to_numpy().astype(np.int64)
-    # At most 18 digits, so every intermediate value below fits in int64.
+    significant, nsig = digit_text, ndigits
+    if (ndigits > 18).any():  # only then can leading zeros matter (small floats in full)
+        significant = pc.utf8_ltrim(digit_text, "0")
+        nsig = pc.binary_length(significant).to_numpy().astype(np.int64)
+    # At most 18 significant digits, so every intermediate value below fits in int64.
     good = (pc.ascii_is_decimal(digit_text).to_numpy(zero_copy_only=False) & (signs <= 1)
-            & (ndigits <= min(max_digits, 18)))
-    digits = pc.cast(pc.if_else(pa.array(good), digit_text, pa.scalar("0")), pa.int64()).to_numpy()
+            & (nsig <= min(max_digits, 18)))
+    digits = pc.cast(pc.if_else(pa.array(good & (nsig > 0)), significant, pa.scalar("0")), pa.int64()).to_numpy()
     negative = pc.starts_with(text, "-").to_numpy(zero_copy_only=False)
     dot = pc.find_substring(body, ".").to_numpy() if point else np.full(len(text), -1)
     shift = scale - np.where(dot >= 0, ndigits - dot, 0)  # scale minus the decimals given
-    good &= ndigits + np.maximum(shift, 0) <= 18
+    good &= (nsig + np.maximum(shift, 0) <= 18) & (shift >= -18)
     digits = np.where(good, digits, 0)
     up = 10 ** np.clip(shift, 0, 18).astype(np.int64)
     down = 10 ** np.clip(-shift, 0, 18).astype(np.int64)
-    good &= digits % down == 0  # decimals beyond the scale must all be zeros
-    out = np.where(shift >= 0, digits * up, digits // down)
-    return np.where(negative, -out, out), good
+    whole, rest = np.divmod(digits, down)  # magnitudes: the value is whole + rest / down
+    if rounding == REFUSE:
+        good &= rest == 0  # decimals beyond the scale must all be zeros
+    elif rounding == "half_even":
+        whole += (2 * rest > down) | ((2 * rest == down) & (whole % 2 == 1))
+    elif rounding == "half_up":  # ties away from zero, as decimal.ROUND_HALF_UP
+        whole += 2 * rest >= down
+    elif rounding == "floor":
+        whole += (rest > 0) & negative
+    else:  # ceil
+        whole += (rest > 0) & ~negative
+    out = np.where(shift >= 0, digits * up, whole)
+    return np.where(negative, -out, out), good, good & (rest != 0)
 
 
-def _marker_encodings(col: Column, src: ColumnSource) -> list[int]:
-    out = []
-    for m in _markers(col, src):
-        v = m.scaleb(col.scale)
+def _text_markers(text, words: list[str]) -> np.ndarray | None:
+    """Which entries of an Arrow string array are one of `words` as they stand (padded
+    ones are left to the exact path), or None without words."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not words:
+        return None
+    return pc.fill_null(pc.is_in(text, value_set=pa.array(words, pa.string())), False).to_numpy(zero_copy_only=False)
+
+
+def _number_markers(text, col: Column, src: ColumnSource, enc: np.ndarray, good: np.ndarray,
+                    rounded: np.ndarray) -> np.ndarray | None:
+    """Which decided entries of a number column (`enc`, `good`, `rounded` as
+    _plain_integers gives them) are missing markers, or None when the column has none.
+    Numeric markers match the exact value, never a rounded one; a rounded value next to
+    a marker that has more decimals than the scale is left undecided (`good` cleared)
+    for the exact path to compare."""
+    if not src.missing:
+        return None
+    exact, near = [], []
+    for m in _numeric_markers(src):
+        sign, digits, exponent = m.as_tuple()
+        v = Decimal((sign, digits, exponent + col.scale))  # exact: scaleb rounds to 28 digits
         if v == v.to_integral_value():
-            out.append(int(v))
-    return out
+            exact.append(int(v))
+        elif abs(v) < MAX_MARKER:
+            near.extend([int(v.to_integral_value(rounding=ROUND_FLOOR)), int(v.to_integral_value(rounding=ROUND_CEILING))])
+    if near:
+        good &= ~(rounded & np.isin(enc, near))
+    is_marker = good & ~rounded & np.isin(enc, exact)
+    words = _text_markers(text, [m for m in src.missing if m.strip() == m and not _is_number(m)])
+    return is_marker if words is None else is_marker | words
 
 
-def _exact_row(cfg: IngestConfig, resolved: list[int], rec: dict) -> tuple[list[int], str | None]:
-    """(stored integers, None) or ([], reason) of one row, by the reference encoder."""
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+        return True
+    except InvalidOperation:
+        return False
+
+
+def _exact_row(cfg: IngestConfig, resolved: list[int], rec: dict) -> tuple[list[int], set[int], str | None]:
+    """(stored integers, positions of the rounded values, None) or ([], set(), reason)
+    of one row, by the reference encoder."""
     if rec["_reason"] is not None:
-        return [], rec["_reason"]
-    row = []
+        return [], set(), rec["_reason"]
+    row, rounded = [], set()
     for i, (col, src) in enumerate(zip(cfg.dataset.columns, cfg.sources)):
         v = rec[f"_t{i}"] if i in resolved else rec[src.source]
         if i in resolved and v is None:
             raw = rec[src.source]
-            if raw is None or str(raw).strip() == "":
-                return [], f"{col.name}: missing value"
-            return [], f"{col.name}: {raw!r} does not match the time format {src.time_format!r}"
-        enc, why = encode_value(col, src, v)
+            if raw is None or str(raw).strip() == "" or _marker(col, src, raw) is not None:
+                if col.nullable:
+                    row.append(NULL)
+                    continue
+                return [], set(), f"{col.name}: missing value"
+            return [], set(), f"{col.name}: {raw!r} does not match the time format {src.time_format!r}"
+        enc, was_rounded, why = encode_field(col, src, v)
         if why is not None:
-            return [], why
+            return [], set(), why
         row.append(enc)
+        if was_rounded:
+            rounded.add(i)
     if element_id([rec[f] for f in cfg.id_fields]) is None:
-        return [], "element id: a field of " + ", ".join(cfg.id_fields) + " is missing"
-    return row, None
+        return [], set(), "element id: a field of " + ", ".join(cfg.id_fields) + " is missing"
+    return row, rounded, None

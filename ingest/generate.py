@@ -14,7 +14,8 @@ cut to --rows still spans the whole time range.
 Output: files of one station-year each (8,760 rows, the last one cut to the requested
 size), columns station, timestamp (UTC epoch seconds), latitude, longitude, temperature,
 humidity, illuminance, wind_speed, pressure: what ingest/examples/weather_generated.toml
-reads.
+reads. CSV holds the values as the TMY3 files write them; Parquet is typed: timestamp
+int64, coordinates, temperature and wind speed float64, the rest int64 (TYPES).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from .readers import expand_inputs, parse_tmy3
 SOURCE = {"temperature": "Dry-bulb (C)", "humidity": "RHum (%)", "illuminance": "GH illum (lx)",
           "wind_speed": "Wspd (m/s)", "pressure": "Pressure (mbar)"}
 FIELDS = ["station", "utc_offset", "timestamp", "latitude", "longitude", *SOURCE.values()]
+# Parquet column types of the values TMY3 writes as text (with one decimal, or whole).
+TYPES = {"latitude": "float64", "longitude": "float64", "temperature": "float64", "humidity": "int64",
+         "illuminance": "int64", "wind_speed": "float64", "pressure": "int64"}
 YEARS = (2011, 2031)
 
 
@@ -99,7 +103,7 @@ def generate(sources: list[str], rows: int, out: str, fmt: str = "csv", seed: in
         if fmt == "csv":
             df.to_csv(path, index=False)
         else:
-            df.to_parquet(path, index=False)
+            df.astype(TYPES).to_parquet(path, index=False)
         files.append(str(path))
         written += n
         if len(files) % 50 == 0:

@@ -32,11 +32,15 @@ per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.t
    rows, and write them with their reasons to the quarantine output. A clean input is
    read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
 
-Crash safety: before step 7 nothing a reader uses has changed except rows under live
-leaves (which are then also in the aggregates recomputed on the rerun); since step 3
-derives everything from input + store, a rerun of the same input recomputes the same
-tree, rewrites the same keys, and ends exact. After step 7 a rerun finds every row
-stored and has nothing left to do.
+Crash safety: the engine's one protocol (gridagg.engine). Before any row is written the
+job records an intent naming every leaf the dataset has, and clears it once the
+directory is switched (step 7), logging the change. A job that dies in between leaves
+its intent: the next writer of the dataset (an insert, another job, `gridagg repair`)
+first recomputes every leaf still current from its rows (clearing rows written under
+grids that never made it into the directory), so no reader keeps seeing half a load
+once anyone writes again. Rerunning the same input also ends exact: step 3 derives
+everything from input + store, so a rerun recomputes the same tree and rewrites the
+same rows; after step 7 a rerun finds every row stored and has nothing left to do.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from gridagg.store import open_store
 
 from . import buckets, class_archive, hfiles, tasks
 from .config import IngestConfig
-from .encode import encode, with_leaf
+from .encode import encode, rounding_columns, with_leaf
 from .readers import expand_inputs, read_source
 from .tree import SplitTree
 
@@ -85,6 +89,7 @@ class Summary:
     leaves_after: int = 0
     leaves_split: int = 0
     rows_moved: int = 0
+    rounded: dict[str, int] = field(default_factory=dict)  # per column with a rounding policy
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -97,6 +102,9 @@ class Summary:
         ]
         for reason, n in sorted(self.reasons.items(), key=lambda kv: -kv[1])[:10]:
             out.append(f"      {n:>10}  {reason}")
+        if self.rounded:
+            out.append("  rounded      " + ", ".join(f"{col} {n}" for col, n in self.rounded.items())
+                       + "  (values rounded to the column's scale, in rows not quarantined)")
         out.append(f"  leaves       {self.leaves_before} -> {self.leaves_after} "
                    f"({self.leaves_split} split, {self.rows_moved} stored rows moved)")
         out.append(f"  elapsed      {self.seconds:.1f} s ({rate:,.0f} rows/s)")
@@ -229,7 +237,8 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     store = store or open_store(settings)
     ds = cfg.dataset
     cols = [f"c{i}" for i in range(len(ds.columns))]
-    summary = Summary(ds.name)
+    rounding = rounding_columns(ds)
+    summary = Summary(ds.name, rounded={ds.columns[i].name: 0 for i in rounding})
     try:
         paths = expand_inputs(inputs)
         summary.files = len(paths)
@@ -240,7 +249,8 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
-            located = encode(read_source(spark, cfg, paths), cfg, btree, then=(tasks.to_eid_buckets(n, cols), buckets.SCHEMA))
+            located = encode(read_source(spark, cfg, paths), cfg, btree,
+                             then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
             _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
@@ -340,8 +350,10 @@ def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset):
 
 
 def _current_tree(spark, engine: GridEngine, ds: Dataset):
-    """(leaves, their SplitTree broadcast) of the dataset now, after purging the rows of
-    retired leaves. The caller holds the writer lock, so neither changes until it lets go."""
+    """(leaves, their SplitTree broadcast) of the dataset now, after finishing what a
+    crashed writer left and purging the rows of retired leaves. The caller holds the
+    writer lock, so neither changes until it lets go."""
+    engine.recover(ds)
     engine.purge_retired(ds)
     leaves = engine.directory.leaves(ds)
     return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
@@ -379,7 +391,9 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     # 2. one row per element ID, with the number of input rows behind it.
     rows = located.groupBy("bucket").applyInArrow(tasks.dedupe_fn(n_buckets, cols), buckets.SCHEMA)
 
-    # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes.
+    # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes; from
+    # here to the directory switch, an intent stands (see Crash safety above).
+    intent = directory.begin_intent(ds.name, [g.grid_id for g in leaves])
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
     build = tasks.build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
                       scan=not (bulk and bulk.new_table))
@@ -395,6 +409,10 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
             summary.read += info["bad"]
             summary.quarantined += info["bad"]
             continue
+        if "rounded" in info:
+            col, n = info["rounded"]
+            summary.rounded[ds.columns[col].name] += n
+            continue
         touched += 1
         summary.read += info["rows"]
         summary.loaded += info["n_new"]
@@ -402,8 +420,8 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
         written += info["written"]
         if info["split"]:
             split_leaves.append(r["leaf"])
-        for gid, box, next_axis, count, sums, mins, maxs in info["leaves"]:
-            final[gid] = PartialAggregate(count, sums, mins, maxs)
+        for gid, box, next_axis, count, sums, mins, maxs, present in info["leaves"]:
+            final[gid] = PartialAggregate(count, sums, mins, maxs, present)
             if info["split"]:
                 new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
     summary.duplicates = summary.read - summary.quarantined - summary.loaded
@@ -435,6 +453,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
         directory.replace_leaves(ds, split_leaves, new_leaves)
     progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
     faults.hit("ingest.directory_switched")
+    directory.end_intent(intent, ds, None)  # any leaf's rows may have changed
     summary.leaves_after = directory.leaf_count(ds.name)
 
 

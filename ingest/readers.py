@@ -11,7 +11,9 @@ local files themselves, and files on other file systems (hdfs://, s3a://: any Sp
 reads) come through Spark, which costs a copy of every byte into Python (1M rows of CSV
 read and parsed in 1.0-1.65 s, against 0.7-1.0 s read locally). The parsing runs in the
 same Python pass as the encoding (ingest.encode), so the raw text never travels back to
-Spark. Parquet is read by Spark's own reader.
+Spark. Parquet is read by Spark's own reader, its columns typed or text alike: numbers
+become the text they stand for in the same Python pass (`typed_to_text`: a float its
+shortest decimal, as Python's repr writes it), timestamps and dates epoch seconds.
 Nothing is read on the driver but the header of the first CSV file, when it is local.
 """
 
@@ -35,9 +37,11 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class Source:
     """What Spark reads: `df`, and `parse`, a function run in the executors that turns
     the Arrow batches of `df` into Arrow batches of raw fields; None when `df` holds the
-    raw fields already."""
+    raw fields already. `epoch_fields`: fields the reader gives as epoch seconds
+    whatever the config's time format says (typed timestamps)."""
     df: object
     parse: Callable | None = None
+    epoch_fields: frozenset = frozenset()
 
 
 def expand_inputs(inputs: list[str]) -> list[str]:
@@ -218,9 +222,6 @@ def check_csv_header(cfg: IngestConfig, path: str) -> None:
 
 def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
     """The inputs as a Source (see the module docstring)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     fields = cfg.source_fields
     if cfg.format in ("tmy3", "csv"):
         local = not any("://" in p for p in paths)  # expand_inputs: local inputs are plain paths
@@ -246,18 +247,74 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
 
         return Source(files, parse)
 
+    return read_parquet(spark, cfg, paths)
+
+
+def read_parquet(spark, cfg: IngestConfig, paths: list[str]) -> Source:
+    """Parquet inputs as a Source: text columns as they are; numeric ones turned into
+    text in the executors (typed_to_text); timestamps and dates as epoch seconds (a
+    time zone-less one read in its time column's `timezone`), which the encoder reads
+    as such whatever the column's format."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fields = cfg.source_fields
+    zones = {s.source: s.timezone for s in cfg.sources if s.kind == "time"}
     df = spark.read.parquet(*paths)
     present = set(df.columns)
-    cols = []
+    cols, micros, typed = [], [], False
     for f in fields:
         if f not in present:
             raise ValueError(f"input has no column {f!r} (columns: {sorted(present)})")
         c = df[f"`{f}`"]
         dtype = df.schema[f].dataType
-        if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
-            c = F.unix_timestamp(c).cast("string")  # epoch seconds, like format = "epoch"
-        elif not isinstance(dtype, T.StringType):
-            c = c.cast("string")
+        if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+            if not isinstance(dtype, T.TimestampType):  # zone-less: local time of the column's zone
+                c = F.to_utc_timestamp(c.cast("timestamp"), zones.get(f, "UTC"))
+            c = F.unix_micros(c)
+            micros.append(f)
+        elif not isinstance(dtype, (T.StringType, T.NumericType, T.BooleanType)):
+            raise ValueError(f"input column {f!r} has type {dtype.simpleString()}: gridagg reads text, "
+                             "numbers, timestamps and dates")
+        typed |= not isinstance(dtype, T.StringType)
         cols.append(c.alias(f))
-    return Source(df.select(*cols, F.input_file_name().alias("_file"), F.lit(None).cast("long").alias("_line"),
-                            F.lit(None).cast("string").alias("_reason")))
+    df = df.select(*cols, F.input_file_name().alias("_file"), F.lit(None).cast("long").alias("_line"),
+                   F.lit(None).cast("string").alias("_reason"))
+    if not typed:
+        return Source(df)
+
+    def parse(batches):
+        for batch in batches:
+            yield typed_to_text(batch, fields, micros)
+
+    return Source(df, parse, frozenset(micros))
+
+
+def typed_to_text(batch, fields: list[str], micros: list[str]):
+    """An Arrow batch of typed source fields as raw fields (text): numbers as the
+    decimal they stand for (a float its shortest text: 10.357019999999999, 1e-05;
+    float32 at float32's precision), `micros` (epoch microseconds) as epoch seconds,
+    with their fraction when they have one ("1577836800.5", which the encoder refuses)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for f in fields:
+        col = batch.column(f)
+        if f in micros:
+            us = pc.fill_null(col, 0).to_numpy(zero_copy_only=False)
+            text = pc.cast(pa.array(us // 10**6), pa.string())
+            fraction = np.flatnonzero(us % 10**6)
+            if len(fraction):
+                exact = text.to_pylist()
+                for i in fraction.tolist():
+                    q, r = divmod(abs(int(us[i])), 10**6)
+                    exact[i] = ("-" if us[i] < 0 else "") + f"{q}." + f"{r:06d}".rstrip("0")
+                text = pa.array(exact, pa.string())
+            col = pc.if_else(pc.is_valid(col), text, pa.scalar(None, pa.string()))
+        elif col.type != pa.string():
+            col = pc.cast(col, pa.string())
+        columns.append(col)
+    return pa.RecordBatch.from_arrays([*columns, batch.column("_file"), batch.column("_line"), batch.column("_reason")],
+                                      schema=raw_arrow_schema(fields))

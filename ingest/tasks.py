@@ -2,6 +2,10 @@
 
 Only what the tasks need is imported here: a Python worker imports this module on its
 first task, and the driver's modules (PostgreSQL's client among them) cost it 0.1 s.
+
+Counts travel in negative buckets, as a count in the `bad` field and no rows: bucket -1
+counts bad rows (ingest.buckets), bucket -2-i the good rows whose value of column i was
+rounded (ingest.encode's `_r{i}`). Each pass adds up what it receives per bucket.
 """
 
 from __future__ import annotations
@@ -97,8 +101,8 @@ def build_leaf(store, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dic
             written += len(sel)
     info = {
         "n_old": n_old, "n_new": n_new, "written": written, "moved": moved, "split": split,
-        "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs]
-                   for leaf, _, a in final],
+        "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs,
+                    a.present] for leaf, _, a in final],
     }
     return info, rows
 
@@ -128,33 +132,46 @@ def row_keys(prefix: bytes, eids):
     return pc.binary_join_element_wise(pa.scalar(prefix, pa.binary()), eids, pa.scalar(b"", pa.binary()))
 
 
-def to_eid_buckets(n_buckets: int, cols: list[str]):
-    """Step 1's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row):
-    good rows, with `_h` (a hash of the element ID), packed per bucket of that hash; bad
-    rows only counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
+def rounded_bucket(column: int) -> int:
+    """The bucket that counts the rounded values of a column (see the module docstring)."""
+    return -2 - column
+
+
+def to_eid_buckets(n_buckets: int, cols: list[str], rounding: list[int] = ()):
+    """Step 1's tail, on the located batches (`_eid`, c0.., `_leaf`; -1 for a bad row,
+    and `_r{i}` for each column i in `rounding`): good rows, with `_h` (a hash of the
+    element ID), packed per bucket of that hash; bad rows and rounded values only
+    counted. Up to HOLD_ROWS rows are held so that blobs are few and large."""
 
     def fn(batches):
         import pyarrow as pa
 
-        held, n_held, bad = [], 0, 0
+        held, n_held, bad, rounded = [], 0, 0, dict.fromkeys(rounding, 0)
         for batch in batches:
             good = batch.column("_leaf").to_numpy() >= 0
             bad += len(good) - int(good.sum())
+            for i in rounding:  # a bad row's flag is false
+                rounded[i] += batch.column(f"_r{i}").true_count
             rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
             held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
             n_held += rows.num_rows
             if n_held >= HOLD_ROWS:
-                yield from _eid_split(held, bad)
-                held, n_held, bad = [], 0, 0
-        yield from _eid_split(held, bad)
+                yield from _eid_split(held, bad, rounded)
+                held, n_held, bad, rounded = [], 0, 0, dict.fromkeys(rounding, 0)
+        yield from _eid_split(held, bad, rounded)
 
-    def _eid_split(held, bad):
+    def _eid_split(held, bad, rounded):
         import pyarrow as pa
 
+        counts = {rounded_bucket(i): n for i, n in rounded.items() if n}
+        out = []
         rows = pa.concat_tables(held) if held else None
-        if rows is None or not (rows.num_rows or bad):
-            return []
-        return buckets.split(rows, rows.column("_h").to_numpy() % np.uint64(n_buckets), bad=bad).to_batches()
+        if rows is not None and (rows.num_rows or bad):
+            out.extend(buckets.split(rows, rows.column("_h").to_numpy() % np.uint64(n_buckets), bad=bad).to_batches())
+        if counts:
+            out.extend(buckets.bucketed(list(counts), list(counts.values()), pa.nulls(len(counts), pa.binary()))
+                       .to_batches())
+        return out
 
     return fn
 
@@ -168,8 +185,8 @@ def dedupe_fn(n_buckets: int, cols: list[str]):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if key[0].as_py() < 0:
-            return buckets.bucketed([-1], [pc.sum(table.column("bad")).as_py()], pa.nulls(1, pa.binary()))
+        if key[0].as_py() < 0:  # counts only
+            return buckets.bucketed([key[0].as_py()], [pc.sum(table.column("bad")).as_py()], pa.nulls(1, pa.binary()))
         rows = buckets.unpack(table.column("blob"))
         n = rows.num_rows
         # Distinct hashes mean distinct IDs. A sort finds repeats: np.unique's hash table
@@ -205,8 +222,9 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
         import pyarrow.compute as pc
 
         bucket = key[0].as_py()
-        if bucket < 0:  # the bad rows: only counted here
-            summaries, cells = [("", {"bad": pc.sum(table.column("bad")).as_py()})], []
+        if bucket < 0:  # counts only: of bad rows, or of a column's rounded values
+            n = pc.sum(table.column("bad")).as_py()
+            summaries, cells = [("", {"bad": n} if bucket == -1 else {"rounded": [rounded_bucket(bucket), n]})], []  # its own inverse
         else:
             summaries, cells = _build_bucket(buckets.unpack(table.column("blob")))
         return pa.table({"leaf": pa.array([g for g, _ in summaries] + [None] * len(cells), pa.string()),

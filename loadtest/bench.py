@@ -46,6 +46,7 @@ from gridagg.config import Settings
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import UnknownDataset
+from gridagg.query import QuerySpec
 from gridagg.store import open_store
 
 from . import workload
@@ -56,6 +57,7 @@ LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
 # Every source station-year once in every year 2011-2031: 2 x 21 x 8,760 rows.
 ONE_COPY = 367_920
 PAPER_MAX_NSIZE = 8000  # the largest N_size of the paper's sweep
+BASELINE_NAMES = {"pg": "PostgreSQL alone", "hbase": "HBase alone", "duckdb": "DuckDB"}
 
 
 def log(msg: str) -> None:
@@ -65,11 +67,11 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- archive
 
 
-def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
-    """Generate `rows` rows (ingest.generate) under workdir and encode them for the
-    paper's data space: returns a Parquet directory of encoded rows (`_eid`, c0..),
-    what ingest.job.load_encoded reads. Raises when a row is quarantined: every system
-    must get every row."""
+def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None) -> Path:
+    """Generate `rows` rows (ingest.generate) under workdir and encode them for the data
+    space of ingest config `cfg` (default: the paper's): returns a Parquet directory of
+    encoded rows (`_eid`, c0..), what ingest.job.load_encoded reads. Raises when a row is
+    quarantined: every system must get every row."""
     from pyspark.sql import functions as F
 
     from ingest.encode import encode
@@ -78,7 +80,7 @@ def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
 
     files = generate([str(WEATHER)], rows, str(workdir / "generated"), "parquet", seed,
                      progress=lambda m: log(f"  generate: {m}"))
-    cfg = workload.paper_config("archive", 1000)
+    cfg = cfg or workload.paper_config("archive", 1000)
     enc = encode(read_source(spark, cfg, files), cfg).persist()  # read and encoded once
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
     path = workdir / "encoded"
@@ -86,7 +88,7 @@ def build_archive(spark, rows: int, seed: int, workdir: Path) -> Path:
     bad = enc.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
     enc.unpersist()
     if bad:
-        raise RuntimeError(f"the generated archive has rows the paper's data space refuses, e.g. {bad}")
+        raise RuntimeError(f"the generated archive has rows the data space refuses, e.g. {bad}")
     shutil.rmtree(workdir / "generated")
     return path
 
@@ -198,6 +200,37 @@ def table3_stats(settings: Settings, system: System, queries: list[dict], total_
     }
 
 
+def inprocess_p50(settings: Settings, systems: list[System], queries: list[dict]) -> dict[str, dict]:
+    """p50 ms of the workload's sum and min queries in this process: each gridagg system
+    through its engine (the planner), DuckDB with 2 and with 1 thread (same boxes)."""
+    from gridagg.baselines.duck import DuckDBBaseline
+
+    out: dict[str, dict] = {}
+    for s in systems:
+        if s.kind == "gridagg":
+            t3 = s.stats["table3"]
+            out[s.label] = {"sum": t3["inproc_sum_ms_p50"], "min": t3["inproc_min_ms_p50"]}
+    duck = next((s for s in systems if s.kind == "duckdb"), None)
+    if duck is not None:
+        reg = BaselineRegistry(settings.effective_pg_url)
+        try:
+            _, ds = reg.lookup(duck.dataset)
+        finally:
+            reg.close()
+        for threads in (2, 1):
+            backend = DuckDBBaseline(settings, threads=threads)
+            try:
+                row = {}
+                for agg in ("sum", "min"):
+                    specs = [QuerySpec.parse(ds, w, workload.AGGREGATES[agg]) for w in queries]
+                    backend.run(ds, specs[0])  # warm-up
+                    row[agg] = statistics.median([backend.run(ds, q).plan.elapsed_ms for q in specs])
+                out[f"DuckDB, {threads} thread{'s' if threads > 1 else ''}"] = row
+            finally:
+                backend.close()
+    return out
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -276,6 +309,12 @@ def prewarm(settings: Settings, system: System) -> None:
                     conn.execute("SELECT pg_prewarm(%s, 'read')", (rel,))
             except psycopg.Error:  # no pg_prewarm: a full scan reads the table at least
                 conn.execute(f'SELECT count(*) FROM "{table}"')
+    elif system.kind == "duckdb":
+        from gridagg.baselines.duck import path_of
+
+        with open(path_of(settings, system.dataset), "rb") as f:  # the file into the page cache
+            while f.read(1 << 24):
+                pass
 
 
 def agreement(servers: dict, systems: list[System], queries: list[dict]) -> list[str]:
@@ -353,7 +392,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                 return r["rps"]
         return None
 
-    lines = ["# gridagg bench: gridagg vs PostgreSQL alone vs HBase alone", "",
+    lines = ["# gridagg bench: gridagg vs PostgreSQL alone, HBase alone and DuckDB", "",
              f"Command: `{meta['command']}`", "",
              f"Machine: {meta['machine']}", "",
              f"Started {meta['started']}, took {meta['minutes']:.1f} min. Rows: {meta['rows']:,}, generated by "
@@ -373,32 +412,45 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                   f"query on average; paper: 1.0%).", ""]
     lines += ["Answers: " + ("all systems agreed on every checked query." if not disagree else
                              "DISAGREEMENTS: " + "; ".join(disagree[:5])), ""]
-    # Ratios
-    base = {k: next((s for s in systems if s.kind == k), None) for k in ("pg", "hbase")}
+    # Ratios: per gridagg store, its best N_size at each client count against each baseline.
+    base = {k: next((s for s in systems if s.kind == k), None) for k in BASELINE_NAMES}
+    present = [k for k in BASELINE_NAMES if base[k]]
 
     def best(agg, c, within):
         return max(((rps(s.label, agg, c) or 0, s) for s in within), key=lambda x: x[0], default=(0, None))
 
+    lines += ["## Throughput ratios (each store's best N_size per client count)", "",
+              "| store | aggregate | clients | best gridagg (queries/s) | "
+              + " | ".join(BASELINE_NAMES[k] for k in present) + " | "
+              + " | ".join(f"gridagg / {BASELINE_NAMES[k]}" for k in present) + " |",
+              "|---|---|---|---|" + "---|" * (2 * len(present))]
+    for store in sorted({s.store for s in grid_systems}):
+        within = [s for s in grid_systems if s.store == store]
+        for agg in args.aggs:
+            for c in args.clients:
+                top = best(agg, c, within)
+                rates = {k: rps(base[k].label, agg, c) for k in present}
+                lines.append(f"| gridagg-{store} | {agg} | {c} | {top[0]:.1f} ({top[1].label if top[1] else '-'}) | "
+                             + " | ".join(_rate(rates[k], args.seconds) for k in present) + " | "
+                             + " | ".join(_ratio(top[0], rates[k], args.seconds) for k in present) + " |")
     # The paper swept N_size up to 8000; when the sweep goes further, its best is shown too.
     paper_sweep = [s for s in grid_systems if s.n_size <= PAPER_MAX_NSIZE]
-    beyond = len(paper_sweep) < len(grid_systems)
-    lines += ["## Throughput ratios (best gridagg N_size per client count)", "",
-              "| aggregate | clients | best gridagg (queries/s) | PostgreSQL alone | HBase alone | gridagg / PostgreSQL | gridagg / HBase |"
-              + (f" best with N_size <= {PAPER_MAX_NSIZE} (queries/s) | its / PostgreSQL |" if beyond else ""),
-              "|---|---|---|---|---|---|---|" + ("---|---|" if beyond else "")]
-    for agg in args.aggs:
-        for c in args.clients:
-            top = best(agg, c, grid_systems)
-            p = rps(base["pg"].label, agg, c) if base["pg"] else None
-            h = rps(base["hbase"].label, agg, c) if base["hbase"] else None
-            line = (f"| {agg} | {c} | {top[0]:.1f} ({top[1].label if top[1] else '-'}) | "
-                    f"{_rate(p, args.seconds)} | {_rate(h, args.seconds)} | {_ratio(top[0], p, args.seconds)} | "
-                    f"{_ratio(top[0], h, args.seconds)} |")
-            if beyond:
-                ours = best(agg, c, paper_sweep)
-                line += (f" {ours[0]:.1f} ({ours[1].label if ours[1] else '-'}) | "
-                         f"{_ratio(ours[0], p, args.seconds)} |")
-            lines.append(line)
+    if base["pg"] and paper_sweep and len(paper_sweep) < len(grid_systems):
+        lines += ["", f"Within the paper's sweep (N_size <= {PAPER_MAX_NSIZE}), best against PostgreSQL alone:", "",
+                  "| store | aggregate | clients | best (queries/s) | / PostgreSQL alone |", "|---|---|---|---|---|"]
+        for store in sorted({s.store for s in paper_sweep}):
+            for agg in args.aggs:
+                for c in args.clients:
+                    top = best(agg, c, [s for s in paper_sweep if s.store == store])
+                    p = rps(base["pg"].label, agg, c)
+                    lines.append(f"| gridagg-{store} | {agg} | {c} | {top[0]:.1f} ({top[1].label if top[1] else '-'})"
+                                 f" | {_ratio(top[0], p, args.seconds)} |")
+    inproc = meta.get("inprocess")
+    if inproc:
+        lines += ["", "## In-process: gridagg's planner vs DuckDB, same boxes, same process (p50 ms)", "",
+                  "| system | sum query | min query |", "|---|---|---|"]
+        for label, row in inproc.items():
+            lines.append(f"| {label} | {row['sum']:.2f} | {row['min']:.2f} |")
     lines += ["", "## Throughput (queries/s) per system and client count", "",
               "| system | aggregate | " + " | ".join(f"{c} clients" for c in args.clients) + " |",
               "|---|---|" + "---|" * len(args.clients)]
@@ -527,7 +579,111 @@ def machine() -> str:
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}"
 
 
+def run_dashboard(settings: Settings, args) -> dict:
+    """--dashboard: loadtest/dashboard.py's questions of gridagg and DuckDB."""
+    from dataclasses import replace
+
+    from gridagg.baselines.duck import DuckDBBaseline, path_of
+    from gridagg.schema import GridParams
+    from ingest.config import load_config
+    from ingest.job import spark_session
+
+    from . import dashboard
+
+    started = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    n_size = args.nsize[0]
+    cfg = load_config(dashboard.CONFIG)
+    cfg = replace(cfg, format="parquet",
+                  dataset=replace(cfg.dataset, name=f"{args.prefix}_dash",
+                                  grid=GridParams(n_size, 10 * n_size, cfg.dataset.grid.l_time)))
+    ds = cfg.dataset
+    stores = args.stores or ["embedded"]
+    spark = spark_session()
+    workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
+    systems: list[System] = []
+    try:
+        log(f"generating and encoding the archive: {args.rows:,} rows")
+        encoded = build_archive(spark, args.rows, args.seed, workdir, cfg)
+        from ingest.job import Progress, load_encoded
+
+        for store in stores:
+            s = settings.with_(store=store)
+            name = f"{ds.name}_{'hb' if store == 'hbase' else 'em'}"
+            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+            try:
+                engine.drop_dataset(name)
+            except UnknownDataset:
+                pass
+            finally:
+                engine.store.close()
+                engine.directory.close()
+            log(f"loading gridagg ({store} store) N_size={n_size}")
+            summary = load_encoded(spark, s, replace(ds, name=name), spark.read.parquet(str(encoded)),
+                                   progress=Progress(quiet=True))
+            system = System(f"gridagg-{store} N={n_size}", name, "gridagg", store, n_size, summary.loaded,
+                            summary.seconds)
+            system.stats["grids"] = summary.leaves_after
+            systems.append(system)
+        ids, values = read_encoded(encoded)
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    duck_name = f"{ds.name}__duckdb"
+    log(f"loading DuckDB: {len(values):,} rows")
+    duck = DuckDBBaseline(settings)
+    try:
+        duck.create(replace(ds, name=duck_name))
+        duck.load(replace(ds, name=duck_name), batches(ids, values, 1_000_000))
+    finally:
+        duck.close()
+    del ids
+    rows_by_store, http = {}, {}
+    for system in systems:
+        s = settings.with_(store=system.store)
+        engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+        try:
+            log(f"in-process: {system.label} and DuckDB")
+            rows_by_store[system.store] = dashboard.measure(engine, replace(ds, name=system.dataset), system.dataset,
+                                                            path_of(settings, duck_name), args.repeat, log)
+        finally:
+            engine.store.close()
+            engine.directory.close()
+        logdir = out / "logs"
+        logdir.mkdir(exist_ok=True)
+        server = Server(settings, system.store, args.workers, args.threads or default_threads(system.store), logdir)
+        try:
+            log(f"over HTTP: {system.label}")
+            http[system.store] = dashboard.http_p50(server.url, system.dataset)
+        finally:
+            server.stop()
+    meta = {"command": args.command_line, "machine": machine(), "rows": len(values), "n_size": n_size,
+            "leaves": systems[0].stats["grids"], "config": "ingest/examples/weather_generated.toml",
+            "duckdb": __import__("duckdb").__version__, "repeat": args.repeat,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+            "minutes": (time.time() - started) / 60}
+    rows = rows_by_store[stores[0]]
+    text = dashboard.report(rows, http, meta)
+    (out / "dashboard.md").write_text(text)
+    print(text)
+    if not args.keep:
+        for system in systems:
+            s = settings.with_(store=system.store)
+            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+            try:
+                engine.drop_dataset(system.dataset)
+            finally:
+                engine.store.close()
+                engine.directory.close()
+        DuckDBBaseline(settings).drop(duck_name)
+    disagree = [f"{r['question']}: answers differ" for rs in rows_by_store.values() for r in rs if not r["agree"]]
+    return {"systems": systems, "runs": [], "disagreements": disagree, "report": out / "dashboard.md"}
+
+
 def run(settings: Settings, args) -> dict:
+    if args.dashboard:
+        return run_dashboard(settings, args)
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -567,6 +723,8 @@ def run(settings: Settings, args) -> dict:
             t3 = s.stats["table3"]
             log(f"  selectivity {t3['selectivity_pct']:.2f}%, reuse {t3['reuse_rate_pct']:.1f}%, "
                 f"skip {t3['skip_rate_min_pct']:.1f}%, {t3['total_grids']:,.0f} grids")
+
+    inprocess = inprocess_p50(settings, systems, stat_queries)
 
     servers: dict[str, Server] = {}
     stores = args.stores or ["embedded"]
@@ -609,7 +767,7 @@ def run(settings: Settings, args) -> dict:
     meta = {"command": args.command_line, "machine": machine(),
             "server": "; ".join(f"store {st}: {args.workers} workers x {threads[st]} thread(s)" for st in stores),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-            "minutes": (time.time() - started) / 60, "rows": total}
+            "minutes": (time.time() - started) / 60, "rows": total, "inprocess": inprocess}
     report = write_report(out, args, meta, systems, runs, disagree)
     log(f"report: {report}")
     if not args.keep:
@@ -649,7 +807,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aggs", nargs="+", default=["min", "sum"], choices=["min", "sum"])
     p.add_argument("--stores", nargs="*", default=["embedded"], choices=["embedded", "hbase"],
                    help="gridagg cell stores to measure (default embedded)")
-    p.add_argument("--baselines", nargs="*", default=["pg", "hbase"], choices=["pg", "hbase"])
+    p.add_argument("--baselines", nargs="*", default=["pg", "hbase", "duckdb"], choices=["pg", "hbase", "duckdb"],
+                   help="systems without the grid to measure against (default all: PostgreSQL alone, HBase "
+                        "alone, DuckDB)")
     p.add_argument("--requests", type=int, default=2000, help="most requests per run (default 2000)")
     p.add_argument("--seconds", type=float, default=30, help="most seconds per run (default 30)")
     p.add_argument("--warmup", type=int, default=500,
@@ -667,4 +827,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default="bench", help="dataset name prefix (default bench)")
     p.add_argument("--out", default="bench-report", help="report directory (default ./bench-report)")
     p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
+    p.add_argument("--dashboard", action="store_true",
+                   help="instead of the paper's workload: ask the dashboard questions of loadtest/dashboard.py "
+                        "of gridagg (the first --nsize) and DuckDB, side by side; writes dashboard.md to --out")
+    p.add_argument("--repeat", type=int, default=11,
+                   help="runs per question in-process with --dashboard (p50 is reported; default 11)")
 

@@ -238,3 +238,27 @@ def test_a_writer_that_dies_before_moving_the_epoch_is_seen_after_reconfirm_seco
         check_answer(engine.query(weather.name, {}, ["count", "sum:wind_speed", "max:wind_speed"]), encoded)
     finally:
         writer.directory.close()
+
+
+def test_a_series_of_time_alone_reads_day_rollups_kept_current(engine, weather, settings):
+    """A series whose only condition is time, in whole days, reads the day rollup, no
+    rows; after another process's inserts (new days, splits) and a repair the rollup
+    follows the change log and the answers stay brute force."""
+    from tests_support_series import brute_series
+
+    writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    rows, encoded = weather_rows(3000, seed=21)
+    args = dict(where={}, aggregates=["count", "sum:wind_speed", "min:temperature", "max:humidity"], step="7d",
+                start="2012-01-01T00:00:00Z", end="2012-12-30T23:59:59Z")
+    try:
+        for part in (slice(0, 1500), slice(1500, 3000)):
+            assert writer.insert(weather.name, rows[part]).stored == 1500
+            result = engine.series(weather.name, **args)
+            assert result.plan.rollup_days == 366 and result.plan.rows_in_scanned_grids == 0  # 2012, to its end
+            assert brute_series(weather, encoded[: part.stop], result) == [
+                result.spec.query.values(w) for w in result.windows]
+        writer.repair(weather.name)
+        result = engine.series(weather.name, **{**args, "window": "28d"})
+        assert brute_series(weather, encoded, result) == [result.spec.query.values(w) for w in result.windows]
+    finally:
+        writer.directory.close()

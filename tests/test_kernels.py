@@ -69,13 +69,18 @@ def test_scan_matches_brute_force(data, box, by_grid):
 
 
 @settings(max_examples=200, deadline=None)
-@given(grids(), st.integers(-60, 10), st.integers(1, 30), st.integers(1, 8))
-def test_buckets_match_brute_force(data, base, step, count):
-    answer = scan_segments(ScanRequest([str(i) for i in range(len(data))], [], [1, 3], ngroups=count,
-                                       buckets=Buckets(0, base, step, count)), data, NCOLS)
+@given(grids(), st.integers(-60, 10), st.integers(1, 30), st.integers(1, 8), st.sampled_from([0, 1]), boxes)
+def test_buckets_match_brute_force(data, base, step, count, column, box):
+    """Buckets of column 0 (each a run of a segment's sorted rows) and of another column
+    (row by row), with conditions."""
+    conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
+    answer = scan_segments(ScanRequest([str(i) for i in range(len(data))], conds, [1, 3], ngroups=count,
+                                       buckets=Buckets(column, base, step, count)), data, NCOLS)
     rows = np.concatenate([_rows(s) for s in data]) if data else np.empty((0, NCOLS), np.int64)
+    for c in conds:
+        rows = rows[(rows[:, c.column] >= c.lo) & (rows[:, c.column] <= c.hi)]
     for b in range(count):
-        sel = rows[(rows[:, 0] - base) // step == b]
+        sel = rows[(rows[:, column] - base) // step == b]
         assert answer.aggs.aggregate(b, [1, 3], NCOLS) == _agg(sel, [1, 3])
 
 

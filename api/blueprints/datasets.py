@@ -125,5 +125,6 @@ def post_rows(name: str, body: Rows):
         "stored": result.stored,
         "duplicates": result.duplicates,
         "splits": result.splits,
+        "rounded": result.rounded,
         "rejected": [{"index": i, "field": f, "reason": reason} for i, f, reason in rejected],
     })

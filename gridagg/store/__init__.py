@@ -22,5 +22,5 @@ def open_store(settings) -> CellStore:
     if settings.store == "embedded":
         from .embedded import EmbeddedStore
 
-        return EmbeddedStore(settings.lmdb_dir)
+        return EmbeddedStore(settings.lmdb_dir, settings.scan_threads)
     raise InvalidInput(f"GRIDAGG_STORE must be 'embedded' or 'hbase', not {settings.store!r}", field="store")

@@ -47,8 +47,10 @@ def split_key(key: bytes) -> tuple[bytes, bytes]:
 class EmbeddedStore(CellStore):
     kind = "embedded"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, scan_threads: int = 1):
+        """path: the LMDB directory; scan_threads: threads one large scan may use."""
         super().__init__()
+        self.scan_threads = scan_threads
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self.env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=4096, max_readers=512)
@@ -223,7 +225,7 @@ class EmbeddedStore(CellStore):
                             break
                         grid.append(value)
                 found.append(grid)
-            return scan_segments(request, found, len(ds.columns))
+            return scan_segments(request, found, len(ds.columns), self.scan_threads)
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()

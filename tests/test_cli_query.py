@@ -1,0 +1,293 @@
+"""`gridagg query`, `gridagg series` and `gridagg datasets` as a user runs them: answers
+equal to brute force (in-process on both stores, and through --url), tables, and one-line
+errors with exit code 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from archives_support import brute
+from gridagg.aggregate import NULL
+from gridagg.cli_query import split_range, table
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.errors import InvalidInput
+from gridagg.query import QuerySpec
+from gridagg.schema import Dataset
+from gridagg.store import open_store
+
+needs_core = pytest.mark.skipif(not hasattr(GridEngine, "series"),
+                                reason="needs GridEngine.series and query(region=) (the lead's core)")
+
+DEFINITION = {
+    "dimensions": [
+        {"name": "time", "type": "time", "min": "2020-01-01T00:00:00Z", "max": "2020-12-31T23:00:00Z"},
+        {"name": "lon", "scale": 2, "min": -10, "max": 10},
+        {"name": "lat", "scale": 2, "min": 40, "max": 60},
+        {"name": "temperature", "scale": 1, "min": -40, "max": 50, "unit": "C"},
+    ],
+    "measures": [
+        {"name": "pressure", "scale": 1, "min": 800, "max": 1100, "nullable": True},
+        {"name": "wind", "scale": 2, "min": 0, "max": 100, "rounding": "half_even"},
+    ],
+    "grid": {"n_size": 40, "n_threshold": 160, "l_time": "60d"},
+}
+EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- pure
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("temperature=-5:30", ("temperature", ["-5", "30"])),
+    ("temperature=:30", ("temperature", [None, "30"])),
+    ("temperature=-5.5:", ("temperature", ["-5.5", None])),
+    ("temperature=-5..30", ("temperature", ["-5", "30"])),
+    ("time=2020-03-01T00:00:00Z:2020-03-02T12:30:00Z", ("time", ["2020-03-01T00:00:00Z", "2020-03-02T12:30:00Z"])),
+    ("time=:2020-03-02T12:30:00Z", ("time", [None, "2020-03-02T12:30:00Z"])),
+    ("time=2020-03-01T00:00:00+01:00:", ("time", ["2020-03-01T00:00:00+01:00", None])),
+    ("time=2020-03-01:2020-04-01", ("time", ["2020-03-01", "2020-04-01"])),
+    ("time=2020-03-01T10:00..2020-03-01T12:00", ("time", ["2020-03-01T10:00", "2020-03-01T12:00"])),
+])
+def test_split_range(item, expected):
+    assert split_range(Dataset.from_json({"name": "d", **DEFINITION}), item) == expected
+
+
+@pytest.mark.parametrize("item, message", [
+    ("temperature=abc", "is not LO:HI (numbers; either side may be empty)"),
+    ("temperature", "expected DIM=LO:HI"),
+    ("pressure=1:2", "'pressure' is a measure, not a dimension of dataset d"),
+    ("depth=1:2", "'depth' is not a dimension"),
+    ("time=2020-03-01T10:00", "is not LO:HI (ISO 8601 times; either side may be empty)"),
+    ("time=yesterday:today", "is not LO:HI (ISO 8601 times"),
+])
+def test_split_range_refuses(item, message):
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)")):
+        split_range(Dataset.from_json({"name": "d", **DEFINITION}), item)
+
+
+def test_table_aligns_numbers_right():
+    assert table(["a", "bb"], [["x", 1.5], ["yyy", None]]).splitlines() == [
+        "a      bb", "---  ----", "x     1.5", "yyy  null"]
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def rows_of(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    rows, encoded = [], []
+    for i in range(n):
+        h = int(rng.integers(0, 366 * 24 - 1))
+        lon, lat = int(rng.integers(-1000, 1001)), int(rng.integers(4000, 6001))
+        temp, wind = int(rng.integers(-400, 501)), int(rng.integers(0, 10001))
+        p = None if i % 4 == 0 else int(rng.integers(8000, 11001))
+        rows.append({"id": str(i), "time": (EPOCH + timedelta(hours=h)).isoformat(), "lon": lon / 100,
+                     "lat": lat / 100, "temperature": temp / 10, "pressure": None if p is None else p / 10,
+                     "wind": wind / 100})
+        encoded.append([h * 3600, lon, lat, temp, NULL if p is None else p, wind])
+    return rows, np.array(encoded, dtype=np.int64)
+
+
+def filled(store: str, settings, tmp_path_factory):
+    """(env for the command, dataset, encoded rows) of a dataset filled through the
+    engine on `store`, whose store the test process has closed again (the command opens
+    it); the dataset is dropped when the generator ends."""
+    env = {"GRIDAGG_PG_URL": settings.effective_pg_url, "GRIDAGG_STORE": store}
+    s = settings.with_(store=store)
+    if store == "embedded":  # an LMDB of its own; the local HBase is found by the data dir
+        tmp = tmp_path_factory.mktemp("cli")
+        s = s.with_(data_dir=tmp)
+        env["GRIDAGG_DATA_DIR"] = str(tmp)
+    name = "t_cli_" + uuid.uuid4().hex[:8]
+    engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+    ds = engine.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
+    rows, encoded = rows_of(900, seed=store == "hbase")
+    assert engine.insert(name, rows).stored == 900
+    engine.store.close()
+    try:
+        yield env, ds, encoded
+    finally:
+        engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
+        engine.drop_dataset(name)
+        engine.store.close()
+        engine.directory.close()
+
+
+@pytest.fixture(scope="module", params=["embedded", "hbase"])
+def stations(request, settings, services, tmp_path_factory):
+    """A filled dataset on each store: for answers checked against brute force."""
+    yield from filled(request.param, settings, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def embedded(settings, services, tmp_path_factory):
+    """A filled dataset on the embedded store: for what does not depend on the store."""
+    yield from filled("embedded", settings, tmp_path_factory)
+
+
+def gridagg(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gridagg.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300)
+
+
+def answers(ds, encoded, where, aggregates, mask=None) -> dict:
+    """Brute-force answers in user units, as the HTTP API writes them."""
+    spec = QuerySpec.parse(ds, where, aggregates)
+    values, _ = brute(encoded if mask is None else encoded[mask], spec)
+    return {a.label: values[a.label] if a.func == "count" else ds.columns[a.col].decode(values[a.label])
+            for a in spec.aggregates}
+
+
+AGGS = ["count", "count:pressure", "avg:pressure", "min:pressure", "sum:wind", "max:temperature", "avg:temperature"]
+
+
+@needs_core
+def test_query_answers_equal_brute_force(stations):
+    env, ds, encoded = stations
+    where_args = ["--where", "time=2020-03-01T00:00:00Z:2020-09-30T23:00:00Z", "--where", "lon=-5.5:",
+                  "--where", "temperature=..30"]
+    out = gridagg("query", ds.name, *where_args, *[a for agg in AGGS for a in ("--agg", agg)], "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    where = {"time": ["2020-03-01T00:00:00Z", "2020-09-30T23:00:00Z"], "lon": ["-5.5", None], "temperature": [None, "30"]}
+    assert body["results"] == answers(ds, encoded, where, AGGS) and "plan" not in body
+    assert body["results"]["count"] > body["results"]["count:pressure"] > 0
+
+    out = gridagg("query", ds.name, *where_args, "--agg", "count", "--agg", "avg:pressure", "--plan", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    expected = answers(ds, encoded, where, ["count", "avg:pressure"])
+    assert lines[0].split() == ["count", "avg:pressure"] and set(lines[1]) == {"-", " "}
+    assert lines[2].split() == [str(expected["count"]), repr(expected["avg:pressure"])]
+    assert lines[3] == "plan:" and any(line.split()[0] == "reused_grids_before" for line in lines[4:])
+
+
+@needs_core
+def test_query_in_a_region_file(embedded, tmp_path):
+    env, ds, encoded = embedded
+    region = tmp_path / "box.geojson"
+    region.write_text(json.dumps({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
+                      "geometry": {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}}]}))
+    out = gridagg("query", ds.name, "--region", str(region), "--agg", "count", "--agg", "max:pressure", "--json",
+                  env=env)
+    assert out.returncode == 0, out.stderr
+    inside = (encoded[:, 1] >= -500) & (encoded[:, 1] <= 500) & (encoded[:, 2] >= 4500) & (encoded[:, 2] <= 5500)
+    assert json.loads(out.stdout)["results"] == answers(ds, encoded, {}, ["count", "max:pressure"], inside)
+
+
+@needs_core
+def test_series_answers_equal_brute_force(stations):
+    env, ds, encoded = stations
+    aggs = ["count:pressure", "avg:temperature", "min:pressure"]
+    out = gridagg("series", ds.name, "--where", "lat=45:55", "--step", "30d", "--window", "60d",
+                  *[a for agg in aggs for a in ("--agg", agg)], "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert body["step"] == 30 * 86400 and body["window"] == 60 * 86400 and len(body["points"]) >= 12
+    for point in body["points"]:
+        lo, hi = (int((datetime.fromisoformat(t.replace("Z", "+00:00")) - EPOCH).total_seconds())
+                  for t in point["window"])
+        mask = (encoded[:, 0] >= lo) & (encoded[:, 0] <= hi)
+        assert point["results"] == answers(ds, encoded, {"lat": ["45", "55"]}, aggs, mask), point["time"]
+        assert point["count"] == answers(ds, encoded, {"lat": ["45", "55"]}, ["count"], mask)["count"]
+
+    out = gridagg("series", ds.name, "--step", "90d", "--agg", "count", env=env)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0].split() == ["time", "rows", "count"]
+    assert lines[2].split()[0] == "2020-01-01T00:00:00Z" and len(lines) == 2 + 5
+
+
+@needs_core
+def test_datasets_list_and_describe(embedded):
+    env, ds, encoded = embedded
+    out = gridagg("datasets", env=env)
+    assert out.returncode == 0, out.stderr
+    assert any(line.split()[0] == ds.name for line in out.stdout.splitlines())
+    out = gridagg("datasets", ds.name, "--json", env=env)
+    body = json.loads(out.stdout)
+    assert body["row_count"] == len(encoded) and body["grid_count"] > 5
+    assert body["measures"][0]["nullable"] is True and body["measures"][1]["rounding"] == "half_even"
+    assert body["region_dimensions"] == ["lon", "lat"] and body["time_dimension"] == "time"
+    out = gridagg("datasets", ds.name, env=env)
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"dataset {ds.name}: {len(encoded)} rows in {body['grid_count']} leaves"
+    assert lines[1] == "grid: n_size 40, n_threshold 160, l_time 60d"
+    table_rows = {line.split()[0]: line.split() for line in lines if line.split()[0] in ("pressure", "wind", "lon")}
+    assert table_rows["pressure"][1:3] == ["measure", "number"] and table_rows["pressure"][-2:] == ["refuse", "yes"]
+    assert table_rows["wind"][-2:] == ["half_even", "no"] and table_rows["lon"][1] == "dimension"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@needs_core
+def test_url_gives_the_same_answers(stations, tmp_path):
+    env, ds, encoded = stations
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port)],
+                              env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline and server.poll() is None, "the API did not start"
+                time.sleep(0.5)
+        for args in [("query", ds.name, "--where", "time=2020-02-01:2020-05-01", "--agg", "count:pressure",
+                      "--agg", "avg:wind"),
+                     ("series", ds.name, "--step", "60d", "--agg", "max:pressure", "--where", "lon=:0"),
+                     ("datasets", ds.name), ("datasets",)]:
+            local, remote = gridagg(*args, "--json", env=env), gridagg(*args, "--json", "--url", url, env=env)
+            assert local.returncode == remote.returncode == 0, (local.stderr, remote.stderr)
+            mine = json.loads(local.stdout)
+            theirs = json.loads(remote.stdout)
+            if args[0] == "datasets" and len(args) == 1:  # other tests' datasets come and go
+                mine, theirs = ([d for d in x["datasets"] if d["name"] == ds.name] for x in (mine, theirs))
+            assert mine == theirs, args
+        out = gridagg("query", "nope", "--url", url, env=env)
+        assert out.returncode == 2 and out.stderr == "gridagg query: error: no dataset named 'nope' (HTTP 404)\n"
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(30)
+
+
+@needs_core
+@pytest.mark.parametrize("args, code, message", [
+    (("query", "nope"), 2, "no dataset named 'nope'"),
+    (("query", "{ds}", "--where", "temperature=abc"), 2, "--where 'temperature=abc' is not LO:HI"),
+    (("query", "{ds}", "--where", "pressure=1:2"), 2, "'pressure' is a measure, not a dimension"),
+    (("query", "{ds}", "--where", "time=2020-02-01:2020-01-01"), 2, "is greater than hi"),
+    (("query", "{ds}", "--agg", "median:wind"), 2, "unsupported aggregate 'median:wind'"),
+    (("query", "{ds}", "--agg", "avg:depth"), 2, "has no column 'depth'"),
+    (("query", "{ds}", "--region", "/nonexistent.geojson"), 2, "--region /nonexistent.geojson: No such file"),
+    (("query",), 2, "the following arguments are required: dataset"),
+    (("series", "{ds}"), 2, "the following arguments are required: --step"),
+    (("series", "{ds}", "--step", "soon"), 2, "step"),
+    (("datasets", "nope"), 2, "no dataset named 'nope'"),
+    (("query", "{ds}", "--url", "http://127.0.0.1:9"), 1, "cannot reach http://127.0.0.1:9"),
+])
+def test_bad_input_is_one_line_and_exit_code(embedded, args, code, message):
+    env, ds, _ = embedded
+    out = gridagg(*[a.format(ds=ds.name) for a in args], env=env)
+    assert out.returncode == code, out.stderr
+    assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"gridagg {args[0]}: error: ") and message in out.stderr, out.stderr
