@@ -224,7 +224,7 @@ def test_definitions_say_what_they_must_be(client):
         "name must be a dataset name: lowercase letters, digits and '_', starting with a letter, at most 48 "
         "characters, not \"Bad Name\"")
     assert detail({"name": "ok_name", "dimensions": [{"name": "x", "colour": "red"}]}) == (
-        "unknown key 'colour' in dimensions[0]: use name, type, scale, min, max, unit")
+        "unknown key 'colour' in dimensions[0]: use name, type, scale, min, max, unit, rounding, nullable")
 
 
 @pytest.mark.parametrize("query, detail", [

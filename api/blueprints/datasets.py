@@ -103,9 +103,10 @@ def get_grids(name: str):
 
 @bp.post("/<name>/rows")
 @operation(summary="insert rows (Algorithm 1): a JSON list of row objects or CSV with a header",
-           description="Each row names every column (and optionally an element 'id'; rows with a stored id "
-                       "are duplicates and not written again). Invalid rows are rejected one by one (index "
-                       "counts data rows from 0) and the others stored.",
+           description="Each row names every column but nullable ones (and optionally an element 'id'; rows "
+                       "with a stored id are duplicates and not written again). A nullable column's value may "
+                       "be absent, null or empty. Invalid rows are rejected one by one (index counts data rows "
+                       "from 0) and the others stored.",
            access="write", path=DATASET, body=Rows,
            csv="CSV with a header line naming the columns (and optionally id); an empty value is a "
                "missing one",

@@ -15,9 +15,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, RootModel, WithJsonSchema
 
+from gridagg.schema import REFUSE, ROUNDINGS
+
 from .common import NAME, NAME_TEXT, Answer, Request, Value
 
 ColumnBound = Union[int, float, str]
+Rounding = Literal[(REFUSE, *ROUNDINGS)]
 
 
 class ColumnDefinition(Request):
@@ -32,6 +35,11 @@ class ColumnDefinition(Request):
     max: ColumnBound | None = Field(None, description="the high end of the column's domain: a number, or an "
                                                       "ISO 8601 timestamp for a time column (dimensions need one)")
     unit: str | None = Field(None, description="a unit for people to read, such as 'degC'")
+    rounding: Rounding = Field(REFUSE, description=f"how a number with more decimals than the scale is stored: "
+                                                   f"{', '.join(ROUNDINGS)}, or {REFUSE} (the default: it is an "
+                                                   "error)")
+    nullable: bool = Field(False, description="true or false (the default): true lets a measure's value be "
+                                              "missing, stored as absent")
 
 
 class GridDefinition(Request):
@@ -59,8 +67,9 @@ class DatasetDefinition(Request):
 
 Row = Annotated[Any, WithJsonSchema({
     "type": "object",
-    "description": "column -> value in user units for every column, and optionally an element 'id' "
-                   "(a row whose id is stored already is a duplicate and not written again)",
+    "description": "column -> value in user units for every column (a nullable one's may be left out, "
+                   "null or empty), and optionally an element 'id' (a row whose id is stored already is a "
+                   "duplicate and not written again)",
     "additionalProperties": {"type": ["number", "string", "null"]},
 })]
 
@@ -102,6 +111,8 @@ class ColumnInfo(Answer):
     min: ColumnBound = Field(None, description="low end of the domain, as defined")
     max: ColumnBound = Field(None, description="high end of the domain, as defined")
     unit: str = None
+    rounding: Rounding = Field(None, description="the rounding policy, when not refuse")
+    nullable: bool = Field(None, description="present (true) for a nullable measure")
 
 
 class GridInfo(Answer):
@@ -170,4 +181,5 @@ class IngestResponse(Answer):
     stored: int
     duplicates: int = Field(description="rows whose id was stored already")
     splits: int = Field(description="leaves split to hold the new rows")
+    rounded: dict[str, int] = Field(description="column -> values rounded, per column with a rounding policy")
     rejected: list[Rejection]

@@ -121,6 +121,7 @@ class Plan(Answer):
                                                  "null when no row was selected or the count is unknown")
     region: RegionPlan = Field(None, description="with a region: where the leaves lie against it")
     grids: ExplainedGrids = Field(None, description="with explain: the grids reused and scanned")
+    rollup_days: int = Field(None, description="a series of time alone: days read from the day rollup")
 
 
 class SeriesPlan(Plan):
