@@ -1,15 +1,17 @@
 """Bearer tokens: writes need settings.write_token; reads need settings.read_token when
-one is configured (otherwise reads are open)."""
+one is configured (otherwise reads are open). Each endpoint declares its access
+(api.contract.operation), which calls authorize before reading the request."""
 
 from __future__ import annotations
 
 import hmac
-from functools import wraps
 
 from flask import request
 
 from .problems import ApiProblem
 from .state import config
+
+ACCESS = ("open", "read", "write")
 
 
 def _bearer() -> str | None:
@@ -33,26 +35,17 @@ def _check(expected: str, what: str, also: str | None = None) -> None:
                          headers={"WWW-Authenticate": 'Bearer realm="gridagg", error="invalid_token"'})
 
 
-def write_required(view):
-    @wraps(view)
-    def wrapper(*args, **kwargs):
+def authorize(access: str) -> None:
+    """Raises ApiProblem (401, 403) unless the request may do what `access` names:
+    "open" (anyone), "read" (the read token, or the write token, when a read token is
+    configured; else anyone) or "write" (the write token, which must be configured)."""
+    if access == "read":
+        token = config().read_token
+        if token:
+            _check(token, "reads", also=config().write_token)
+    elif access == "write":
         token = config().write_token
         if not token:
             raise ApiProblem(403, "Forbidden", "writes are disabled: no write token is configured; "
                              "set GRIDAGG_WRITE_TOKEN on the server to enable them", field="Authorization")
         _check(token, "writes")
-        return view(*args, **kwargs)
-
-    return wrapper
-
-
-def read_required(view):
-    @wraps(view)
-    def wrapper(*args, **kwargs):
-        token = config().read_token
-        if token:
-            # The write token grants reads too.
-            _check(token, "reads", also=config().write_token)
-        return view(*args, **kwargs)
-
-    return wrapper

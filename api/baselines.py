@@ -66,8 +66,9 @@ def baseline_for(name: str):
     return holder.backend(kind), ds
 
 
-def answer(backend, ds, spec, body: dict) -> dict:
-    if body.get("region") is not None:
+def answer(backend, ds, spec, region) -> dict:
+    """The baseline's answer to spec; region (a GeoJSON dict or None) must be None."""
+    if region is not None:
         raise InvalidInput(f"dataset {ds.name} is a {backend.kind} baseline view: polygon regions are "
                            "served by gridagg datasets only", field="region")
     return backend.run(ds, spec).to_json(ds)

@@ -1,411 +1,182 @@
-"""The OpenAPI 3 document of the API, written to match the blueprints."""
+"""/openapi.json, written from the endpoints' contracts (api.contract) and their models
+(api.models): a walk over the app's routes. A route that declares no contract is an
+error, so every route is documented, and only routes are.
+
+Problems an endpoint may answer because of its contract are added here: 400 for a body
+or query string, 413 for a body, 401 for read or write access, 403 for write access.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
+
+from flask import Flask
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+from werkzeug.routing import Rule
+
 from gridagg import __version__
 
-_PROBLEM = {"$ref": "#/components/schemas/Problem"}
+from .contract import Media, Operation
+from .models.common import SchemaGenerator
+from .models.ops import Problem
+
+PROBLEM_TYPE = "application/problem+json"
+_CACHE_KEY = "gridagg_openapi"
+
+BAD_INPUT = "malformed input: the detail names the field (field) and says what it must be"
+TOO_LARGE = "the body is larger than the configured limit (GRIDAGG_MAX_BODY_BYTES)"
+READ_DENIED = "a read token is configured (GRIDAGG_READ_TOKEN) and the bearer token is missing or wrong"
+WRITE_DENIED = "the bearer token is missing or wrong"
+WRITES_OFF = "writes are disabled: no write token is configured (GRIDAGG_WRITE_TOKEN)"
 
 
-def _problem(desc: str) -> dict:
-    return {"description": desc, "content": {"application/problem+json": {"schema": _PROBLEM}}}
+def document(app: Flask) -> dict:
+    """The OpenAPI 3.1 document of `app` (built once per app)."""
+    doc = app.extensions.get(_CACHE_KEY)
+    if doc is None:
+        doc = app.extensions[_CACHE_KEY] = _document(app)
+    return doc
 
 
-def _json(schema: dict, desc: str) -> dict:
-    return {"description": desc, "content": {"application/json": {"schema": schema}}}
+def operations(app: Flask) -> list[tuple[Rule, Operation]]:
+    """Every route of `app` with its contract; LookupError for a route without one."""
+    out = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        op = getattr(app.view_functions[rule.endpoint], "operation", None)
+        if op is None:
+            raise LookupError(f"route {rule.rule} ({rule.endpoint}) declares no contract: decorate its view "
+                              "with api.contract.operation")
+        out.append((rule, op))
+    return sorted(out, key=lambda pair: pair[0].rule)
 
 
-_NAME = {"name": "name", "in": "path", "required": True, "description": "dataset name",
-         "schema": {"type": "string"}}
-
-_READ_ERRORS = {
-    "400": _problem("malformed input: the offending field is named"),
-    "401": _problem("a read token is configured and the bearer token is missing or wrong"),
-    "404": _problem("no such dataset"),
-    "413": _problem("body larger than the configured limit"),
-    "422": _problem("the request would scan more rows than the configured limit"),
-    "503": _problem("PostgreSQL or HBase is unreachable; retry after Retry-After seconds"),
-}
-_WRITE_ERRORS = {
-    "400": _READ_ERRORS["400"],
-    "401": _problem("missing or invalid bearer token"),
-    "403": _problem("writes are disabled: no write token is configured (GRIDAGG_WRITE_TOKEN)"),
-    "413": _READ_ERRORS["413"],
-    "503": _READ_ERRORS["503"],
-}
-
-_VALUE = {"nullable": True, "oneOf": [{"type": "number"}, {"type": "string"}]}
-
-SCHEMAS = {
-    "Problem": {
-        "type": "object",
-        "required": ["type", "title", "status", "detail"],
-        "properties": {
-            "type": {"type": "string"},
-            "title": {"type": "string"},
-            "status": {"type": "integer"},
-            "detail": {"type": "string"},
-            "field": {"type": "string", "nullable": True},
-        },
-    },
-    "Column": {
-        "type": "object",
-        "required": ["name"],
-        "properties": {
-            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
-            "type": {"type": "string", "enum": ["number", "time"]},
-            "scale": {"type": "integer", "minimum": 0, "maximum": 12},
-            "min": {"oneOf": [{"type": "number"}, {"type": "string"}]},
-            "max": {"oneOf": [{"type": "number"}, {"type": "string"}]},
-            "unit": {"type": "string"},
-            "rounding": {"type": "string", "enum": ["refuse", "half_even", "half_up", "floor", "ceil"],
-                         "description": "number columns: how a value with more decimals than the scale "
-                                        "is stored (default refuse: it is an error)"},
-            "nullable": {"type": "boolean",
-                         "description": "measures only: a missing value is stored as absent"},
-        },
-    },
-    "DatasetDefinition": {
-        "type": "object",
-        "required": ["name", "dimensions"],
-        "properties": {
-            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
-            "dimensions": {"type": "array", "items": {"$ref": "#/components/schemas/Column"}},
-            "measures": {"type": "array", "items": {"$ref": "#/components/schemas/Column"}},
-            "grid": {
-                "type": "object",
-                "properties": {
-                    "n_size": {"type": "integer", "minimum": 1},
-                    "n_threshold": {"type": "integer", "minimum": 1},
-                    "l_time": {"oneOf": [{"type": "integer"}, {"type": "string"}], "nullable": True},
-                },
-            },
-        },
-    },
-    "Dataset": {
-        "type": "object",
-        "required": ["name", "dimensions", "measures", "grid"],
-        "properties": {
-            "name": {"type": "string"},
-            "dimensions": {"type": "array", "items": {"type": "object"}},
-            "measures": {"type": "array", "items": {"type": "object"}},
-            "grid": {"type": "object"},
-            "time_dimension": {"type": "string", "nullable": True},
-            "region_dimensions": {"type": "array", "items": {"type": "string"}, "nullable": True},
-            "row_count": {"type": "integer"},
-            "grid_count": {"type": "integer"},
-        },
-    },
-    "Where": {
-        "type": "object",
-        "description": "dimension -> [lo, hi] in user units (numbers, ISO 8601 timestamps); "
-                       "null for an unbounded end; dimensions left out span their whole domain",
-        "additionalProperties": {"type": "array", "minItems": 2, "maxItems": 2, "items": _VALUE},
-    },
-    "Region": {
-        "type": "object",
-        "description": "a GeoJSON Polygon or MultiPolygon (or a Feature holding one) over the "
-                       "dataset's lon/lat dimensions; boundary points count as inside",
-        "required": ["type"],
-        "properties": {"type": {"type": "string", "enum": ["Polygon", "MultiPolygon", "Feature"]},
-                       "coordinates": {"type": "array"}, "geometry": {"type": "object"}},
-    },
-    "Aggregates": {
-        "type": "array", "minItems": 1,
-        "items": {"type": "string", "description": "count, sum:<col>, min:<col>, max:<col> or avg:<col>"},
-    },
-    "QueryRequest": {
-        "type": "object",
-        "required": ["aggregates"],
-        "additionalProperties": False,
-        "properties": {
-            "where": {"$ref": "#/components/schemas/Where"},
-            "aggregates": {"$ref": "#/components/schemas/Aggregates"},
-            "region": {"allOf": [{"$ref": "#/components/schemas/Region"}], "nullable": True},
-        },
-    },
-    "Plan": {
-        "type": "object",
-        "description": "the grid engine's statistics (the paper's Table 3) and round trips",
-        "properties": {
-            "total_grids": {"type": "integer"},
-            "reused_grids_before": {"type": "integer"},
-            "reused_grids_after": {"type": "integer"},
-            "rows_in_reused_grids": {"type": "integer"},
-            "scanned_grids_before": {"type": "integer"},
-            "scanned_grids_after": {"type": "integer"},
-            "rows_in_scanned_grids": {"type": "integer"},
-            "rows_matched_by_scans": {"type": "integer"},
-            "round_trips": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "elapsed_ms": {"type": "number"},
-            "skip_rate": {"type": "number", "nullable": True},
-            "reuse_rate": {"type": "number", "nullable": True},
-            "region": {"type": "object"},
-            "buckets": {"type": "integer"},
-        },
-    },
-    "QueryResponse": {
-        "type": "object",
-        "required": ["results", "count", "plan"],
-        "properties": {
-            "results": {"type": "object", "additionalProperties": _VALUE},
-            "count": {"type": "integer", "nullable": True},
-            "plan": {"$ref": "#/components/schemas/Plan"},
-        },
-    },
-    "SeriesRequest": {
-        "type": "object",
-        "required": ["aggregates", "step"],
-        "additionalProperties": False,
-        "properties": {
-            "where": {"$ref": "#/components/schemas/Where"},
-            "aggregates": {"$ref": "#/components/schemas/Aggregates"},
-            "region": {"allOf": [{"$ref": "#/components/schemas/Region"}], "nullable": True},
-            "step": {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
-                     "description": "bucket width: seconds or text like '1d', '6h'"},
-            "window": {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}], "nullable": True,
-                       "description": "moving window ending with each bucket, a whole number of steps "
-                                      "(default: step, i.e. plain buckets)"},
-            "start": {"type": "string", "nullable": True, "description": "first point (default: the "
-                      "time range of where, else the domain start)"},
-            "end": {"type": "string", "nullable": True, "description": "the last point is the bucket "
-                    "holding end"},
-        },
-    },
-    "SeriesResponse": {
-        "type": "object",
-        "required": ["step", "window", "points", "plan"],
-        "properties": {
-            "step": {"type": "integer"},
-            "window": {"type": "integer"},
-            "points": {"type": "array", "items": {
-                "type": "object",
-                "required": ["time", "window", "count", "results"],
-                "properties": {
-                    "time": {"type": "string"},
-                    "window": {"type": "array", "items": {"type": "string"}},
-                    "count": {"type": "integer"},
-                    "results": {"type": "object", "additionalProperties": _VALUE},
-                },
-            }},
-            "plan": {"$ref": "#/components/schemas/Plan"},
-        },
-    },
-    "IngestResponse": {
-        "type": "object",
-        "required": ["received", "stored", "duplicates", "rejected"],
-        "properties": {
-            "received": {"type": "integer"},
-            "stored": {"type": "integer"},
-            "duplicates": {"type": "integer"},
-            "splits": {"type": "integer"},
-            "rounded": {"type": "object", "additionalProperties": {"type": "integer"},
-                        "description": "values rounded per column with a rounding policy"},
-            "rejected": {"type": "array", "items": {
-                "type": "object",
-                "required": ["index", "reason"],
-                "properties": {"index": {"type": "integer"}, "field": {"type": "string", "nullable": True},
-                               "reason": {"type": "string"}},
-            }},
-        },
-    },
-}
-
-
-# The page at / and what it needs beyond the query endpoints (api/blueprints/page.py,
-# api/blueprints/leaves.py): kept together so they move as one.
-PAGE_SCHEMAS = {
-    "LeavesRequest": {
-        "type": "object",
-        "required": ["axes"],
-        "additionalProperties": False,
-        "properties": {
-            "axes": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "string"},
-                     "description": "the two dimensions to project onto, e.g. [\"longitude\", \"latitude\"]"},
-            "where": {"$ref": "#/components/schemas/Where"},
-        },
-    },
-    "LeavesResponse": {
-        "type": "object",
-        "required": ["dataset", "axes", "total_grids", "grid_count", "rows", "grids"],
-        "properties": {
-            "dataset": {"type": "string"},
-            "axes": {"type": "array", "items": {"type": "string"}},
-            "total_grids": {"type": "integer", "description": "leaves of the dataset"},
-            "grid_count": {"type": "integer", "description": "leaves touching the box of where"},
-            "rows": {"type": "integer", "description": "rows in those leaves"},
-            "grids": {"type": "array", "items": {
-                "type": "object",
-                "required": ["id", "count", "box", "data"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "count": {"type": "integer", "description": "the leaf's rows (all of them: "
-                              "where only picks the leaves)"},
-                    "box": {"type": "array", "description": "[[x_lo, x_hi], [y_lo, y_hi]]: the leaf's "
-                            "box on the axes, in user units", "items": {"type": "array", "items": _VALUE}},
-                    "data": {"type": "array", "nullable": True, "description": "[[x_min, x_max], "
-                             "[y_min, y_max]] of the leaf's rows on the axes (its stored minimum and "
-                             "maximum); null for an empty leaf", "items": {"type": "array", "items": _VALUE}},
-                },
-            }},
-        },
-    },
-}
-
-PAGE_PATHS = {
-    "/": {"get": {
-        "summary": "the dashboard page (HTML): map, selection, answers, series, plan and grid",
-        "description": "Served with its bundle from the installed package; it uses only this API.",
-        "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
-                      "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
-    }},
-    "/page/{name}": {"get": {
-        "summary": "a file of the page's bundle (script, style sheet, outlines), named by the page",
-        "parameters": [{"name": "name", "in": "path", "required": True, "description": "file name",
-                        "schema": {"type": "string"}}],
-        "responses": {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string"}}}},
-                      "404": _problem("no such file"),
-                      "503": _problem("the page's bundle is not built (bash api/page/build.sh)")},
-    }},
-    "/v1/datasets/{name}/leaves": {"post": {
-        "summary": "leaves touching a box, projected onto two dimensions: the grid and the data's density",
-        "description": "Every leaf that touches the box of where, with its box on the two axes, its "
-                       "row count and the extent of its rows there (from its stored aggregate; no "
-                       "row is read). At most GRIDAGG_MAX_GRIDS leaves per answer (422 beyond).",
-        "parameters": [_NAME],
-        "requestBody": {"required": True, "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/LeavesRequest"}}}},
-        "responses": {"200": _json({"$ref": "#/components/schemas/LeavesResponse"}, "the leaves"),
-                      **{k: _READ_ERRORS[k] for k in ("400", "401", "404", "413", "503")},
-                      "422": _problem("more leaves touch the box than the configured limit")},
-    }},
-}
-
-
-def document() -> dict:
+def _document(app: Flask) -> dict:
+    routes = operations(app)
+    models = {Problem}
+    for _, op in routes:
+        models.update(m for m in (op.body, op.query, *op.answers.values()) if isinstance(m, type))
+    refs, defs = models_json_schema([(m, "validation") for m in sorted(models, key=lambda m: m.__name__)],
+                                    ref_template="#/components/schemas/{model}", schema_generator=SchemaGenerator)
+    schemas = defs.get("$defs", {})
+    writer = _Writer(refs, schemas)
+    paths: dict = {}
+    for rule, op in routes:
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            paths.setdefault(_path(rule), {})[method.lower()] = writer.operation(rule, op)
+    for _, op in routes:  # a query string's model is written as parameters, not as a schema
+        if op.query is not None:
+            schemas.pop(_name(refs[(op.query, "validation")]), None)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "gridagg",
             "version": __version__,
             "description": "Exact range aggregates over sensor archives: boxes, polygon regions and "
                            "time series over a k-d grid of partial aggregates. Writes need "
                            "'Authorization: Bearer <GRIDAGG_WRITE_TOKEN>'; reads are open unless "
-                           "GRIDAGG_READ_TOKEN is set. Errors are problem details.",
+                           "GRIDAGG_READ_TOKEN is set. Errors are problem details (RFC 9457).",
         },
-        "components": {
-            "schemas": {**SCHEMAS, **PAGE_SCHEMAS},
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-        "paths": {
-            "/healthz": {"get": {
-                "summary": "PostgreSQL and the cell store are reachable",
-                "responses": {
-                    "200": _json({"type": "object"}, "everything reachable"),
-                    "503": _json({"type": "object"}, "a store is unreachable"),
-                },
-            }},
-            "/metrics": {"get": {
-                "summary": "Prometheus metrics (text format)",
-                "responses": {"200": {"description": "metrics",
-                                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
-            }},
-            "/openapi.json": {"get": {
-                "summary": "this document",
-                "responses": {"200": _json({"type": "object"}, "OpenAPI 3 document")},
-            }},
-            "/v1/datasets": {
-                "get": {
-                    "summary": "list datasets",
-                    "responses": {
-                        "200": _json({"type": "object", "required": ["datasets"], "properties": {
-                            "datasets": {"type": "array", "items": {"$ref": "#/components/schemas/Dataset"}}}},
-                            "all datasets"),
-                        "401": _READ_ERRORS["401"], "503": _READ_ERRORS["503"],
-                    },
-                },
-                "post": {
-                    "summary": "create a dataset",
-                    "security": [{"bearer": []}],
-                    "requestBody": {"required": True, "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/DatasetDefinition"}}}},
-                    "responses": {
-                        "201": _json({"$ref": "#/components/schemas/Dataset"}, "created"),
-                        "409": _problem("a dataset of that name exists"),
-                        **_WRITE_ERRORS,
-                    },
-                },
-            },
-            "/v1/datasets/{name}": {"get": {
-                "summary": "a dataset's schema, row count, grid count and grid parameters",
-                "parameters": [_NAME],
-                "responses": {"200": _json({"$ref": "#/components/schemas/Dataset"}, "the dataset"),
-                              **{k: _READ_ERRORS[k] for k in ("401", "404", "503")}},
-            }},
-            "/v1/datasets/{name}/grids": {"get": {
-                "summary": "leaf grids: boxes in user units with row counts",
-                "parameters": [_NAME],
-                "responses": {
-                    "200": _json({"type": "object", "required": ["grids"], "properties": {
-                        "dataset": {"type": "string"}, "grid_count": {"type": "integer"},
-                        "grids": {"type": "array", "items": {"type": "object", "properties": {
-                            "id": {"type": "string"}, "count": {"type": "integer"},
-                            "box": {"type": "object"}}}}}}, "the leaves"),
-                    **{k: _READ_ERRORS[k] for k in ("401", "404", "422", "503")},
-                },
-            }},
-            "/v1/datasets/{name}/rows": {"post": {
-                "summary": "insert rows (Algorithm 1): a JSON list of row objects or CSV with a header",
-                "description": "Each row names every column but nullable ones (and optionally an "
-                               "element 'id'; rows with a stored id are duplicates and not written "
-                               "again). A nullable column's value may be absent, null or empty. Invalid rows "
-                               "are rejected one by one (index counts data rows from 0) and the "
-                               "others stored.",
-                "security": [{"bearer": []}],
-                "parameters": [_NAME],
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
-                    "text/csv": {"schema": {"type": "string"}},
-                }},
-                "responses": {"200": _json({"$ref": "#/components/schemas/IngestResponse"}, "what was stored"),
-                              "404": _READ_ERRORS["404"], **_WRITE_ERRORS},
-            }},
-            "/v1/datasets/{name}/query": {
-                "post": {
-                    "summary": "aggregates over a box and optional polygon region",
-                    "parameters": [_NAME],
-                    "requestBody": {"required": True, "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/QueryRequest"}}}},
-                    "responses": {"200": _json({"$ref": "#/components/schemas/QueryResponse"}, "the answer"),
-                                  **_READ_ERRORS},
-                },
-                "get": {
-                    "summary": "the same query as query parameters",
-                    "description": "?aggregates=min:wind_speed,count&where.temperature=15,35 "
-                                   "(where.<dimension>=lo,hi; an empty side is unbounded) and "
-                                   "optionally region=<GeoJSON text>.",
-                    "parameters": [
-                        _NAME,
-                        {"name": "aggregates", "in": "query", "required": True,
-                         "schema": {"type": "string"}, "description": "comma-separated aggregates"},
-                        {"name": "region", "in": "query", "required": False,
-                         "schema": {"type": "string"}, "description": "GeoJSON Polygon text"},
-                    ],
-                    "responses": {"200": _json({"$ref": "#/components/schemas/QueryResponse"}, "the answer"),
-                                  **_READ_ERRORS},
-                },
-            },
-            "/v1/datasets/{name}/series": {"post": {
-                "summary": "bucketed or moving-window aggregates over the time dimension",
-                "description": "Point i stands for the bucket [start + i*step, start + (i+1)*step) "
-                               "and aggregates the window of `window` seconds ending with it. "
-                               "Buckets are aggregated once and combined across windows.",
-                "parameters": [_NAME],
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/SeriesRequest"}}}},
-                "responses": {"200": _json({"$ref": "#/components/schemas/SeriesResponse"}, "the series"),
-                              **_READ_ERRORS},
-            }},
-            **PAGE_PATHS,
-        },
+        "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "paths": paths,
     }
+
+
+def _path(rule: Rule) -> str:
+    return re.sub(r"<(?:[^<>:]+:)?([^<>]+)>", r"{\1}", rule.rule)
+
+
+def _name(ref: dict) -> str:
+    return ref["$ref"].rsplit("/", 1)[1]
+
+
+def _summary(model: type[BaseModel]) -> str:
+    return inspect.cleandoc(model.__doc__ or model.__name__).split("\n\n")[0].replace("\n", " ")
+
+
+class _Writer:
+    def __init__(self, refs: dict, schemas: dict):
+        self.refs, self.schemas = refs, schemas
+
+    def ref(self, model: type[BaseModel]) -> dict:
+        return self.refs[(model, "validation")]
+
+    def operation(self, rule: Rule, op: Operation) -> dict:
+        out: dict = {"operationId": rule.endpoint.replace(".", "_"), "summary": op.summary}
+        description = [op.description] if op.description else []
+        parameters = [{"name": name, "in": "path", "required": True, "description": op.path[name],
+                       "schema": {"type": "string"}} for name in sorted(rule.arguments)]
+        if op.query is not None:
+            params, notes = self.query_parameters(op.query)
+            parameters += params
+            description += notes
+        if description:
+            out["description"] = "\n\n".join(description)
+        if parameters:
+            out["parameters"] = parameters
+        if op.body is not None:
+            content = {"application/json": {"schema": self.ref(op.body)}}
+            if op.csv:
+                content["text/csv"] = {"schema": {"type": "string", "description": op.csv}}
+            out["requestBody"] = {"required": True, "content": content}
+        if op.access != "open":
+            # Reads need a token only when one is configured: either way is allowed.
+            out["security"] = [{"bearer": []}] if op.access == "write" else [{}, {"bearer": []}]
+        out["responses"] = self.responses(op)
+        return out
+
+    def responses(self, op: Operation) -> dict:
+        out = {}
+        for status, answer in sorted(op.answers.items()):
+            if isinstance(answer, Media):
+                out[str(status)] = {"description": answer.description,
+                                    "content": {answer.type: {"schema": dict(answer.schema)}}}
+            else:
+                out[str(status)] = {"description": _summary(answer),
+                                    "content": {"application/json": {"schema": self.ref(answer)}}}
+        problems = {}
+        if op.body is not None or op.query is not None:
+            problems[400] = BAD_INPUT
+        if op.body is not None:
+            problems[413] = TOO_LARGE
+        if op.access == "read":
+            problems[401] = READ_DENIED
+        elif op.access == "write":
+            problems[401], problems[403] = WRITE_DENIED, WRITES_OFF
+        problems.update(op.problems)
+        for status, text in sorted(problems.items()):
+            out[str(status)] = {"description": text, "content": {PROBLEM_TYPE: {"schema": self.ref(Problem)}}}
+        return out
+
+    def query_parameters(self, model: type[BaseModel]) -> tuple[list[dict], list[str]]:
+        """The parameters of a query string model, and notes for the description on the
+        pattern-named ones (an object field f is given as f.<key>=value parameters,
+        which OpenAPI cannot name)."""
+        schema = self.schemas[_name(self.ref(model))]
+        required = set(schema.get("required", []))
+        params, notes = [], []
+        for name, prop in schema["properties"].items():
+            prop = dict(_not_null(prop))
+            description = prop.pop("description", "")
+            prop.pop("default", None)
+            if prop.get("type") == "object":
+                key = prop.get("propertyNames", {}).get("x-name", "key")
+                notes.append(f"{name}.<{key}> parameters: {description}.")
+                continue
+            param = {"name": name, "in": "query", "required": name in required, "description": description,
+                     "schema": prop}
+            if prop.get("type") == "array":  # a,b,c
+                param.update(style="form", explode=False)
+            params.append(param)
+        return params, notes
+
+
+def _not_null(prop: dict) -> dict:
+    """A property's schema without its 'or null' (an absent parameter is the null)."""
+    members = [m for m in prop.get("anyOf", []) if m.get("type") != "null"]
+    if len(members) == 1 and len(prop["anyOf"]) == 2:
+        return {**{k: v for k, v in prop.items() if k != "anyOf"}, **members[0]}
+    return prop

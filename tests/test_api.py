@@ -15,6 +15,8 @@ import shapely
 from shapely.geometry import shape
 
 from api import create_app
+from api.models.datasets import DatasetDetail, DatasetList, GridList, IngestResponse
+from api.models.queries import QueryResponse, SeriesResponse
 from engine_support import open_engine
 from gridagg.query import QuerySpec
 
@@ -99,6 +101,13 @@ def brute(ds, encoded: np.ndarray, where: dict | None, aggregates: list[str], re
     return out, len(sel)
 
 
+def conforms(model, answer: dict) -> dict:
+    """The answer, after checking that its model (api.models, which /openapi.json
+    documents) describes it: no field missing, none extra, each of its type."""
+    model.model_validate(answer, strict=True)
+    return answer
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -136,9 +145,9 @@ AGGS = ["count", "sum:wind_speed", "min:wind_speed", "max:temperature", "avg:tem
 
 def test_dataset_listing_and_description(loaded):
     client, ds, encoded, _ = loaded
-    names = [d["name"] for d in client.get("/v1/datasets").get_json()["datasets"]]
+    names = [d["name"] for d in conforms(DatasetList, client.get("/v1/datasets").get_json())["datasets"]]
     assert ds.name in names
-    info = client.get(f"/v1/datasets/{ds.name}").get_json()
+    info = conforms(DatasetDetail, client.get(f"/v1/datasets/{ds.name}").get_json())
     assert info["row_count"] == len(encoded)
     assert info["grid_count"] > 1
     assert info["grid"] == {"n_size": 40, "n_threshold": 160, "l_time": 60 * 86400}
@@ -148,7 +157,7 @@ def test_dataset_listing_and_description(loaded):
 
 def test_grids_tile_the_rows(loaded):
     client, ds, encoded, _ = loaded
-    body = client.get(f"/v1/datasets/{ds.name}/grids").get_json()
+    body = conforms(GridList, client.get(f"/v1/datasets/{ds.name}/grids").get_json())
     grids = body["grids"]
     assert body["grid_count"] == len(grids) == client.get(f"/v1/datasets/{ds.name}").get_json()["grid_count"]
     assert sum(g["count"] for g in grids) == len(encoded)
@@ -176,6 +185,7 @@ def test_box_queries_equal_brute_force(loaded, where):
     resp = client.post(f"/v1/datasets/{ds.name}/query", json={"where": where, "aggregates": AGGS})
     body = resp.get_json()
     assert resp.status_code == 200, body
+    conforms(QueryResponse, body)
     expected, n = brute(ds, encoded, where, AGGS)
     assert body["results"] == expected
     assert body["count"] == n
@@ -201,9 +211,12 @@ def test_get_form_matches_post(loaded):
 @pytest.mark.parametrize("where", [{}, {"time": ["2012-02-10T00:00:00Z", "2012-10-01T00:00:00Z"]}])
 def test_polygon_queries_equal_brute_force(loaded, region, where):
     client, ds, encoded, _ = loaded
-    resp = client.post(f"/v1/datasets/{ds.name}/query", json={"where": where, "aggregates": AGGS, "region": region})
+    resp = client.post(f"/v1/datasets/{ds.name}/query", json={"where": where, "aggregates": AGGS, "region": region,
+                                                              "explain": True})
     body = resp.get_json()
     assert resp.status_code == 200, body
+    conforms(QueryResponse, body)
+    assert body["plan"]["grids"]["reused"] or body["plan"]["grids"]["scanned"]
     expected, n = brute(ds, encoded, where, AGGS, region=region)
     assert body["results"] == expected
     assert body["count"] == n
@@ -251,6 +264,7 @@ def test_series_equal_brute_force(loaded, case):
     resp = client.post(f"/v1/datasets/{ds.name}/series", json=body)
     out = resp.get_json()
     assert resp.status_code == 200, out
+    conforms(SeriesResponse, out)
     step = out["step"]
     window = out["window"]
     tcol = ds.dimensions[0]
@@ -279,13 +293,14 @@ def test_ingest_reports_rejections_and_duplicates(loaded, settings):
         "not a row",
     ]
     resp = client.post(f"/v1/datasets/{ds.name}/rows", json=[good, *bad, good], headers=AUTH)
-    body = resp.get_json()
+    body = conforms(IngestResponse, resp.get_json())
     assert resp.status_code == 200, body
     assert body["stored"] == 1 and body["duplicates"] == 1 and body["received"] == 6
     assert [(r["index"], r["field"]) for r in body["rejected"]] == [(1, "time"), (2, "temperature"),
                                                                    (3, "temperature"), (4, "row")]
-    again = client.post(f"/v1/datasets/{ds.name}/rows", json={"rows": [good]}, headers=AUTH).get_json()
+    again = client.post(f"/v1/datasets/{ds.name}/rows", json={"rows": [good, None]}, headers=AUTH).get_json()
     assert again["stored"] == 0 and again["duplicates"] == 1
+    assert [(r["index"], r["field"]) for r in again["rejected"]] == [(1, "row")]  # null is no row: told, not dropped
     text = "id,time,lon,lat,temperature,wind_speed\nprobe-2,2012-12-31T23:00:00Z,10,60,-39.5,0\n1,2,3\n" \
            "probe-3,2012-12-31T23:00:00Z,10,60,,0\n"
     body = client.post(f"/v1/datasets/{ds.name}/rows", data=text, content_type="text/csv", headers=AUTH).get_json()

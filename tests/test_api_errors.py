@@ -7,9 +7,15 @@ import uuid
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from thriftpy2.transport import TTransportException
 
 from api import create_app
+from api.models.datasets import DatasetDefinition, Rows
+from api.models.leaves import LeavesRequest
+from api.models.queries import QueryRequest, QueryString, SeriesRequest
+from api.openapi import document
+from api.validation import _schema, _Spot
 from engine_support import open_engine
 from gridagg.errors import StoreUnavailable
 from gridagg.schema import Dataset
@@ -77,11 +83,11 @@ def q(client, ds, body, path="query"):
     ({"where": {"lon": [5]}, "aggregates": ["count"]}, "where.lon"),
     ({"where": {"lon": "5,6"}, "aggregates": ["count"]}, "where.lon"),
     ({"where": {"time": ["yesterday", None]}, "aggregates": ["count"]}, "time"),
-    ({"where": {"lon": [True, 3]}, "aggregates": ["count"]}, "lon"),
+    ({"where": {"lon": [True, 3]}, "aggregates": ["count"]}, "where.lon[0]"),
     ({"where": [], "aggregates": ["count"]}, "where"),
-    ({"aggregates": ["median:temperature"]}, "aggregates"),
+    ({"aggregates": ["median:temperature"]}, "aggregates[0]"),
     ({"aggregates": ["sum:pressure"]}, "aggregates"),
-    ({"aggregates": [3]}, "aggregates"),
+    ({"aggregates": [3]}, "aggregates[0]"),
     ({"aggregates": []}, "aggregates"),
     ({}, "aggregates"),
     ({"aggregates": ["count"], "limit": 3}, "limit"),
@@ -92,8 +98,8 @@ def q(client, ds, body, path="query"):
                                           "coordinates": [[[0, 40], [2, 42], [2, 40], [0, 42], [0, 40]]]}},
      "region"),  # a bow-tie: self-intersecting
     ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": [[[0, "a"], [1, 2], [2, 0], [0, 0]]]}},
-     "region"),
-    ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": []}}, "region"),
+     "region.coordinates[0][0][1]"),
+    ({"aggregates": ["count"], "region": {"type": "Polygon", "coordinates": []}}, "region.coordinates"),
     ({"aggregates": ["count"], "region": "square"}, "region"),
 ])
 def test_bad_queries_are_400_naming_the_field(client, dataset, body, field):
@@ -109,7 +115,8 @@ def test_bad_queries_are_400_naming_the_field(client, dataset, body, field):
     ({"aggregates": ["count"], "step": "1d", "start": "2012-05-01T00:00:00Z", "end": "2012-04-01T00:00:00Z"},
      "start"),
     ({"aggregates": ["count"], "step": "1d", "start": "May"}, "time"),
-    ({"aggregates": ["count"], "step": "1d", "region": {"type": "Polygon", "coordinates": [[[0, 0]]]}}, "region"),
+    ({"aggregates": ["count"], "step": "1d", "region": {"type": "Polygon", "coordinates": [[[0, 0]]]}},
+     "region.coordinates[0]"),
 ])
 def test_bad_series_are_400(client, dataset, body, field):
     assert_problem(q(client, dataset, body, "series"), 400, field)
@@ -151,10 +158,146 @@ def test_malformed_bodies(client, dataset):
     ("aggregates=count&colour=red", "colour"),
     ("aggregates=count&aggregates=sum:lon", "aggregates"),
     ("aggregates=count&region=%7Bnot", "region"),
-    ("aggregates=avg", "aggregates"),
+    ("aggregates=avg", "aggregates[0]"),
 ])
 def test_bad_get_queries(client, dataset, query, field):
     assert_problem(client.get(f"/v1/datasets/{dataset.name}/query?{query}"), 400, field)
+
+
+BOUND = "a number, an ISO 8601 timestamp, or null for an open end"
+AGGREGATE = ("an aggregate: count (rows), or one of count, sum, min, max, avg, a colon and a column, such as "
+             "'avg:temperature' (count:<column> counts the column's values)")
+STEP = "the buckets' width: whole seconds above 0, or a number and a unit (s, m, h, d) such as '1d' or '6h'"
+
+
+@pytest.mark.parametrize("send, field, detail", [
+    (dict(json={"where": {"lon": [True, 3]}, "aggregates": ["count"]}), "where.lon[0]",
+     f"where.lon[0] must be {BOUND}, not true"),
+    (dict(json={"where": {"lon": "5,6"}, "aggregates": ["count"]}), "where.lon",
+     "where.lon must be [lo, hi] in user units: two bounds, each a number, an ISO 8601 timestamp or null for "
+     "an open end; both ends belong to the range, not \"5,6\""),
+    (dict(json={"aggregates": ["median:temperature"]}), "aggregates[0]",
+     f"aggregates[0] must be {AGGREGATE}, not \"median:temperature\""),
+    (dict(json={"aggregates": ["sum:pressure"]}), "aggregates", None),  # the core: no such column
+    (dict(json={}), "aggregates",
+     "aggregates is required: a non-empty list of aggregates such as [\"count\", \"avg:temperature\"]"),
+    # An unknown key is told first: a misspelt key explains the missing one.
+    (dict(json={"aggregate": ["count"]}), "aggregate", "unknown key 'aggregate': use where, aggregates, region, explain"),
+    (dict(json={"aggregates": ["count"], "explain": "yes"}), "explain",
+     "explain must be true or false: true adds the IDs of the grids reused and scanned to the plan, not \"yes\""),
+    (dict(json=["count"]), "body", "the request body must be a JSON object, not [\"count\"]"),
+    (dict(data="{not json", content_type="application/json"), "body",
+     "the request body is not valid JSON: key must be a string at line 1 column 2"),
+    (dict(data="", content_type="application/json"), "body", "the request body is empty"),
+    (dict(data='{"aggregates": ["count"]}', content_type="text/plain"), "Content-Type",
+     "the body must be JSON (Content-Type: application/json) (Content-Type was text/plain)"),
+])
+def test_messages_name_the_field_and_say_what_it_must_be(client, dataset, send, field, detail):
+    body = assert_problem(client.post(f"/v1/datasets/{dataset.name}/query", **send), 400, field)
+    if detail is None:
+        assert body["detail"] == f"dataset {dataset.name} has no column 'pressure'"
+    else:
+        assert body["detail"] == detail
+
+
+@pytest.mark.parametrize("path, send, field, detail", [
+    ("series", dict(json={"aggregates": ["count"], "step": 0}), "step", f"step must be {STEP}, not 0"),
+    ("series", dict(json={"aggregates": ["count"]}), "step", f"step is required: {STEP}"),
+    ("leaves", dict(json={"axes": ["lon"]}), "axes",
+     "axes must be the two dimensions to project onto, such as [\"lon\", \"lat\"], not [\"lon\"]"),
+    ("rows", dict(json={"x": 1}, headers=AUTH), "body",
+     "the request body must be a JSON list of row objects, or an object {\"rows\": [...]}, not {\"x\": 1}"),
+    ("rows", dict(data="<xml/>", content_type="application/xml", headers=AUTH), "Content-Type",
+     "the body must be JSON (application/json) or CSV with a header line (text/csv) (Content-Type was "
+     "application/xml)"),
+])
+def test_other_bodies_say_what_they_must_be(client, dataset, path, send, field, detail):
+    body = assert_problem(client.post(f"/v1/datasets/{dataset.name}/{path}", **send), 400, field)
+    assert body["detail"] == detail
+
+
+def test_definitions_say_what_they_must_be(client):
+    def detail(definition):
+        return assert_problem(client.post("/v1/datasets", json=definition, headers=AUTH), 400)["detail"]
+
+    assert detail({"name": "Bad Name", "dimensions": [{"name": "x", "min": 0, "max": 1}]}) == (
+        "name must be a dataset name: lowercase letters, digits and '_', starting with a letter, at most 48 "
+        "characters, not \"Bad Name\"")
+    assert detail({"name": "ok_name", "dimensions": [{"name": "x", "colour": "red"}]}) == (
+        "unknown key 'colour' in dimensions[0]: use name, type, scale, min, max, unit, rounding, nullable")
+
+
+@pytest.mark.parametrize("query, detail", [
+    ("aggregates=count&where.lon=1", "where.lon must be lo,hi in user units: two bounds separated by a comma, "
+                                     "either one empty for an open end, not \"1\""),
+    ("aggregates=count&colour=red", "unknown query parameter 'colour': use aggregates, where.<dimension>, region, "
+                                    "explain"),
+    ("aggregates=count&aggregates=sum:lon", "query parameter 'aggregates' is given 2 times; give it once"),
+])
+def test_get_messages(client, dataset, query, detail):
+    assert assert_problem(client.get(f"/v1/datasets/{dataset.name}/query?{query}"), 400)["detail"] == detail
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
+KEYS = ["where", "aggregates", "region", "explain", "step", "window", "start", "end", "axes", "name", "dimensions",
+        "measures", "grid", "rows", "lon"]
+
+
+@pytest.mark.parametrize("path", ["query", "series", "leaves", "rows", ""])
+def test_no_raw_validation_output_reaches_a_client(client, dataset, path):
+    url = f"/v1/datasets/{dataset.name}/{path}" if path else "/v1/datasets"
+
+    @hsettings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(body=st.dictionaries(st.sampled_from(KEYS), JSON, max_size=4) | JSON)
+    def run(body):
+        resp = client.post(url, json=body, headers=AUTH)
+        assert resp.status_code < 500, resp.get_json()
+        if resp.status_code == 400:
+            detail = resp.get_json()["detail"]
+            assert "\n" not in detail and "Input should" not in detail and "validation error" not in detail, detail
+
+    run()
+
+
+REQUESTS = [QueryRequest, SeriesRequest, QueryString, LeavesRequest, DatasetDefinition, Rows]
+
+
+@pytest.mark.parametrize("model", REQUESTS, ids=lambda m: m.__name__)
+def test_every_request_field_says_what_it_must_be(model):
+    """Every field a 400 can name has a description (it is the 400's 'must be ...')."""
+    schema = _schema(model)
+    spot = _Spot(schema, ())
+    missing = []
+
+    def walk(node: dict, path: str, skip: str | None = None):
+        node, description = spot.unwrap(node)
+        if description is None and path:
+            missing.append(path)
+        if "discriminator" in node:  # a tagged union: its members' fields
+            for ref in node["discriminator"]["mapping"].values():
+                walk({"$ref": ref}, path, skip=node["discriminator"]["propertyName"])
+            return
+        if "anyOf" in node or "oneOf" in node:  # an untagged union is told as a whole
+            return
+        for name, prop in node.get("properties", {}).items():
+            if name != skip:
+                walk(prop, f"{path}.{name}" if path else name)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}.<key>")
+
+    walk(schema, "")
+    assert not missing
+
+
+def test_a_route_without_a_contract_is_refused(settings, engine):
+    app = create_app(settings, engine=engine)
+    app.add_url_rule("/undeclared", "undeclared", lambda: "?")
+    with pytest.raises(LookupError, match="/undeclared"):
+        document(app)
 
 
 def test_unknown_things_are_404_and_wrong_methods_405(client, dataset):

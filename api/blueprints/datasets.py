@@ -5,15 +5,28 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from gridagg.errors import InvalidInput, UnknownDataset, WorkLimitExceeded
+from gridagg.regions import lonlat_axes
 from gridagg.schema import Dataset, check_name
 
 from .. import metrics
-from ..auth import read_required, write_required
-from ..bodies import json_object, rows_body
-from gridagg.regions import lonlat_axes
+from ..contract import operation
+from ..models.datasets import (
+    DatasetDefinition,
+    DatasetDetail,
+    DatasetInfo,
+    DatasetList,
+    GridList,
+    IngestResponse,
+    Rows,
+)
 from ..state import config, engine
 
 bp = Blueprint("datasets", __name__, url_prefix="/v1/datasets")
+
+# What the endpoints of one dataset share in their contracts (api.contract.operation).
+DATASET = {"name": "the dataset's name"}
+STORE_DOWN = "PostgreSQL or the cell store is unreachable; retry after Retry-After seconds"
+READ_PROBLEMS = {404: "no dataset of that name", 503: STORE_DOWN}
 
 
 def _dataset(name: str) -> Dataset:
@@ -37,15 +50,16 @@ def _describe(ds: Dataset) -> dict:
 
 
 @bp.get("")
-@read_required
+@operation(summary="list datasets", answers={200: DatasetList}, problems={503: STORE_DOWN})
 def list_datasets():
     return jsonify({"datasets": [_describe(ds) for ds in engine().directory.datasets()]})
 
 
 @bp.post("")
-@write_required
-def create_dataset():
-    ds = Dataset.from_json(json_object())
+@operation(summary="create a dataset", access="write", body=DatasetDefinition, answers={201: DatasetInfo},
+           problems={409: "a dataset of that name exists", 503: STORE_DOWN})
+def create_dataset(body: DatasetDefinition):
+    ds = Dataset.from_json(body.model_dump(exclude_unset=True))
     engine().create_dataset(ds)
     resp = jsonify(_describe(ds))
     resp.status_code = 201
@@ -54,7 +68,8 @@ def create_dataset():
 
 
 @bp.get("/<name>")
-@read_required
+@operation(summary="a dataset's schema, row count, grid count and grid parameters", path=DATASET,
+           answers={200: DatasetDetail}, problems=READ_PROBLEMS)
 def get_dataset(name: str):
     ds = _dataset(name)
     eng = engine()
@@ -66,7 +81,9 @@ def get_dataset(name: str):
 
 
 @bp.get("/<name>/grids")
-@read_required
+@operation(summary="leaf grids: boxes in user units with row counts", path=DATASET, answers={200: GridList},
+           problems={**READ_PROBLEMS, 422: "the dataset has more leaves than the configured limit "
+                                           "(GRIDAGG_MAX_GRIDS)"})
 def get_grids(name: str):
     ds = _dataset(name)
     eng = engine()
@@ -85,13 +102,22 @@ def get_grids(name: str):
 
 
 @bp.post("/<name>/rows")
-@write_required
-def post_rows(name: str):
+@operation(summary="insert rows (Algorithm 1): a JSON list of row objects or CSV with a header",
+           description="Each row names every column but nullable ones (and optionally an element 'id'; rows "
+                       "with a stored id are duplicates and not written again). A nullable column's value may "
+                       "be absent, null or empty. Invalid rows are rejected one by one (index counts data rows "
+                       "from 0) and the others stored.",
+           access="write", path=DATASET, body=Rows,
+           csv="CSV with a header line naming the columns (and optionally id); an empty value is a "
+               "missing one",
+           answers={200: IngestResponse}, problems=READ_PROBLEMS)
+def post_rows(name: str, body: Rows):
     ds = _dataset(name)
-    rows, rejected = rows_body()
-    keep = [i for i, r in enumerate(rows) if r is not None]
+    rows = body.rows
+    unreadable = {i for i, _, _ in body.rejected}
+    keep = [i for i in range(len(rows)) if i not in unreadable]
     result = engine().insert(ds.name, [rows[i] for i in keep])
-    rejected = rejected + [(keep[i], f, reason) for i, f, reason in result.rejected]
+    rejected = list(body.rejected) + [(keep[i], f, reason) for i, f, reason in result.rejected]
     rejected.sort(key=lambda r: r[0])
     metrics.ROWS_STORED.labels(ds.name).inc(result.stored)
     metrics.ROWS_REJECTED.labels(ds.name).inc(len(rejected))

@@ -14,21 +14,18 @@ from gridagg.errors import InvalidInput, WorkLimitExceeded
 from gridagg.query import QuerySpec
 from gridagg.schema import Column, Dataset
 
-from ..auth import read_required
-from ..bodies import json_object
+from ..contract import operation
+from ..models.leaves import LeavesRequest, LeavesResponse
 from ..state import config, engine
-from .datasets import _dataset
+from .datasets import DATASET, READ_PROBLEMS, _dataset
 
 bp = Blueprint("leaves", __name__, url_prefix="/v1/datasets")
 
-KEYS = {"axes", "where"}
 
-
-def _axes(ds: Dataset, value: object) -> tuple[int, int]:
-    """The positions of the two named dimensions."""
+def _axes(ds: Dataset, value: list[str]) -> tuple[int, int]:
+    """The positions of the two named dimensions (two names, as LeavesRequest checked)."""
     names = [c.name for c in ds.dimensions]
-    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value)
-            or value[0] == value[1]):
+    if value[0] == value[1]:
         raise InvalidInput("axes must name two different dimensions, e.g. [\"lon\", \"lat\"]", field="axes")
     for v in value:
         if v not in names:
@@ -50,17 +47,18 @@ def _decoder(col: Column):
 
 
 @bp.post("/<name>/leaves")
-@read_required
-def post_leaves(name: str):
+@operation(summary="leaves touching a box, projected onto two dimensions: the grid and the data's density",
+           description="Every leaf that touches the box of where, with its box on the two axes, its row count "
+                       "and the extent of its rows there (from its stored aggregate; no row is read). At most "
+                       "GRIDAGG_MAX_GRIDS leaves per answer (422 beyond).",
+           path=DATASET, body=LeavesRequest, answers={200: LeavesResponse},
+           problems={**READ_PROBLEMS, 422: "more leaves touch the box than the configured limit"})
+def post_leaves(name: str, body: LeavesRequest):
     """{"axes": [x, y], "where": {...}} -> every leaf touching the box of where, with its
     box and its rows' extent on x and y (user units) and its row count."""
-    body = json_object()
-    unknown = sorted(set(body) - KEYS)
-    if unknown:
-        raise InvalidInput(f"unknown keys {unknown}: use {', '.join(sorted(KEYS))}", field=unknown[0])
     ds = _dataset(name)
-    x, y = _axes(ds, body.get("axes"))
-    box = QuerySpec.parse(ds, body.get("where"), ["count"]).box
+    x, y = _axes(ds, body.axes)
+    box = QuerySpec.parse(ds, body.where, ["count"]).box
     leaves = engine().leaves(ds.name)
     touching = [(g, agg) for g, agg in leaves if g.intersects(box)]
     limit = config().max_grids

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify
 
 from .. import metrics
+from ..contract import Media, operation
+from ..models.ops import Health, Unhealthy
 from ..openapi import document
 from ..problems import RETRY_AFTER_SECONDS, TRANSPORT_ERRORS
 from ..state import state
@@ -25,6 +27,8 @@ def _check_store(store) -> None:
 
 
 @bp.get("/healthz")
+@operation(summary="PostgreSQL and the cell store are reachable", access="open",
+           answers={200: Health, 503: Unhealthy})
 def healthz():
     from gridagg.errors import StoreUnavailable
 
@@ -64,10 +68,14 @@ def _down(checks: dict, detail: str):
 
 
 @bp.get("/metrics")
+@operation(summary="Prometheus metrics (text format)", access="open",
+           answers={200: Media("text/plain", "the metrics of every worker")})
 def prometheus():
     return metrics.exposition()
 
 
 @bp.get("/openapi.json")
+@operation(summary="this document", access="open",
+           answers={200: Media("application/json", "the OpenAPI 3.1 document of this API", {"type": "object"})})
 def openapi():
-    return jsonify(document())
+    return jsonify(document(current_app))

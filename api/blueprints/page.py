@@ -11,6 +11,7 @@ from pathlib import Path
 
 from flask import Blueprint, send_from_directory
 
+from ..contract import Media, operation
 from ..problems import ApiProblem
 
 PAGE_DIR = Path(__file__).resolve().parent.parent / "page"
@@ -28,7 +29,13 @@ def _built() -> None:
                          "build it with `bash api/page/build.sh`", slug="page-not-built")
 
 
+NOT_BUILT = "the page's bundle is not built (bash api/page/build.sh)"
+
+
 @bp.get("/")
+@operation(summary="the dashboard page (HTML): map, selection, answers, series, plan and grid",
+           description="Served with its bundle from the installed package; it uses only this API.",
+           access="open", answers={200: Media("text/html", "the page")}, problems={503: NOT_BUILT})
 def index():
     _built()
     resp = send_from_directory(PAGE_DIR, "index.html", max_age=0)
@@ -37,6 +44,9 @@ def index():
 
 
 @bp.get("/page/<name>")
+@operation(summary="a file of the page's bundle (script, style sheet, outlines), named by the page",
+           access="open", path={"name": "file name"}, answers={200: Media("*/*", "the file")},
+           problems={404: "no such file", 503: NOT_BUILT})
 def asset(name: str):
     """A file of the bundle (dist is flat: no subfolders)."""
     _built()

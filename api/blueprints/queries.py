@@ -5,33 +5,19 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from gridagg.errors import InvalidInput
 from gridagg.query import Limits, QuerySpec
 
 from .. import metrics
-from ..auth import read_required
 from ..baselines import answer as baseline_answer, baseline_for
-from ..bodies import json_object, query_args
+from ..contract import operation
+from ..models.queries import QueryRequest, QueryResponse, QueryString, SeriesRequest, SeriesResponse
 from ..state import config, engine
-from .datasets import _dataset
+from .datasets import DATASET, READ_PROBLEMS, _dataset
 
 bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
-QUERY_KEYS = {"where", "aggregates", "region", "explain"}
-SERIES_KEYS = QUERY_KEYS | {"step", "window", "start", "end"}
-
-
-def _check_keys(body: dict, allowed: set[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidInput(f"unknown keys {unknown}: use {', '.join(sorted(allowed))}", field=unknown[0])
-
-
-def _explain(body: dict) -> bool:
-    value = body.get("explain", False)
-    if not isinstance(value, bool):
-        raise InvalidInput("explain must be true or false", field="explain")
-    return value
+QUERY_PROBLEMS = {**READ_PROBLEMS, 422: "the query would use more grids or scan more rows than the configured "
+                                        "limits (GRIDAGG_MAX_GRIDS, GRIDAGG_MAX_SCAN_ROWS); narrow it"}
 
 
 def _limits() -> Limits:
@@ -39,43 +25,45 @@ def _limits() -> Limits:
     return Limits(cfg.max_scan_rows, cfg.max_grids)
 
 
-def _answer(name: str, body: dict):
+def _answer(name: str, body: QueryRequest | QueryString):
     served = baseline_for(name)
     if served is not None:  # a baseline view ("X__pg", "X__hbase"): same shapes, another backend
         backend, ds = served
-        spec = QuerySpec.parse(ds, body.get("where"), body.get("aggregates"))
-        return jsonify(baseline_answer(backend, ds, spec, body))
+        spec = QuerySpec.parse(ds, body.where, body.aggregates)
+        return jsonify(baseline_answer(backend, ds, spec, body.region))
     ds = _dataset(name)
-    result = engine().query(ds.name, body.get("where"), body.get("aggregates"), body.get("region"), _explain(body),
-                            limits=_limits())
+    result = engine().query(ds.name, body.where, body.aggregates, body.region, body.explain, limits=_limits())
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
 
 
 @bp.post("/<name>/query")
-@read_required
-def post_query(name: str):
-    body = json_object()
-    _check_keys(body, QUERY_KEYS)
+@operation(summary="aggregates over a box and an optional polygon region", path=DATASET, body=QueryRequest,
+           answers={200: QueryResponse}, problems=QUERY_PROBLEMS)
+def post_query(name: str, body: QueryRequest):
     return _answer(name, body)
 
 
 @bp.get("/<name>/query")
-@read_required
-def get_query(name: str):
-    return _answer(name, query_args())
+@operation(summary="the same query as query parameters",
+           description="?aggregates=min:wind_speed,count&where.temperature=15,35 and optionally "
+                       "region=<GeoJSON text> and explain=true.",
+           path=DATASET, query=QueryString, answers={200: QueryResponse}, problems=QUERY_PROBLEMS)
+def get_query(name: str, query: QueryString):
+    return _answer(name, query)
 
 
 @bp.post("/<name>/series")
-@read_required
-def post_series(name: str):
-    body = json_object()
-    _check_keys(body, SERIES_KEYS)
+@operation(summary="bucketed or moving-window aggregates over the time dimension",
+           description="Point i stands for the bucket [start + i*step, start + (i+1)*step) and aggregates "
+                       "the window of `window` seconds ending with it. Buckets are aggregated once and "
+                       "combined across windows. At most GRIDAGG_MAX_POINTS points (400 beyond).",
+           path=DATASET, body=SeriesRequest, answers={200: SeriesResponse}, problems=QUERY_PROBLEMS)
+def post_series(name: str, body: SeriesRequest):
     ds = _dataset(name)
-    result = engine().series(ds.name, body.get("where"), body.get("aggregates"), body.get("step"),
-                             body.get("window"), body.get("start"), body.get("end"), body.get("region"),
-                             _explain(body), max_points=config().max_points, limits=_limits())
+    result = engine().series(ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end,
+                             body.region, body.explain, max_points=config().max_points, limits=_limits())
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
