@@ -34,6 +34,8 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 # PostgreSQL boxes hold float8 coordinates: integers up to 2**53 are exact there.
 MAX_ENCODED = 2**53 - 1
 TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# A duration as text: a whole number and a unit of TIME_UNITS ("360d", "12h").
+DURATION = r"^\s*([0-9]+)\s*([smhd])\s*$"
 # Rounding policies of number columns, as the decimal module's modes ("half_up": ties
 # away from zero). "refuse" (the default) rounds nothing.
 ROUNDINGS = {"half_even": ROUND_HALF_EVEN, "half_up": ROUND_HALF_UP, "floor": ROUND_FLOOR, "ceil": ROUND_CEILING}
@@ -83,7 +85,7 @@ def parse_duration(value: object, field_name: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", value)
+        m = re.match(DURATION, value)
         if m and int(m.group(1)) > 0:
             return int(m.group(1)) * TIME_UNITS[m.group(2)]
     raise InvalidInput(

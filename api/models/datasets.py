@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, RootModel, WithJsonSchema
 
-from gridagg.schema import REFUSE, ROUNDINGS
+from gridagg.schema import DURATION, REFUSE, ROUNDINGS
 
 from .common import NAME, NAME_TEXT, Answer, Request, Value
 
@@ -49,7 +49,7 @@ class GridDefinition(Request):
                                                 "rows than this (left out: 1000)")
     n_threshold: int = Field(None, gt=0, description="a positive integer, at least n_size: a leaf holding more "
                                                      "rows than this is split (left out: 10 x n_size)")
-    l_time: Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=r"^\s*[0-9]+\s*[smhd]\s*$")]] | None = \
+    l_time: Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=DURATION)]] | None = \
         Field(None, description="the widest time span of a grid, to which the time axis is cut first: seconds, "
                                 "or a number and a unit (s, m, h, d) such as '30d' (left out or null: no such cut)")
 

@@ -14,10 +14,12 @@ from typing import Annotated, Union
 
 from pydantic import BeforeValidator, ConfigDict, Field, Json
 
+from gridagg.schema import DURATION
+
 from .common import Aggregates, Answer, Dimension, Explain, Range, Request, Value, Where
 from .geojson import Region
 
-Duration = Annotated[Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=r"^\s*[0-9]+\s*[smhd]\s*$")]],
+Duration = Annotated[Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=DURATION)]],
                      Field(description="a duration: whole seconds above 0, or a number and a unit (s, m, h, d) "
                                        "such as '1d', '6h', '90m'")]
 Time = Annotated[Union[str, int, float], Field(
