@@ -12,6 +12,7 @@ GRIDAGG_STORE        where rows and aggregates live: "embedded" (LMDB in the dat
 GRIDAGG_HBASE        Thrift gateway of an external HBase as host:port; unset means the
                      local HBase that `gridagg services up` starts
 GRIDAGG_HBASE_PORT   Thrift port of the local HBase (default 9090)
+GRIDAGG_HBASE_TIMEOUT  seconds one call to the HBase gateway may take (default 60; connecting gets 3)
 GRIDAGG_ZK_PORT      ZooKeeper port of the local HBase (default 2181)
 GRIDAGG_WRITE_TOKEN  bearer token required for writes over HTTP
 GRIDAGG_READ_TOKEN   bearer token required for reads over HTTP (unset: reads are open)
@@ -32,6 +33,7 @@ class Settings:
     store: str
     hbase: str | None
     hbase_port: int
+    hbase_timeout: float
     zk_port: int
     write_token: str | None
     read_token: str | None
@@ -46,6 +48,7 @@ class Settings:
             store=env.get("GRIDAGG_STORE") or "embedded",
             hbase=env.get("GRIDAGG_HBASE") or None,
             hbase_port=int(env.get("GRIDAGG_HBASE_PORT", "9090")),
+            hbase_timeout=float(env.get("GRIDAGG_HBASE_TIMEOUT", "60")),
             zk_port=int(env.get("GRIDAGG_ZK_PORT", "2181")),
             write_token=env.get("GRIDAGG_WRITE_TOKEN") or None,
             read_token=env.get("GRIDAGG_READ_TOKEN") or None,
