@@ -140,7 +140,7 @@ class HBaseStore(CellStore):
             for prefix in sorted(given):
                 new = given[prefix]
                 old = stored.get(prefix, [])
-                numbers_segments, dead = _append(old, list(new), np.array(list(new.values())))
+                numbers_segments, dead, _ = grid_rows.write(old, list(new), np.array(list(new.values())))
                 puts.append(BatchMutation(row=prefix, mutations=[
                     Mutation(column=grid_rows.column(n), value=seg) for n, seg in numbers_segments]))
                 if dead:
@@ -279,25 +279,6 @@ class HBaseStore(CellStore):
 
     def close(self):
         self.pool.close()
-
-
-def _append(old: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray):
-    """What a write of rows (eids, values) to a grid whose row holds `old` segments puts:
-    ((number, segment) list, numbers of the cells it makes dead). New segments of their
-    own, unless the write repeats a stored element ID or would leave too many live
-    segments: then one rewrite of the grid, starting with a base segment."""
-    live = grid_rows.live(old)
-    dead = [n for n, _ in old[: len(old) - len(live)]]
-    new = grid_rows.pack(eids, values)
-    rows = grid_rows.rows_of(live) if live else {}
-    size = sum(len(s) for _, s in live) + sum(len(s) for s in new)
-    too_many = len(live) + len(new) > grid_rows.MAX_SEGMENTS + size // grid_rows.SEGMENT_BYTES
-    if live and (too_many or any(e in rows for e in eids)):
-        rows.update(zip(eids, values))
-        keep = list(rows)
-        new = grid_rows.pack(keep, np.array([rows[e] for e in keep]))
-        return list(zip(grid_rows.next_numbers(old, len(new), base=True), new)), [n for n, _ in old]
-    return list(zip(grid_rows.next_numbers(old, len(new), base=False), new)), dead
 
 
 def _deletes(prefix: bytes, numbers: list[int]) -> BatchMutation:

@@ -66,18 +66,48 @@ def next_numbers(stored: list[tuple[int, bytes]], count: int, base: bool) -> lis
     return [((n + i) << 1) | (1 if base and i == 0 else 0) for i in range(count)]
 
 
+def rows_per_segment(ncols: int, eid_bytes: float) -> int:
+    """How many rows of ncols values and element IDs of eid_bytes bytes (on average)
+    fill a segment."""
+    return max(1, int(SEGMENT_BYTES // (8 * ncols + 4 + eid_bytes)))
+
+
 def pack(eids: list[bytes], values: np.ndarray) -> list[bytes]:
     """Rows as segments of at most about SEGMENT_BYTES each (at least one, maybe empty)."""
     n = len(eids)
     if n == 0:
         return [segments.pack([], np.asarray(values, np.int64).reshape(0, values.shape[1]))]
-    width = 8 * values.shape[1] + 4 + sum(len(e) for e in eids) / n
-    per = max(1, int(SEGMENT_BYTES // width))
+    per = rows_per_segment(values.shape[1], sum(len(e) for e in eids) / n)
     if n <= per:
         return [segments.pack(eids, values)]
     # Rows in column-0 order first: each segment then covers its own stretch of column 0.
     order = np.argsort(values[:, 0], kind="stable")
     return [segments.pack([eids[i] for i in part.tolist()], values[part]) for part in np.array_split(order, -(-n // per))]
+
+
+def too_many(live_segments: list[tuple[int, bytes]], new: list[bytes]) -> bool:
+    """Whether adding segments `new` to a grid's live segments would leave more than
+    MAX_SEGMENTS beyond what its size needs."""
+    size = sum(len(s) for _, s in live_segments) + sum(len(s) for s in new)
+    return len(live_segments) + len(new) > MAX_SEGMENTS + size // SEGMENT_BYTES
+
+
+def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray):
+    """What a write of rows (eids, values) to a grid whose row holds `stored` segments
+    puts: ((number, segment) list, numbers of the cells it replaces, whether it rewrites
+    the grid). Segments of their own, unless the write repeats a stored element ID or
+    would leave too many live segments: then a rewrite of the whole grid, starting with
+    a base segment, which replaces every stored cell."""
+    live_segments = live(stored)
+    dead = [n for n, _ in stored[: len(stored) - len(live_segments)]]
+    new = pack(eids, values)
+    rows = rows_of(live_segments) if live_segments else {}
+    if live_segments and (too_many(live_segments, new) or any(e in rows for e in eids)):
+        rows.update(zip(eids, values))
+        keep = list(rows)
+        new = pack(keep, np.array([rows[e] for e in keep]))
+        return list(zip(next_numbers(stored, len(new), base=True), new)), [n for n, _ in stored], True
+    return list(zip(next_numbers(stored, len(new), base=False), new)), dead, False
 
 
 def rows_of(live_segments: list[tuple[int, bytes]]) -> dict[bytes, np.ndarray]:
