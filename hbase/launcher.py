@@ -2,7 +2,8 @@
 
 Layout under ``<data_dir>/hbase``::
 
-    conf/      hbase-site.xml and log4j2.properties (first on the classpath)
+    conf/      hbase-site.xml and log4j2.properties (first on the classpath); thrift/, the
+               gateway's hbase-site.xml
     data/      hbase.rootdir (local filesystem)
     tmp/       hbase.tmp.dir
     zk/        data dir of the in-process ZooKeeper
@@ -74,11 +75,11 @@ OBSERVER_CLASS = "GridScanObserver"
 # region server unreachable), instead of retrying for up to 20 minutes while its caller
 # waits; a long scan is one RPC, bounded by hbase.rpc.timeout (60 s), not by these.
 THRIFT_CLIENT_OPTIONS = {
-    "hbase.client.retries.number": "3",
+    "hbase.client.retries.number": "2",
     "hbase.client.pause": "100",
     "hbase.client.operation.timeout": "90000",
     "hbase.client.meta.operation.timeout": "10000",
-    "zookeeper.registry.async.get.timeout": "1500",
+    "zookeeper.registry.async.get.timeout": "1000",
     "zookeeper.recovery.retry": "1",
     "zookeeper.recovery.retry.intervalmill": "200",
 }
@@ -258,18 +259,25 @@ def site_properties(settings) -> dict[str, str]:
 
 
 def write_conf(settings) -> Path:
-    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}; return the dir."""
+    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}, and the gateway's
+    own hbase-site.xml (the same and THRIFT_CLIENT_OPTIONS) in conf/thrift; return conf."""
     p = paths(settings)
-    for d in (p.conf, p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
+    for d in (p.conf, p.conf / "thrift", p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
         d.mkdir(parents=True, exist_ok=True)
-    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
-             "<configuration>"]
-    for k, v in site_properties(settings).items():
-        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
-    lines.append("</configuration>")
-    _write_if_changed(p.conf / "hbase-site.xml", "\n".join(lines) + "\n")
+    site = site_properties(settings)
+    _write_if_changed(p.conf / "hbase-site.xml", _site_xml(site))
+    _write_if_changed(p.conf / "thrift" / "hbase-site.xml", _site_xml({**site, **THRIFT_CLIENT_OPTIONS}))
     _write_if_changed(p.conf / "log4j2.properties", LOG4J2.read_text())
     return p.conf
+
+
+def _site_xml(properties: dict[str, str]) -> str:
+    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
+             "<configuration>"]
+    for k, v in properties.items():
+        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
+    lines.append("</configuration>")
+    return "\n".join(lines) + "\n"
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -299,7 +307,7 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         f"-Dgridagg.log.file={role}.log",
         f"-Dhbase.log.dir={p.logs}",
         f"-Dhbase.log.file={role}.log",
-        "-cp", os.pathsep.join([str(p.conf), str(classes), cp]),
+        "-cp", os.pathsep.join([str(p.conf / "thrift" if role == "thrift" else p.conf), str(classes), cp]),
         *main,
     ]
 
@@ -459,8 +467,7 @@ def start(settings, timeout: float = START_TIMEOUT) -> None:
                 "(set GRIDAGG_HBASE_PORT to a free port)")
         _spawn(settings, "thrift", _java_cmd(
             settings, "thrift", cp,
-            [THRIFT_CLASS, *(f"-D{k}={v}" for k, v in THRIFT_CLIENT_OPTIONS.items()),
-             "-b", host, "-p", str(port), "-threadpool", "start"]))
+            [THRIFT_CLASS, "-b", host, "-p", str(port), "-threadpool", "start"]))
 
     while not thrift_answers(host, port):
         for role in ("master", "thrift"):
