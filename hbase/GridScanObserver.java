@@ -1,3 +1,4 @@
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -5,7 +6,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import org.apache.hadoop.hbase.ByteBufferExtendedCell;
 import org.apache.hadoop.hbase.Cell;
@@ -75,6 +78,17 @@ import org.apache.hadoop.hbase.util.Bytes;
  * Rows_of items are never passed over; their matching rows (conditions only) come back
  * instead of adding to the aggregates.
  *
+ * <p>A Get carrying {@code gridagg.keys} instead asks, for grid rows, which cells they hold
+ * and which of some element IDs their live segments hold (what a write must know), and is
+ * answered with the cell {@code a:gridagg.keys}:
+ * <pre>
+ *   request: u8 version = 1, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *            then per element ID u16 len + bytes
+ *   answer:  u8 version = 1, the region (as above), u32 n, then per grid of the region:
+ *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
+ *            length, u32 nfound, then u32 index of each element ID found
+ * </pre>
+ *
  * <p>Failures: an IOException (e.g. the region is closing) reaches the client as it is,
  * and the client's retries apply; anything else is rethrown as DoNotRetryIOException,
  * never thrown from the hook as it is (hbase.coprocessor.abortonerror would abort the
@@ -83,9 +97,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  */
 public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   public static final String ATTRIBUTE = "gridagg.scan";
+  public static final String KEYS_ATTRIBUTE = "gridagg.keys";
   static final byte[] ROWS = Bytes.toBytes("r");
   static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
-  static final byte[] ANSWER_QUALIFIER = Bytes.toBytes(ATTRIBUTE);
   static final int VERSION = 1;
   /** Aggregate slots (groups x aggregated columns) one request may ask for. */
   static final long MAX_SLOTS = 1L << 24;
@@ -100,24 +114,169 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   @Override
   public void preGetOp(ObserverContext<RegionCoprocessorEnvironment> ctx, Get get, List<Cell> result)
       throws IOException {
-    byte[] request = get.getAttribute(ATTRIBUTE);
-    if (request == null) {
+    byte[] scan = get.getAttribute(ATTRIBUTE);
+    byte[] keys = get.getAttribute(KEYS_ATTRIBUTE);
+    if (scan == null && keys == null) {
       return;
     }
     Region region = ctx.getEnvironment().getRegion();
     byte[] answer;
     try {
-      answer = new Scanner(region, new Request(request)).run();
+      answer = scan != null ? new Scanner(region, new Request(scan)).run() : new Lookup(region, keys).run();
     } catch (IOException e) {
       throw e;
     } catch (Throwable e) {
-      throw new DoNotRetryIOException(ATTRIBUTE + " failed in region "
+      throw new DoNotRetryIOException((scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE) + " failed in region "
           + region.getRegionInfo().getRegionNameAsString() + ": " + e, e);
     }
     result.add(CellBuilderFactory.create(CellBuilderType.SHALLOW_COPY).setRow(get.getRow())
-        .setFamily(ANSWER_FAMILY).setQualifier(ANSWER_QUALIFIER).setTimestamp(System.currentTimeMillis())
-        .setType(Cell.Type.Put).setValue(answer).build());
+        .setFamily(ANSWER_FAMILY).setQualifier(Bytes.toBytes(scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE))
+        .setTimestamp(System.currentTimeMillis()).setType(Cell.Type.Put).setValue(answer).build());
     ctx.bypass();
+  }
+
+  /** The answer's head: version, then the region's start and end keys and id. */
+  static void putRegion(ByteBuffer out, RegionInfo info) {
+    byte[] rs = info.getStartKey(), re = info.getEndKey();
+    out.put((byte) VERSION);
+    out.putShort((short) rs.length).put(rs).putShort((short) re.length).put(re);
+    out.putLong(info.getRegionId());
+  }
+
+  static int regionBytes(RegionInfo info) {
+    return 1 + 2 + info.getStartKey().length + 2 + info.getEndKey().length + 8;
+  }
+
+  static boolean holds(RegionInfo info, byte[] row) {
+    byte[] rs = info.getStartKey(), re = info.getEndKey();
+    return Bytes.compareTo(row, rs) >= 0 && (re.length == 0 || Bytes.compareTo(row, re) < 0);
+  }
+
+  /** Index of the live segments of a grid row's cells (the last base segment). */
+  static int firstLive(List<Cell> cells) throws IOException {
+    int from = 0;
+    for (int c = 0; c < cells.size(); c++) {
+      Cell cell = cells.get(c);
+      if (cell.getQualifierLength() != 8) {
+        throw new DoNotRetryIOException("row " + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " has a cell r:"
+            + Bytes.toStringBinary(CellUtil.cloneQualifier(cell)) + ", not a segment number");
+      }
+      if ((cell.getQualifierArray()[cell.getQualifierOffset() + 7] & 1) != 0) {
+        from = c;
+      }
+    }
+    return from;
+  }
+
+  /** A cell's value as a little-endian buffer positioned at its first byte (no copy). */
+  static ByteBuffer value(Cell cell) {
+    ByteBuffer b;
+    if (cell instanceof ByteBufferExtendedCell) {
+      ByteBufferExtendedCell bb = (ByteBufferExtendedCell) cell;
+      b = bb.getValueByteBuffer().duplicate();
+      b.position(bb.getValuePosition());
+    } else {
+      b = ByteBuffer.wrap(cell.getValueArray());
+      b.position(cell.getValueOffset());
+    }
+    return b.order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** A gridagg.keys request in one region. */
+  static final class Lookup {
+    final Region region;
+    final byte[][] grids;
+    final byte[][][] eids;
+
+    Lookup(Region region, byte[] data) throws IOException {
+      this.region = region;
+      ByteBuffer in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
+      int version = in.get() & 0xff;
+      if (version != VERSION) {
+        throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": request version " + version + ", this observer reads "
+            + VERSION);
+      }
+      int n = in.getInt();
+      if (n < 0 || n > in.remaining()) {
+        throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": bad grid count " + n);
+      }
+      grids = new byte[n][];
+      eids = new byte[n][][];
+      for (int g = 0; g < n; g++) {
+        grids[g] = new byte[in.getShort() & 0xffff];
+        in.get(grids[g]);
+        int m = in.getInt();
+        if (m < 0 || m > in.remaining()) {
+          throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": bad element ID count " + m);
+        }
+        eids[g] = new byte[m][];
+        for (int e = 0; e < m; e++) {
+          eids[g][e] = new byte[in.getShort() & 0xffff];
+          in.get(eids[g][e]);
+        }
+      }
+    }
+
+    byte[] run() throws IOException {
+      RegionInfo info = region.getRegionInfo();
+      ByteArrayOutputStream body = new ByteArrayOutputStream();
+      int count = 0;
+      for (int g = 0; g < grids.length; g++) {
+        if (!holds(info, grids[g])) {
+          continue;
+        }
+        count++;
+        Cell[] found = region.get(new Get(grids[g]).addFamily(ROWS)).rawCells();
+        List<Cell> cells = found == null ? Collections.<Cell>emptyList() : Arrays.asList(found);
+        Map<ByteBuffer, List<Integer>> wanted = new HashMap<>();
+        for (int e = 0; e < eids[g].length; e++) {
+          wanted.computeIfAbsent(ByteBuffer.wrap(eids[g][e]), k -> new ArrayList<>()).add(e);
+        }
+        List<Integer> hits = new ArrayList<>();
+        int from = firstLive(cells);
+        ByteBuffer head = ByteBuffer.allocate(8 + 12 * cells.size()).order(ByteOrder.LITTLE_ENDIAN);
+        head.putInt(g).putInt(cells.size());
+        for (int c = 0; c < cells.size(); c++) {
+          Cell cell = cells.get(c);
+          head.put(cell.getQualifierArray(), cell.getQualifierOffset(), 8).putInt(cell.getValueLength());
+          if (c >= from && !wanted.isEmpty()) {
+            hits.addAll(elements(cell, wanted));
+          }
+        }
+        body.write(head.array(), 0, head.position());
+        ByteBuffer tail = ByteBuffer.allocate(4 + 4 * hits.size()).order(ByteOrder.LITTLE_ENDIAN);
+        tail.putInt(hits.size());
+        for (int e : hits) {
+          tail.putInt(e);
+        }
+        body.write(tail.array(), 0, tail.position());
+      }
+      ByteBuffer out = ByteBuffer.allocate(regionBytes(info) + 4 + body.size()).order(ByteOrder.LITTLE_ENDIAN);
+      putRegion(out, info);
+      out.putInt(count).put(body.toByteArray());
+      return out.array();
+    }
+
+    /** Indexes of the wanted element IDs one segment holds (each found once). */
+    static List<Integer> elements(Cell cell, Map<ByteBuffer, List<Integer>> wanted) {
+      ByteBuffer b = value(cell);
+      int base = b.position();
+      int n = b.getInt(base);
+      long ncols = b.getInt(base + 4) & 0xffffffffL;
+      int offsets = (int) (base + 8 + 8L * n * ncols);
+      int blob = offsets + 4 * (n + 1);
+      List<Integer> hits = new ArrayList<>();
+      ByteBuffer eid = b.duplicate();
+      for (int i = 0; i < n && !wanted.isEmpty(); i++) {
+        int a = blob + b.getInt(offsets + 4 * i), z = blob + b.getInt(offsets + 4 * i + 4);
+        eid.limit(z).position(a);
+        List<Integer> at = wanted.remove(eid.slice());
+        if (at != null) {
+          hits.addAll(at);
+        }
+      }
+      return hits;
+    }
   }
 
   /** A decoded request. */
@@ -300,7 +459,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     boolean inRegion(int i) {
       byte[] rs = info.getStartKey(), re = info.getEndKey();
       if (q.layout == 0) {
-        return Bytes.compareTo(q.start[i], rs) >= 0 && (re.length == 0 || Bytes.compareTo(q.start[i], re) < 0);
+        return holds(info, q.start[i]);
       }
       boolean startsBeforeEnd = re.length == 0 || Bytes.compareTo(q.start[i], re) < 0;
       boolean endsAfterStart = q.stop[i].length == 0 || Bytes.compareTo(q.stop[i], rs) > 0;
@@ -403,19 +562,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /** A grid's row: its live segments (the last base segment and those after it). */
     void grid(int i, List<Cell> cells) throws IOException {
-      int from = 0;
-      for (int c = 0; c < cells.size(); c++) {
-        Cell cell = cells.get(c);
-        int ql = cell.getQualifierLength();
-        if (ql != 8) {
-          throw new DoNotRetryIOException(ATTRIBUTE + ": row " + Bytes.toStringBinary(CellUtil.cloneRow(cell))
-              + " has a cell r:" + Bytes.toStringBinary(CellUtil.cloneQualifier(cell)) + ", not a segment number");
-        }
-        if ((cell.getQualifierArray()[cell.getQualifierOffset() + 7] & 1) != 0) {
-          from = c;
-        }
-      }
-      for (int c = from; c < cells.size(); c++) {
+      for (int c = firstLive(cells); c < cells.size(); c++) {
         segment(i, cells.get(c));
       }
     }
@@ -489,20 +636,6 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** A cell's value as a little-endian buffer positioned at its first byte (no copy). */
-    static ByteBuffer value(Cell cell) {
-      ByteBuffer b;
-      if (cell instanceof ByteBufferExtendedCell) {
-        ByteBufferExtendedCell bb = (ByteBufferExtendedCell) cell;
-        b = bb.getValueByteBuffer().duplicate();
-        b.position(bb.getValuePosition());
-      } else {
-        b = ByteBuffer.wrap(cell.getValueArray());
-        b.position(cell.getValueOffset());
-      }
-      return b.order(ByteOrder.LITTLE_ENDIAN);
-    }
-
     /**
      * Rows a..z-1 of item i's block of n rows held as columns of n int64s one after
      * another from `at` (a segment's columns; one row is a block of n = 1).
@@ -574,14 +707,13 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     byte[] answer() {
-      byte[] rs = info.getStartKey(), re = info.getEndKey();
       int groups = 0;
       for (long c : count) {
         if (c > 0) {
           groups++;
         }
       }
-      long size = 1 + 2 + rs.length + 2 + re.length + 8 + 32 + 4 + (long) groups * (12 + 40L * k) + 4;
+      long size = regionBytes(info) + 32 + 4 + (long) groups * (12 + 40L * k) + 4;
       int items = 0;
       for (int i = 0; i < rows.length; i++) {
         if (q.rowsOf[i] && inRegion(i)) {
@@ -590,9 +722,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
       }
       ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
-      out.put((byte) VERSION);
-      out.putShort((short) rs.length).put(rs).putShort((short) re.length).put(re);
-      out.putLong(info.getRegionId());
+      putRegion(out, info);
       out.putLong(rowsVisited).putLong(rowsMatched).putLong(gridsScanned).putLong(gridsSkipped);
       out.putInt(groups);
       for (int g = 0; g < count.length; g++) {

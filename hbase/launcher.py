@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import zipfile
 from dataclasses import dataclass
@@ -719,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = observer_jar(Settings.from_env(), args.out)
     except LauncherError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"{out}: deploy it on every region server's classpath and set "
           f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} (README: HBase, Server-side scans)")

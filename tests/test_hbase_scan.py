@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from gridagg.aggregate import NULL, INT64_MAX, PartialAggregate
-from gridagg.grid import grid_prefix
+from gridagg.grid import grid_prefix, prefix_range
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 from gridagg.schema import Column, Dataset
@@ -202,7 +202,7 @@ def test_writes_replace_repeats_merge_segments_and_delete(store, ds):
         model.update((e, v.tolist()) for e, v in zip(eids, values))
         stored = store.grid_segments(ds, [prefix])[prefix]
         assert len(hbase_rows.live(stored)) <= hbase_rows.MAX_SEGMENTS
-        got = {k: v.tolist() for ks, vs in store.scan_rows(ds, *hbase_prefix_range(prefix)) for k, v in zip(ks, vs)}
+        got = {k: v.tolist() for ks, vs in store.scan_rows(ds, *prefix_range(prefix)) for k, v in zip(ks, vs)}
         assert got == {prefix + e: v for e, v in model.items()}
         answer = store.scan(ds, ScanRequest([gid], [], COLUMNS))
         assert answer.aggs.count[0] == len(model)
@@ -214,10 +214,6 @@ def test_writes_replace_repeats_merge_segments_and_delete(store, ds):
     assert store.scan(ds, ScanRequest([gid], [], COLUMNS)).aggs.count[0] == len(model)
     store.delete_rows(ds, [prefix + e for e in model])
     assert store.grid_segments(ds, [prefix]) == {}
-
-
-def hbase_prefix_range(prefix: bytes):
-    return prefix, prefix[:-1] + bytes([prefix[-1] + 1])
 
 
 def test_large_grids_are_kept_in_bounded_segments(store, ds):
@@ -311,6 +307,14 @@ def test_a_table_without_the_observer_is_read_client_side(settings, store, fresh
         with caplog.at_level(logging.WARNING, logger="gridagg.store.hbase"):
             for s in (fresh, fresh, store, store):
                 assert s.scan(fresh_ds, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected
+            # Writes find stored rows without it too: a repeated element ID replaces its row.
+            prefix = grid_prefix(gids[0])
+            fresh.put_grids(fresh_ds, [(prefix, [b"e0", b"new"], np.full((2, NCOLS), 7))])
+            assert fresh.existing_keys(fresh_ds, [prefix + b"e0", prefix + b"new", prefix + b"no"]) == {
+                prefix + b"e0", prefix + b"new"}
+            rows[0] = np.concatenate([np.full((1, NCOLS), 7), rows[0][1:], np.full((1, NCOLS), 7)])
+            expected = brute(np.concatenate([matching(r, request.conditions) for r in rows]), COLUMNS)
+            assert store.scan(fresh_ds, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected
         warnings = [r for r in caplog.records if "GridScanObserver" in r.getMessage()]
         assert len(warnings) == 2  # once per store
     finally:
@@ -322,8 +326,9 @@ def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
 
     (gid,) = grid_ids([9])
     store.put_grids(ds, [(grid_prefix(gid), [b"a"], np.ones((1, NCOLS), np.int64))])
-    for bad in (b"\x01\x00garbage", b"\x07", b"\x01\x05\x04\x00"):
-        with pytest.raises(StoreUnavailable, match="gridagg.scan"):
+    for attribute, bad in [(hbase_scan.ATTRIBUTE, b"\x01\x00garbage"), (hbase_scan.ATTRIBUTE, b"\x07"),
+                           (hbase_scan.ATTRIBUTE, b"\x01\x05\x04\x00"), (hbase_scan.KEYS, b"\x01\xff\xff")]:
+        with pytest.raises(StoreUnavailable, match=attribute.decode()):
             with store.pool.connection() as conn:
-                conn.client.getRows(table_name(ds.name).encode(), [grid_prefix(gid)], {hbase_scan.ATTRIBUTE: bad})
+                conn.client.getRows(table_name(ds.name).encode(), [grid_prefix(gid)], {attribute: bad})
     assert store.scan(ds, ScanRequest([gid], [], [2])).aggs.count[0] == 1

@@ -13,10 +13,12 @@ prefix (salt + grid ID + "-"), pre-split into regions over the salt byte:
 
 Queries' scans (CellStore.scan) run on the region servers: GridScanObserver reads the
 segments of the asked grids where they are stored and sends back only aggregates (and
-the rows asked for), all regions in one Thrift call (gridagg.store.hbase_scan). An HBase
-whose region servers lack the observer is detected at a table's first scan (a probe);
-scans of that table then read the grids' segments through Thrift and run the embedded
-store's kernel on them, after one logged warning.
+the rows asked for), all regions in one Thrift call (gridagg.store.hbase_scan). Writes ask
+the observer too (gridagg.keys): which segments a grid holds and whether the written
+element IDs are among its rows, so that only new segments cross the wire. An HBase whose
+region servers lack the observer is detected at a table's first use (a probe); that
+table's scans and writes then read the grids' segments through Thrift (scans run the
+embedded store's kernel on them), after one logged warning.
 
 Rows keep the paper's keys at this interface (prefix + element ID): put_rows,
 delete_rows, existing_keys and scan_rows take and give them.
@@ -42,7 +44,7 @@ from . import hbase_rows as grid_rows
 from .base import CellStore, matching
 from .embedded import split_key
 from .hbase_gateway import Gateway
-from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, observer_answers
+from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, lookup, observer_answers
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start key
 FAMILIES = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
 CHUNK = 1000  # aggregates per multi-get or batched put
 GRIDS_PER_READ = 64  # grid rows per multi-get of segments
+GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
 WRITE_BYTES = 8 << 20  # segment bytes per mutateRows call
 
 
@@ -135,18 +138,46 @@ class HBaseStore(CellStore):
         if not given:
             return
         with self._client(ds.name) as (client, table):
-            stored = self._read(client, table, sorted(given))
-            puts, replaced = [], []
+            known = self._lookup(client, table, {prefix: list(new) for prefix, new in given.items()})
+            writes, rewrites = {}, []
             for prefix in sorted(given):
+                cells, repeated = known[prefix]
+                live = grid_rows.live(cells)
+                segs = grid_rows.pack(list(given[prefix]), np.array(list(given[prefix].values())))
+                if live and (repeated or grid_rows.too_many([size for _, size in live], segs)):
+                    rewrites.append(prefix)
+                else:
+                    writes[prefix] = (list(zip(grid_rows.next_numbers(cells, len(segs), base=False), segs)),
+                                      [n for n, _ in cells[: len(cells) - len(live)]])
+            stored = self._read(client, table, rewrites) if rewrites else {}
+            for prefix in rewrites:  # the grid's rows are needed: its segments are read
                 new = given[prefix]
-                old = stored.get(prefix, [])
-                numbers_segments, dead, _ = grid_rows.write(old, list(new), np.array(list(new.values())))
-                puts.append(BatchMutation(row=prefix, mutations=[
-                    Mutation(column=grid_rows.column(n), value=seg) for n, seg in numbers_segments]))
-                if dead:
-                    replaced.append(_deletes(prefix, dead))
+                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), list(new), np.array(list(new.values())))
+                writes[prefix] = (numbered, replaced)
+            puts = [BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), value=seg)
+                                                         for n, seg in writes[prefix][0]]) for prefix in sorted(writes)]
             self._mutate(client, table, puts)
-            self._mutate(client, table, replaced)  # after the puts: readers pass over them meanwhile
+            # The replaced cells after the puts: readers pass over them meanwhile.
+            self._mutate(client, table, [_deletes(p, dead) for p, (_, dead) in sorted(writes.items()) if dead])
+
+    def _lookup(self, client, table: bytes, grids: dict[bytes, list[bytes]]) -> dict[bytes, tuple[list, set]]:
+        """For each grid row: its cells as (segment number, size) in number order, and
+        which of the given element IDs its live segments hold. Found on the region
+        servers when the observer answers, else from the segments read through Thrift."""
+        keys = sorted(grids)
+        if self._observer_answers(client, table):
+            try:
+                found = lookup(client, table, [(k, grids[k]) for k in keys], self.regions, self.round_trips)
+                return {k: (cells, {grids[k][i] for i in held}) for k, (cells, held) in zip(keys, found)}
+            except ObserverMissing as exc:  # unloaded since the probe
+                self._client_side(table, str(exc))
+        stored = self._read(client, table, keys)
+        out = {}
+        for k in keys:
+            old = stored.get(k, [])
+            held = grid_rows.rows_of(grid_rows.live(old))
+            out[k] = ([(n, len(seg)) for n, seg in old], {e for e in grids[k] if e in held})
+        return out
 
     def _mutate(self, client, table: bytes, batch: list) -> None:
         """BatchMutations in mutateRows calls of about WRITE_BYTES each (each row's
@@ -190,25 +221,20 @@ class HBaseStore(CellStore):
         for k in keys:
             by_prefix.setdefault(split_key(k)[0], []).append(k)
         with self._client(ds.name) as (client, table):
-            stored = self._read(client, table, sorted(by_prefix))
-        found = set()
-        for prefix, old in stored.items():
-            eids = grid_rows.rows_of(grid_rows.live(old)).keys()
-            found.update(k for k in by_prefix[prefix] if split_key(k)[1] in eids)
-        return found
+            found = self._lookup(client, table, {p: [split_key(k)[1] for k in ks] for p, ks in by_prefix.items()})
+        return {k for p, ks in by_prefix.items() for k in ks if split_key(k)[1] in found[p][1]}
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
         # A start inside a grid's rows (prefix + element ID) starts at that grid's row.
         cut = start.find(b"-", 1)
         first = start if cut == -1 else start[: cut + 1]
-        grids_per_batch = 16
         with self.pool.connection() as conn:
             table = conn.table(table_name(ds.name))
             self.round_trips.add(2)  # opening and closing the scanner
             for n, (prefix, cells) in enumerate(table.scan(row_start=first, row_stop=stop, columns=[grid_rows.FAMILY],
-                                                           batch_size=grids_per_batch)):
-                if n and n % grids_per_batch == 0:
+                                                           batch_size=GRIDS_PER_SCAN_BATCH)):
+                if n and n % GRIDS_PER_SCAN_BATCH == 0:
                     self.round_trips.add()
                 for _, seg in grid_rows.live(grid_rows.numbered(cells)):
                     yield from _rows_in(prefix, seg, start, stop, where, batch_rows, with_keys)
@@ -243,8 +269,8 @@ class HBaseStore(CellStore):
 
     def _client_side(self, table: bytes, why: str) -> None:
         self._observed[table] = False
-        log.warning("HBase table %s: %s; its scans read every row of the grids they need through the Thrift "
-                    "gateway (deploy the observer: README, HBase, Server-side scans)", table.decode(), why)
+        log.warning("HBase table %s: %s; its scans and writes read every row of the grids they need through the "
+                    "Thrift gateway (deploy the observer: README, HBase, Server-side scans)", table.decode(), why)
 
     # -- aggregates ---------------------------------------------------------------------
 

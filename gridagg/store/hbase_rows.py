@@ -50,8 +50,9 @@ def numbered(cells: dict[bytes, bytes]) -> list[tuple[int, bytes]]:
     return sorted((NUMBER.unpack(col[cut:])[0], value) for col, value in cells.items() if col[:cut] == FAMILY + b":")
 
 
-def live(stored: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    """The live segments of a row's (number, segment) list in number order."""
+def live(stored: list[tuple]) -> list[tuple]:
+    """The live segments of a row's (number, segment) list in number order (or of any
+    list of tuples that start with segment numbers)."""
     first = 0
     for i, (number, _) in enumerate(stored):
         if is_base(number):
@@ -59,7 +60,7 @@ def live(stored: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     return stored[first:]
 
 
-def next_numbers(stored: list[tuple[int, bytes]], count: int, base: bool) -> list[int]:
+def next_numbers(stored: list[tuple], count: int, base: bool) -> list[int]:
     """Numbers for `count` new segments after the stored ones: the first one a base
     segment if `base`, the others plain."""
     n = (stored[-1][0] >> 1) + 1 if stored else 0
@@ -85,11 +86,11 @@ def pack(eids: list[bytes], values: np.ndarray) -> list[bytes]:
     return [segments.pack([eids[i] for i in part.tolist()], values[part]) for part in np.array_split(order, -(-n // per))]
 
 
-def too_many(live_segments: list[tuple[int, bytes]], new: list[bytes]) -> bool:
-    """Whether adding segments `new` to a grid's live segments would leave more than
-    MAX_SEGMENTS beyond what its size needs."""
-    size = sum(len(s) for _, s in live_segments) + sum(len(s) for s in new)
-    return len(live_segments) + len(new) > MAX_SEGMENTS + size // SEGMENT_BYTES
+def too_many(live_sizes: list[int], new: list[bytes]) -> bool:
+    """Whether adding segments `new` to a grid whose live segments have these sizes
+    (bytes) would leave more than MAX_SEGMENTS beyond what its size needs."""
+    size = sum(live_sizes) + sum(len(s) for s in new)
+    return len(live_sizes) + len(new) > MAX_SEGMENTS + size // SEGMENT_BYTES
 
 
 def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray):
@@ -102,7 +103,7 @@ def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray
     dead = [n for n, _ in stored[: len(stored) - len(live_segments)]]
     new = pack(eids, values)
     rows = rows_of(live_segments) if live_segments else {}
-    if live_segments and (too_many(live_segments, new) or any(e in rows for e in eids)):
+    if live_segments and (too_many([len(s) for _, s in live_segments], new) or any(e in rows for e in eids)):
         rows.update(zip(eids, values))
         keep = list(rows)
         new = pack(keep, np.array([rows[e] for e in keep]))

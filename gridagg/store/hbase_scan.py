@@ -1,5 +1,5 @@
-"""Scans answered on the HBase region servers (hbase/GridScanObserver.java): the wire
-format, and the one Thrift call that asks every region concerned.
+"""Requests answered on the HBase region servers (hbase/GridScanObserver.java): the wire
+formats, and the one Thrift call that asks every region concerned.
 
 A request names items: grid rows (layout SEGMENTS, gridagg's store) or key ranges
 [start, stop) of rows that hold one row each (layout ROW_CELLS, HBase alone). It travels
@@ -26,6 +26,15 @@ Answer of one region:
        max, hi, lo
     u32 n, then per rows_of item: u32 item index, u32 nrows, nrows x ncols i64
 
+Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
+rows must know, without the rows crossing the wire.
+    request: u8 version = 1, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+       per element ID u16 len + bytes
+    answer: u8 version = 1, the region as above, u32 n, then per grid of the region:
+       u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
+       big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
+       its live segments hold
+
 Coverage: every item (every part of a range) must be answered by exactly one region.
 Regions come from a cached list (Thrift getTableRegions); each answer names its region,
 so a region asked twice through stale anchors (after a merge) counts once, answers of
@@ -47,6 +56,7 @@ from ..scan import ScanAnswer, ScanRequest
 
 ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
+KEYS = b"gridagg.keys"
 VERSION = 1
 SEGMENTS, ROW_CELLS = 0, 1
 ATTEMPTS = 4  # region lists tried before giving up (each after the regions moved)
@@ -104,27 +114,18 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> 
 
 @dataclass
 class Part:
-    """One region's answer: its region (start, end, id) and what it found, rows keyed
-    by the request's item index."""
+    """One region's answer: its region (start, end, id) and what it found (a scan's
+    ScanAnswer, rows keyed by the request's item index; a lookup's dict)."""
 
     region: tuple[bytes, bytes, int]
-    answer: ScanAnswer
+    answer: object
 
 
 def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
-    """One region's answer cell."""
-    version = data[0]
-    if version != VERSION:
-        raise StoreUnavailable(f"GridScanObserver answered in version {version}, this client reads {VERSION}")
-    at = 1
-    (n,) = struct.unpack_from("<H", data, at)
-    start = data[at + 2 : at + 2 + n]
-    at += 2 + n
-    (n,) = struct.unpack_from("<H", data, at)
-    end = data[at + 2 : at + 2 + n]
-    at += 2 + n
-    region_id, visited, matched, scanned, skipped, ngot = struct.unpack_from("<qqqqqI", data, at)
-    at += 44
+    """One region's answer cell to a scan request."""
+    region, at = _region_of(data)
+    visited, matched, scanned, skipped, ngot = struct.unpack_from("<qqqqI", data, at)
+    at += 36
     aggs = AggArrays.empty(ngroups, naggcols)
     found = np.frombuffer(data, np.dtype([("group", "<u4"), ("count", "<i8"), ("stats", "<i8", (naggcols, 5))]),
                           count=ngot, offset=at)
@@ -141,7 +142,7 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
         at += 8
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
-    return Part((start, end, region_id), ScanAnswer(aggs, rows, visited, matched, scanned, skipped))
+    return Part(region, ScanAnswer(aggs, rows, visited, matched, scanned, skipped))
 
 
 @dataclass
@@ -184,38 +185,106 @@ def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, ite
     pieces = [_Piece(i, it.start, it.start + b"\0" if layout == SEGMENTS else (it.stop or None))
               for i, it in enumerate(items)]
     rows: dict[int, list[np.ndarray]] = {}
+
+    def request_for(asked: list[_Piece]) -> bytes:
+        return encode(layout, ncols, request, [_sent(items[p.item], p, layout) for p in asked])
+
+    def decode_answer(data: bytes) -> Part:
+        return decode(data, request.ngroups, len(request.columns), ncols)
+
+    for asked, part in _each_region(client, table, pieces, ATTRIBUTE, request_for, decode_answer, regions, trips):
+        for j, got in part.answer.rows.items():
+            rows.setdefault(asked[j].item, []).append(got)
+        part.answer.rows = {}
+        answer.merge(part.answer)
+    answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
+    return answer
+
+
+def lookup(client, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions: RegionCache,
+           trips) -> list[tuple[list[tuple[int, int]], set[int]]]:
+    """What a write to grid rows must know, from the regions of `table` (in one Thrift
+    call when the cached region list is right): for each (grid row key, element IDs),
+    the row's "r" cells as (segment number, value length) in number order, and the
+    indexes of those element IDs its live segments hold."""
+    out: list[tuple[list[tuple[int, int]], set[int]]] = [([], set()) for _ in grids]
+    pieces = [_Piece(i, key, key + b"\0") for i, (key, _) in enumerate(grids)]
+
+    def request_for(asked: list[_Piece]) -> bytes:
+        parts = [struct.pack("<BI", VERSION, len(asked))]
+        for p in asked:
+            key, eids = grids[p.item]
+            parts.append(struct.pack("<H", len(key)) + key + struct.pack("<I", len(eids)))
+            parts += [struct.pack("<H", len(e)) + e for e in eids]
+        return b"".join(parts)
+
+    for asked, part in _each_region(client, table, pieces, KEYS, request_for, _decode_lookup, regions, trips):
+        for j, found in part.answer.items():
+            out[asked[j].item] = found
+    return out
+
+
+def _decode_lookup(data: bytes) -> Part:
+    region, at = _region_of(data)
+    (n,) = struct.unpack_from("<I", data, at)
+    at += 4
+    found = {}
+    for _ in range(n):
+        grid, ncells = struct.unpack_from("<II", data, at)
+        at += 8
+        cells = [struct.unpack_from(">QI", data, at + 12 * c) for c in range(ncells)]
+        at += 12 * ncells
+        (nfound,) = struct.unpack_from("<I", data, at)
+        found[grid] = (cells, set(struct.unpack_from(f"<{nfound}I", data, at + 4)))
+        at += 4 + 4 * nfound
+    return Part(region, found)
+
+
+def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
+    """An answer's region (start, end, id) and where the rest of it begins."""
+    if data[0] != VERSION:
+        raise StoreUnavailable(f"GridScanObserver answered in version {data[0]}, this client reads {VERSION}")
+    (n,) = struct.unpack_from("<H", data, 1)
+    start, at = data[3 : 3 + n], 3 + n
+    (n,) = struct.unpack_from("<H", data, at)
+    end, at = data[at + 2 : at + 2 + n], at + 2 + n
+    (region_id,) = struct.unpack_from("<q", data, at)
+    return (start, end, region_id), at + 8
+
+
+def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, request_for, decode_answer,
+                 regions: RegionCache, trips):
+    """Asks the regions of `table` about `pieces` (request_for(pieces) makes the request
+    sent as `attribute`; decode_answer(value) reads an answer cell into a Part) until
+    every piece is answered by exactly one region. Yields (the pieces asked, Part) of
+    each answer to count; a Part's items are indexes into the pieces asked."""
+    column = b"a:" + attribute
     for attempt in range(ATTEMPTS):
         if not pieces:
-            break
+            return
         known = regions.get(client, table, fresh=attempt > 0)
-        sent = [_sent(items[p.item], p, layout) for p in pieces]
         anchors = _anchors(known, pieces)
         trips.add()
-        results = client.getRows(table, anchors, {ATTRIBUTE: encode(layout, ncols, request, sent)})
+        results = client.getRows(table, anchors, {attribute: request_for(pieces)})
         parts = []
         for row in results:
-            cell = row.columns.get(ANSWER)
+            cell = row.columns.get(column)
             if cell is None:
                 raise ObserverMissing(f"the region of row {row.row!r} of HBase table {table.decode()} answered a "
-                                      "scan request with its row: GridScanObserver is not loaded for it")
-            parts.append(decode(cell.value, request.ngroups, len(request.columns), ncols))
+                                      f"{attribute.decode()} request with its row: GridScanObserver is not loaded for it")
+            parts.append(decode_answer(cell.value))
         if len(results) < len(anchors):
             raise ObserverMissing(f"{len(anchors) - len(results)} regions of HBase table {table.decode()} did not "
-                                  "answer a scan request: GridScanObserver is not loaded for them")
+                                  f"answer a {attribute.decode()} request: GridScanObserver is not loaded for them")
         asked = pieces
         for part in _consistent(parts):
+            yield asked, part
             rs, re, _ = part.region
-            for j, got in part.answer.rows.items():
-                rows.setdefault(asked[j].item, []).append(got)
-            part.answer.rows = {}
-            answer.merge(part.answer)
             pieces = [q for p in pieces for q in _outside(p, rs, re or None)]
     if pieces:
         regions.forget(table)
-        raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, {len(pieces)} parts of a scan "
-                               f"unanswered after {ATTEMPTS} region lists")
-    answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
-    return answer
+        raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, {len(pieces)} parts of a "
+                               f"{attribute.decode()} request unanswered after {ATTEMPTS} region lists")
 
 
 def observer_answers(client, table: bytes) -> bool:
