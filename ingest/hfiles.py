@@ -147,7 +147,7 @@ def grid_cells(prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | No
 
     new = pack_segments(eids, values)
     live = hbase_rows.live(stored or [])
-    start_over = stored is None or hbase_rows.too_many(live, new)
+    start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
     if stored and start_over:  # too many segments: the leaf's rows rewritten
         old_eids = [e for _, seg in live for e in segments.eids(seg)]
         old_values = [segments.values(seg) for _, seg in live]
