@@ -255,28 +255,56 @@ def test_a_region_split_and_merge_between_queries(settings, store, fresh_ds):
     assert ask() == (expected, 1)
 
 
-def test_row_cell_ranges_across_regions(store, fresh_ds):
-    """Layout 1 (HBase alone): key ranges cut by region bounds are answered piece by piece."""
-    ncols = 3
-    rng = np.random.default_rng(4)
-    keys = sorted({bytes([int(a)]) + b"k%d" % int(b) for a, b in zip(rng.integers(0, 256, 400), rng.integers(0, 99, 400))})
-    values = rng.integers(-1000, 1000, (len(keys), ncols))
-    values[rng.random(len(keys)) < 0.1, 2] = NULL
+ROW_NCOLS = 3
+
+
+@pytest.fixture(scope="module")
+def row_cells(store):
+    """A table of layout 1 (HBase alone's): 600 rows, a cell each, over every region."""
+    import uuid
+
     from Hbase_thrift import BatchMutation, Mutation
 
+    d = dataset("cells_" + uuid.uuid4().hex[:8])
+    store.create_dataset(d)
+    rng = np.random.default_rng(4)
+    keys = sorted({bytes([int(a)]) + b"k%d" % int(b) for a, b in zip(rng.integers(0, 256, 600), rng.integers(0, 99, 600))})
+    values = rng.integers(-1000, 1000, (len(keys), ROW_NCOLS))
+    values[rng.random(len(keys)) < 0.1, 2] = NULL
     with store.pool.connection() as conn:
-        conn.client.mutateRows(table_name(fresh_ds.name).encode(), [
+        conn.client.mutateRows(table_name(d.name).encode(), [
             BatchMutation(row=k, mutations=[Mutation(column=b"r:v", value=v.astype("<i8").tobytes())])
             for k, v in zip(keys, values)], {})
-        for lo, hi in [(b"\x10", b"\x50"), (b"", b""), (b"\x3f\xff", b"\x40\x01"), (b"\xe0", b"")]:
-            request = ScanRequest(["ignored"], [RangeCondition(1, -500, 700)], [0, 2])
-            items = [hbase_scan.Item(lo, hi)]
-            answer = hbase_scan.ask(conn.client, table_name(fresh_ds.name).encode(), hbase_scan.ROW_CELLS, ncols,
-                                    request, items, store.regions, store.round_trips)
-            inside = np.array([lo <= k and (not hi or k < hi) for k in keys])
-            sel = matching(values[inside], request.conditions)
-            assert answer.aggs.aggregate(0, [0, 2], ncols) == brute_n(sel, [0, 2], ncols)
-            assert answer.rows_visited == int(inside.sum())
+    yield d, keys, values
+    store.drop_dataset(d.name)
+
+
+key_bounds = st.one_of(st.just(b""), st.binary(min_size=1, max_size=3))
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
+@given(key_bounds, key_bounds, st.lists(st.tuples(st.integers(0, 2), st.integers(-1100, 1100),
+                                                  st.integers(-1100, 1100)), max_size=2),
+       st.booleans(), st.booleans())
+def test_row_cell_ranges_match_brute_force(store, row_cells, lo, hi, box, bucketed, rows_of):
+    """Layout 1 (HBase alone): key ranges, cut by region bounds, answered piece by piece."""
+    d, keys, values = row_cells
+    conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
+    buckets = Buckets(1, -1000, 250, 8) if bucketed else None
+    request = ScanRequest(["range"], conds, [0, 2], ngroups=8 if bucketed else 1, buckets=buckets)
+    item = hbase_scan.Item(lo, hi, rows_of=rows_of)
+    with store.pool.connection() as conn:
+        answer = hbase_scan.ask(conn.client, table_name(d.name).encode(), hbase_scan.ROW_CELLS, ROW_NCOLS,
+                                request, [item], store.regions, store.round_trips)
+    inside = np.array([lo <= k and (not hi or k < hi) for k in keys])
+    sel = matching(values[inside], conds)
+    assert answer.rows_visited == int(inside.sum())
+    if rows_of:
+        assert sorted_rows(answer.rows.get(0, np.empty((0, ROW_NCOLS), np.int64))) == sorted_rows(sel)
+        return
+    for g in range(request.ngroups):
+        part = sel if buckets is None else sel[(sel[:, 1] + 1000) // 250 == g]
+        assert answer.aggs.aggregate(g, [0, 2], ROW_NCOLS) == brute_n(part, [0, 2], ROW_NCOLS)
 
 
 def brute_n(rows, columns, ncols):

@@ -184,6 +184,7 @@ def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, ite
     answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
     pieces = [_Piece(i, it.start, it.start + b"\0" if layout == SEGMENTS else (it.stop or None))
               for i, it in enumerate(items)]
+    pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
     rows: dict[int, list[np.ndarray]] = {}
 
     def request_for(asked: list[_Piece]) -> bytes:
