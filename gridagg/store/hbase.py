@@ -279,12 +279,11 @@ class HBaseStore(CellStore):
         out: dict[str, PartialAggregate] = {}
         by_key = {grid_prefix(g): g for g in grid_ids}
         keys = list(by_key)
-        with self.pool.connection() as conn:
-            table = conn.table(table_name(ds.name))
+        with self._client(ds.name) as (client, table):
             for start in range(0, len(keys), CHUNK):
                 self.round_trips.add()
-                for key, data in table.rows(keys[start : start + CHUNK], columns=[self.AGG]):
-                    out[by_key[key]] = PartialAggregate.unpack(data[self.AGG], ncols)
+                for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {}):
+                    out[by_key[row.row]] = PartialAggregate.unpack(row.columns[self.AGG].value, ncols)
         return out
 
     @staticmethod
