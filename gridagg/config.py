@@ -89,6 +89,16 @@ def _faults(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(faults.parse(text).items())
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"must be a number of seconds, not {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
 _port = _integer(1, 65535)
 _positive = _integer(1)
 
@@ -130,6 +140,9 @@ class Settings:
         None, "Thrift gateway of an external HBase `host:port`; unset = the local HBase", _host_port,
         topic="servers")
     hbase_port: int = _setting(9090, "Thrift port of the local HBase", _port, topic="servers")
+    hbase_timeout: float = _setting(
+        60.0, "seconds one call to the HBase Thrift gateway may take (connecting gets 3)", _seconds,
+        topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",

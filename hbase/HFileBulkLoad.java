@@ -32,9 +32,10 @@ import org.apache.spark.sql.Row;
  * HBase bulk load for gridagg's Spark ingest job (used from Python through py4j; see
  * ingest/hfiles.py). Compiled by hbase/launcher.py against Spark's and HBase's jars.
  *
- * write(): the executors write the rows Python packed (each value one region's rows in key
- * order) as HFiles under dir/family/, one per task and region. Rows without such a value
- * are passed through, and are what the returned Dataset holds.
+ * write(): the executors write the cells Python packed (each value one region's cells in
+ * order: gridagg's segment cells and family deletes, see ingest/hfiles.py) as HFiles
+ * under dir/family/, one per task and region. Rows without such a value are passed
+ * through, and are what the returned Dataset holds.
  * writeCells(): the driver writes a few cells (the aggregates) as one HFile.
  * warmUp(): what a bulk load uses, started while the session has nothing else to do.
  * load(): hands every HFile under dir to the region servers, which move them into their
@@ -105,14 +106,13 @@ public class HFileBulkLoad {
   }
 
   /**
-   * Rows of `in` with a "cells" value (packed rows of the region numbered "region", see
+   * Rows of `in` with a "cells" value (packed cells of the region numbered "region", see
    * Run) become HFiles under dir/family/: per task, one per region, merging the task's
    * values of that region (and more when a task buffers over FLUSH_BYTES). The returned
    * Dataset holds the other rows.
    */
-  public static Dataset<Row> write(Dataset<Row> in, String family, String qualifier, String dir) {
-    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), Bytes.toBytes(qualifier)),
-        Encoders.row(in.schema()));
+  public static Dataset<Row> write(Dataset<Row> in, String family, String dir) {
+    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family)), Encoders.row(in.schema()));
   }
 
   /**
@@ -153,12 +153,11 @@ public class HFileBulkLoad {
 
   static class Writer implements MapPartitionsFunction<Row, Row> {
     final String dir;
-    final byte[] family, qualifier;
+    final byte[] family;
 
-    Writer(String dir, byte[] family, byte[] qualifier) {
+    Writer(String dir, byte[] family) {
       this.dir = dir;
       this.family = family;
-      this.qualifier = qualifier;
     }
 
     public Iterator<Row> call(Iterator<Row> rows) throws Exception {
@@ -194,15 +193,15 @@ public class HFileBulkLoad {
         Path path = new Path(dir, Bytes.toString(family) + "/" + name + "-r" + region.getKey());
         PriorityQueue<Run> runs = new PriorityQueue<>();
         for (Run run : region.getValue()) {
-          if (run.i < run.n) {
+          if (run.next()) {
             runs.add(run);
           }
         }
         try (HFile.Writer out = create(conf, path)) {
           while (!runs.isEmpty()) {
             Run run = runs.poll();
-            out.append(run.cell(family, qualifier, ts));
-            if (++run.i < run.n) {
+            out.append(run.cell(family, ts));
+            if (run.next()) {
               runs.add(run);
             }
           }
@@ -213,40 +212,60 @@ public class HFileBulkLoad {
   }
 
   /**
-   * Packed rows, keys in order, read from the front. `packed` (little-endian): int32
-   * count n, int32 value width w, n + 1 int32 key offsets, the keys, then n values of w
-   * bytes. Runs compare by their current key.
+   * Packed cells in order, read from the front. `packed` holds cells one after another
+   * (little-endian): u8 kind (0: a put; 1: delete the row's older cells of the family),
+   * u16 row length, the row, u16 qualifier length, the qualifier, i32 value length, the
+   * value. A family delete comes before its row's puts and is written a millisecond older
+   * than them. Runs compare by their current cell.
    */
   static class Run implements Comparable<Run> {
+    static final int PUT = 0, DELETE_FAMILY = 1;
     final byte[] packed;
     final ByteBuffer in;
-    final int n, width, keysAt, valuesAt;
-    int i;
+    int kind, rowAt, rowLength, qualifierAt, qualifierLength, valueAt, valueLength;
 
     Run(byte[] packed) {
       this.packed = packed;
       in = ByteBuffer.wrap(packed).order(ByteOrder.LITTLE_ENDIAN);
-      n = in.getInt(0);
-      width = in.getInt(4);
-      keysAt = 8 + 4 * (n + 1);
-      valuesAt = keysAt + in.getInt(8 + 4 * n);
     }
 
-    int keyFrom() {
-      return keysAt + in.getInt(8 + 4 * i);
+    /** Moves to the next cell; false at the end. */
+    boolean next() {
+      if (!in.hasRemaining()) {
+        return false;
+      }
+      kind = in.get();
+      rowLength = in.getShort() & 0xffff;
+      rowAt = in.position();
+      in.position(rowAt + rowLength);
+      qualifierLength = in.getShort() & 0xffff;
+      qualifierAt = in.position();
+      in.position(qualifierAt + qualifierLength);
+      valueLength = in.getInt();
+      valueAt = in.position();
+      in.position(valueAt + valueLength);
+      return true;
     }
 
-    int keyLength() {
-      return in.getInt(12 + 4 * i) - in.getInt(8 + 4 * i);
-    }
-
-    KeyValue cell(byte[] family, byte[] qualifier, long ts) {
-      return new KeyValue(packed, keyFrom(), keyLength(), family, 0, family.length, qualifier, 0, qualifier.length,
-          ts, KeyValue.Type.Put, packed, valuesAt + i * width, width);
+    KeyValue cell(byte[] family, long ts) {
+      if (kind == DELETE_FAMILY) {
+        return new KeyValue(packed, rowAt, rowLength, family, 0, family.length, packed, 0, 0, ts - 1,
+            KeyValue.Type.DeleteFamily, packed, 0, 0);
+      }
+      return new KeyValue(packed, rowAt, rowLength, family, 0, family.length, packed, qualifierAt, qualifierLength,
+          ts, KeyValue.Type.Put, packed, valueAt, valueLength);
     }
 
     public int compareTo(Run other) {
-      return Bytes.compareTo(packed, keyFrom(), keyLength(), other.packed, other.keyFrom(), other.keyLength());
+      int c = Bytes.compareTo(packed, rowAt, rowLength, other.packed, other.rowAt, other.rowLength);
+      if (c == 0) {
+        c = other.kind - kind; // a family delete first
+      }
+      if (c == 0) {
+        c = Bytes.compareTo(packed, qualifierAt, qualifierLength, other.packed, other.qualifierAt,
+            other.qualifierLength);
+      }
+      return c;
     }
   }
 }

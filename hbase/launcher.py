@@ -2,7 +2,8 @@
 
 Layout under ``<data_dir>/hbase``::
 
-    conf/      hbase-site.xml and log4j2.properties (first on the classpath)
+    conf/      hbase-site.xml and log4j2.properties (first on the classpath); thrift/, the
+               gateway's hbase-site.xml
     data/      hbase.rootdir (local filesystem)
     tmp/       hbase.tmp.dir
     zk/        data dir of the in-process ZooKeeper
@@ -13,8 +14,13 @@ Layout under ``<data_dir>/hbase``::
     cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
 
 The HMaster runs in standalone mode: one JVM with an in-process ZooKeeper, the master
-and one region server. The Thrift1 gateway is a second JVM (threadpool server, buffered
-transport, binary protocol: what happybase speaks by default).
+and one region server, which loads gridagg's scan observer (hbase/GridScanObserver.java)
+for every user table. The Thrift1 gateway is a second JVM (threadpool server, buffered
+transport, binary protocol: what happybase speaks by default), told to give up within
+seconds when HBase is down (THRIFT_CLIENT_OPTIONS).
+
+`python -m hbase.launcher observer-jar OUT.jar` builds the observer's jar for an
+external cluster (README: HBase, Server-side scans).
 
 Errors are raised as :class:`LauncherError` with a one-line message.
 """
@@ -28,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import zipfile
 from dataclasses import dataclass
@@ -61,6 +68,22 @@ JDK17_FLAGS = [
     "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
     "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
 ]
+
+# The region servers' scan observer: compiled into tools/classes, loaded for user tables.
+OBSERVER_CLASS = "GridScanObserver"
+
+# The gateway's HBase client gives up within seconds when HBase is down (ZooKeeper or the
+# region server unreachable), instead of retrying for up to 20 minutes while its caller
+# waits; a long scan is one RPC, bounded by hbase.rpc.timeout (60 s), not by these.
+THRIFT_CLIENT_OPTIONS = {
+    "hbase.client.retries.number": "2",
+    "hbase.client.pause": "100",
+    "hbase.client.operation.timeout": "90000",
+    "hbase.client.meta.operation.timeout": "10000",
+    "zookeeper.registry.async.get.timeout": "1000",
+    "zookeeper.recovery.retry": "1",
+    "zookeeper.recovery.retry.intervalmill": "200",
+}
 
 # Heap per JVM: modest, this runs next to PostgreSQL and Spark on a small machine.
 HEAPS = {"master": "-Xmx1g", "thrift": "-Xmx512m", "admin": "-Xmx256m"}
@@ -231,22 +254,31 @@ def site_properties(settings) -> dict[str, str]:
         "hbase.thrift.server.socket.read.timeout": str(7 * 24 * 3600 * 1000),
         "hbase.thrift.minWorkerThreads": "4",
         "hbase.thrift.maxWorkerThreads": "64",
+        # gridagg's scans answered on the region server, for user tables (not hbase:meta).
+        "hbase.coprocessor.user.region.classes": OBSERVER_CLASS,
     }
 
 
 def write_conf(settings) -> Path:
-    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}; return the dir."""
+    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}, and the gateway's
+    own hbase-site.xml (the same and THRIFT_CLIENT_OPTIONS) in conf/thrift; return conf."""
     p = paths(settings)
-    for d in (p.conf, p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
+    for d in (p.conf, p.conf / "thrift", p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
         d.mkdir(parents=True, exist_ok=True)
-    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
-             "<configuration>"]
-    for k, v in site_properties(settings).items():
-        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
-    lines.append("</configuration>")
-    _write_if_changed(p.conf / "hbase-site.xml", "\n".join(lines) + "\n")
+    site = site_properties(settings)
+    _write_if_changed(p.conf / "hbase-site.xml", _site_xml(site))
+    _write_if_changed(p.conf / "thrift" / "hbase-site.xml", _site_xml({**site, **THRIFT_CLIENT_OPTIONS}))
     _write_if_changed(p.conf / "log4j2.properties", LOG4J2.read_text())
     return p.conf
+
+
+def _site_xml(properties: dict[str, str]) -> str:
+    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
+             "<configuration>"]
+    for k, v in properties.items():
+        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
+    lines.append("</configuration>")
+    return "\n".join(lines) + "\n"
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -263,9 +295,11 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     """The java command of a JVM with HBase's classpath `cp` and our hbase-site.xml, whose
-    fs.file.impl is compiled here (hbase/LocalDiskFileSystem.java, into tools/classes)."""
+    fs.file.impl and region observer are compiled here (hbase/LocalDiskFileSystem.java,
+    hbase/GridScanObserver.java, into tools/classes)."""
     p = paths(settings)
     classes = _compile_tool(settings, "LocalDiskFileSystem", cp)
+    _compile_tool(settings, OBSERVER_CLASS, cp)
     return [
         java_bin(), HEAPS[role], *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
         "-Djava.net.preferIPv4Stack=true",
@@ -274,7 +308,7 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         f"-Dgridagg.log.file={role}.log",
         f"-Dhbase.log.dir={p.logs}",
         f"-Dhbase.log.file={role}.log",
-        "-cp", os.pathsep.join([str(p.conf), str(classes), cp]),
+        "-cp", os.pathsep.join([str(p.conf / "thrift" if role == "thrift" else p.conf), str(classes), cp]),
         *main,
     ]
 
@@ -522,12 +556,14 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
 
 
 def _compile_tool(settings, class_name: str, cp: str) -> Path:
-    """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir."""
+    """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir.
+    The observer is compiled for Java 8, the oldest JDK HBase 2.6 runs on."""
     p = paths(settings)
     classes = p.tools / "classes"
     src = HERE / f"{class_name}.java"
     stamp = p.tools / f"{class_name}.key"
-    key = hashlib.sha256((src.read_text() + "\0" + cp).encode()).hexdigest()
+    options = ["--release", "8", "-Xlint:-options"] if class_name == OBSERVER_CLASS else []
+    key = hashlib.sha256((src.read_text() + "\0" + cp + "\0" + " ".join(options)).encode()).hexdigest()
     if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
         return classes
     javac = Path(java_bin()).resolve().parent / "javac"
@@ -538,7 +574,7 @@ def _compile_tool(settings, class_name: str, cp: str) -> Path:
                                 "(Debian: apt-get install -y openjdk-17-jdk-headless)")
         javac = Path(found)
     classes.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([str(javac), "-nowarn", "-cp", cp, "-d", str(classes), str(src)],
+    res = subprocess.run([str(javac), "-nowarn", *options, "-cp", cp, "-d", str(classes), str(src)],
                          capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
     if res.returncode != 0:
         err = (res.stderr or res.stdout).decode(errors="replace").strip().splitlines()
@@ -601,6 +637,37 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
                             f"(see {p.out_file('admin')} and {p.log_file('admin')})")
 
 
+def region_admin(settings, command: str, table: str, *args: str) -> None:
+    """Split, merge or set a descriptor value of a table of the local HBase, waiting
+    until its regions are online again (hbase/RegionAdmin.java says how; keys in hex)."""
+    if settings.hbase:
+        raise LauncherError("region_admin works only with the local HBase (GRIDAGG_HBASE is set)")
+    p = paths(settings)
+    write_conf(settings)
+    cp = resolve_classpath(settings)
+    _compile_tool(settings, "RegionAdmin", cp)
+    res = subprocess.run(_java_cmd(settings, "admin", cp, ["RegionAdmin", command, table, *args]), cwd=p.root,
+                         stdin=subprocess.DEVNULL, capture_output=True, timeout=600, env=_jvm_env())
+    if res.returncode != 0:
+        lines = [ln.strip() for ln in (res.stderr + res.stdout).decode(errors="replace").splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "Exception" in ln and not ln.startswith("at ")),
+                     lines[-1] if lines else f"exit code {res.returncode}")
+        raise LauncherError(f"{command} on table {table} failed: {cause[:300]}")
+
+
+def observer_jar(settings, out: Path) -> Path:
+    """The scan observer's classes as a jar for an external cluster's region servers
+    (compiled once against HBase 2.6.1, for Java 8 and later)."""
+    classes = _compile_tool(settings, OBSERVER_CLASS, resolve_classpath(settings))
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w") as jar:
+        for f in sorted(classes.glob(f"{OBSERVER_CLASS}*.class")):
+            jar.write(f, f.name)
+    os.replace(tmp, out)
+    return out
+
+
 # HBase's jars that Spark's JVM lacks for writing HFiles and bulk-loading them: Spark
 # brings Hadoop, ZooKeeper, Jackson, logging and the rest.
 _SPARK_BULK_LOAD_JAR = re.compile(
@@ -637,3 +704,28 @@ def _tools_jar(settings, classes: Path) -> Path:
             out.write(f, f.name)
     os.replace(tmp, jar)
     return jar
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hbase.launcher observer-jar OUT.jar`: the observer's jar (see observer_jar)."""
+    import argparse
+
+    from gridagg.config import Settings
+
+    parser = argparse.ArgumentParser(prog="python -m hbase.launcher")
+    sub = parser.add_subparsers(dest="command", required=True)
+    jar = sub.add_parser("observer-jar", help="build the region servers' scan observer as a jar")
+    jar.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        out = observer_jar(Settings.from_env(), args.out)
+    except LauncherError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{out}: deploy it on every region server's classpath and set "
+          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} (README: HBase, Server-side scans)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,6 +2,12 @@
 region server takes the files whole. Nothing goes through HBase's write path (Thrift,
 WAL, memstore, flushes), which is most of what a load into HBase costs.
 
+The cells are the HBase store's (gridagg.store.hbase, hbase_rows): per resulting leaf,
+its written rows as segment cells in the leaf's row. A leaf the load only appends to gets
+segments numbered after its stored ones; a leaf the load makes (a split's) or rewrites
+(too many segments) starts with a delete of its row's older segment cells, a millisecond
+older than its new ones, so a crashed earlier run's leftovers are gone when the file is.
+
 It applies when the store is the local HBase (`gridagg services up`) and Spark runs
 locally: the region server must read the files the executors write, and both share this
 machine's disk. Otherwise the job writes rows through the Thrift gateway.
@@ -71,16 +77,15 @@ class BulkLoad:
             self.new_table.result()
 
     def write(self, df):
-        """`df`: rows (region, cells) to write, cells from pack_rows with rows of the
+        """`df`: rows (region, cells) to write, cells from pack_cells with cells of the
         region numbered `region` (in region_starts), and other rows, whose cells are
         null. Returns the DataFrame of the other rows; when it runs, the cells become
         HFiles, one per task and region."""
         from pyspark.sql import DataFrame
 
-        from gridagg.store.hbase import HBaseStore
+        from gridagg.store.hbase_rows import FAMILY
 
-        family, qualifier = HBaseStore.ROW.decode().split(":")  # a row is one cell
-        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, qualifier, self.dir.as_uri()), self.spark)
+        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, FAMILY.decode(), self.dir.as_uri()), self.spark)
 
     def write_aggregates(self, aggregates) -> None:
         """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells, into an
@@ -127,19 +132,80 @@ def region_bounds(keys, starts: list[bytes]) -> list[tuple[int, int]]:
     return list(zip(at[:-1], at[1:]))
 
 
-def pack_rows(keys, values) -> bytes:
-    """Rows (keys in order, an Arrow binary array; values: an int64 array, a row of it per
-    key) as HFileBulkLoad reads them: little-endian int32 count and value width in bytes,
-    int32 offsets of the keys (count + 1), the keys, then the values as little-endian
-    int64."""
+PUT, DELETE_FAMILY = 0, 1  # kinds of packed cells (HFileBulkLoad.Run)
+
+
+def grid_cells(prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | None) -> list[tuple]:
+    """The cells that write a resulting leaf's rows (eids: an Arrow binary array, none
+    of them stored; values: their int64 rows) into its row `prefix`, as (row, kind,
+    qualifier, value): `stored` is the leaf's stored (number, segment) list when the load
+    adds to the leaf, None when the load makes it (a split's: its row starts over)."""
     import numpy as np
 
-    n = len(keys)
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1]
-    return b"".join([np.array([n, 8 * values.shape[1]], dtype="<i4").tobytes(),
-                     (offsets - offsets[0]).astype("<i4").tobytes(),
-                     keys.buffers()[2].to_pybytes()[int(offsets[0]):int(offsets[-1])],
-                     np.ascontiguousarray(values, dtype="<i8").tobytes()])
+    from gridagg import segments
+    from gridagg.store import hbase_rows
+
+    new = pack_segments(eids, values)
+    live = hbase_rows.live(stored or [])
+    start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
+    if stored and start_over:  # too many segments: the leaf's rows rewritten
+        old_eids = [e for _, seg in live for e in segments.eids(seg)]
+        old_values = [segments.values(seg) for _, seg in live]
+        new = hbase_rows.pack(old_eids + eids.to_pylist(), np.concatenate([*old_values, values]))
+    numbers = hbase_rows.next_numbers(stored or [], len(new), base=start_over)
+    head = [(prefix, DELETE_FAMILY, b"", b"")] if start_over else []
+    return head + [(prefix, PUT, hbase_rows.qualifier(n), seg) for n, seg in zip(numbers, new)]
+
+
+def stored_rows(stored: list[tuple[int, bytes]]) -> tuple[list[bytes], list]:
+    """A leaf's rows from its stored (number, segment) list, as tasks.stored_rows gives
+    them: (element IDs, arrays of their rows)."""
+    from gridagg import segments
+    from gridagg.store import hbase_rows
+
+    live = hbase_rows.live(stored)
+    return [e for _, seg in live for e in segments.eids(seg)], [segments.values(seg) for _, seg in live]
+
+
+def pack_segments(eids, values) -> list[bytes]:
+    """hbase_rows.pack of rows whose element IDs are an Arrow binary array, without a
+    Python object per row: the same segments, byte for byte."""
+    import numpy as np
+    import pyarrow as pa
+
+    from gridagg.store import hbase_rows
+
+    n, ncols = values.shape
+    order = np.argsort(values[:, 0], kind="stable")
+    if n:
+        eids = eids.take(pa.array(order))
+    offsets = _offsets(eids)
+    data = eids.buffers()[2].to_pybytes() if n else b""
+    per = hbase_rows.rows_per_segment(ncols, (int(offsets[-1]) - int(offsets[0])) / n) if n else 1
+    parts = np.array_split(np.arange(n), -(-n // per)) if n > per else [np.arange(n)]
+    out = []
+    for part in parts:
+        a, b = (int(part[0]), int(part[-1]) + 1) if len(part) else (0, 0)
+        at = offsets[a : b + 1]
+        out.append(b"".join([np.array([b - a, ncols], "<u4").tobytes(),
+                             np.ascontiguousarray(values[order[a:b]].T, dtype="<i8").tobytes(),
+                             (at - at[0]).astype("<u4").tobytes(), data[int(at[0]) : int(at[-1])]]))
+    return out
+
+
+def _offsets(eids):
+    """The n + 1 offsets of an Arrow binary array's values in its data buffer."""
+    import numpy as np
+
+    return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
+
+
+def pack_cells(cells: list[tuple]) -> bytes:
+    """(row, kind, qualifier, value) cells, in order, as HFileBulkLoad reads them: per cell
+    u8 kind, u16 row length, row, u16 qualifier length, qualifier, i32 value length, value
+    (little-endian)."""
+    return b"".join(struct.pack("<BH", kind, len(row)) + row + struct.pack("<H", len(qualifier)) + qualifier
+                    + struct.pack("<i", len(value)) + value for row, kind, qualifier, value in cells)
 
 
 def available(spark, settings) -> bool:

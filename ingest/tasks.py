@@ -43,30 +43,37 @@ def partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggre
             stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
 
 
-def build_leaf(store, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dict, list]:
-    """One touched leaf, all of it in this task: its stored rows (scanned from `store`,
-    none when it is None), the new rows located in it (`eids`, an Arrow binary array, and
-    `new_values`; deduplicated against the stored ones by element ID), the subtree they
-    make (Algorithm 2 semantics), and the rows to write under their final keys. Returns a
-    small summary (counts and every resulting leaf's box and aggregate) and those rows,
-    as (leaf key prefix, element IDs in byte order, their values) per resulting leaf."""
+def stored_rows(store, ds, grid_id: str) -> tuple[list[bytes], list[np.ndarray]]:
+    """A leaf's stored rows as (element IDs, arrays of their rows), read from `store`."""
+    start = len(grid_prefix(grid_id))
+    eids: list[bytes] = []
+    parts: list[np.ndarray] = []
+    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
+        eids.extend(k[start:] for k in keys)
+        parts.append(values)
+    return eids, parts
+
+
+def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eids,
+               new_values: np.ndarray) -> tuple[dict, list]:
+    """One touched leaf, all of it in this task: its stored rows (`stored`, as
+    stored_rows gives them), the new rows located in it (`eids`, an Arrow binary array,
+    and `new_values`; deduplicated against the stored ones by element ID), the subtree
+    they make (Algorithm 2 semantics), and the rows to write under their final keys.
+    Returns a small summary (counts and every resulting leaf's box and aggregate) and
+    those rows, as (leaf key prefix, element IDs in byte order, their values) per
+    resulting leaf."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     ncols, ndim = len(ds.columns), ds.ndim
     n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
 
-    old_keys: list[bytes] = []
-    parts: list[np.ndarray] = []
-    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid.grid_id))) if store else ():
-        old_keys.extend(keys)
-        parts.append(values)
-    n_old = len(old_keys)
+    old_eids, parts = stored
+    n_old = len(old_eids)
     if n_old:
-        start = len(grid_prefix(grid.grid_id))
-        old_eids = [k[start:] for k in old_keys]
-        stored = set(old_eids)
-        keep = np.fromiter((e not in stored for e in eids.to_pylist()), dtype=bool, count=len(eids))
+        known = set(old_eids)
+        keep = np.fromiter((e not in known for e in eids.to_pylist()), dtype=bool, count=len(eids))
         if not keep.all():
             new_values = new_values[keep]
             eids = eids.filter(pa.array(keep))
@@ -121,15 +128,6 @@ def write_grids(store, ds, leaf_rows: list, write_batch: int) -> None:
             batch, n = [], 0
     if batch:
         store.put_grids(ds, batch)
-
-
-def row_keys(prefix: bytes, eids):
-    """gridagg.grid.row_key over an Arrow binary array of element IDs: their row keys
-    under a leaf's key `prefix` (its grid_prefix), without a Python loop per row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return pc.binary_join_element_wise(pa.scalar(prefix, pa.binary()), eids, pa.scalar(b"", pa.binary()))
 
 
 def rounded_bucket(column: int) -> int:
@@ -212,8 +210,8 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
     only with an HBase bulk load).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
-    its rows packed in key order (hfiles.pack_rows); else the task writes them to the
-    store."""
+    the HBase store's cells of its resulting leaves in order (hfiles.grid_cells,
+    hfiles.pack_cells); else the task writes them to the store."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
@@ -242,31 +240,41 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
         eids = rows.column("_eid").cast(pa.binary()).take(pa.array(order)).combine_chunks()
         inputs = rows.column("_n").to_numpy()[order]
         cuts = np.flatnonzero(np.diff(leaf)) + 1
-        summaries, out = [], []
+        bounds = list(zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()))
+        leaf_ids = [btree.value.ids[int(leaf[a])] for a, _ in bounds]
+        summaries, cells = [], []
         store = open_store(settings) if scan else None
         try:
-            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(leaf)].tolist()):
-                g = btree.value.ids[int(leaf[a])]
+            # A bulk load reads the bucket's leaves' segments at once, and numbers new ones after them.
+            segments_of = (store.grid_segments(ds, [grid_prefix(g) for g in leaf_ids])
+                           if store is not None and region_starts is not None else {})
+            for g, (a, b) in zip(leaf_ids, bounds):
                 box, next_axis = bgrids.value[g]
                 grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
-                info, leaf_rows = build_leaf(store, ds, grid, eids.slice(a, b - a), values[a:b])
+                if region_starts is not None:
+                    stored = hfiles.stored_rows(segments_of.get(grid_prefix(g), []))
+                else:
+                    stored = stored_rows(store, ds, g) if store is not None else ([], [])
+                info, leaf_rows = build_leaf(stored, ds, grid, eids.slice(a, b - a), values[a:b])
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))
-                if region_starts is not None:
-                    out.extend(leaf_rows)
-                else:
+                if region_starts is None:
                     write_grids(store, ds, leaf_rows, write_batch)
+                else:
+                    own = segments_of.get(grid_prefix(g), [])
+                    for prefix, leaf_eids, leaf_values in leaf_rows:
+                        cells.extend(hfiles.grid_cells(prefix, leaf_eids, leaf_values,
+                                                       None if info["split"] else own))
         finally:
             if store is not None:
                 store.close()
-        if region_starts is None or not out:
+        if not cells:
             return summaries, []
-        # No leaf's prefix is a prefix of another's, so the bucket's keys in order are its
-        # leaves' rows in prefix order.
-        out.sort(key=lambda r: r[0])
-        keys = pa.concat_arrays([row_keys(prefix, leaf_eids) for prefix, leaf_eids, _ in out])
-        vals = np.concatenate([v for _, _, v in out])
-        return summaries, [(r, hfiles.pack_rows(keys.slice(a, b - a), vals[a:b]))
+        # One row per resulting leaf, whose prefix is a prefix of no other's: sorting the
+        # cells by row, a row's family delete first, then qualifier orders them as HBase does.
+        cells.sort(key=lambda c: (c[0], -c[1], c[2]))
+        keys = pa.array([c[0] for c in cells], pa.binary())
+        return summaries, [(r, hfiles.pack_cells(cells[a:b]))
                            for r, (a, b) in enumerate(hfiles.region_bounds(keys, region_starts)) if a < b]
 
     return fn

@@ -4,12 +4,13 @@ packed for the HFile writer (ingest.hfiles): pure, no Spark."""
 import struct
 
 import numpy as np
+import pytest
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest import buckets
-from ingest.hfiles import pack_rows, region_bounds
+from ingest.hfiles import pack_cells, pack_segments, region_bounds
 
 eids = st.text(alphabet="ab|0123456789é", min_size=1, max_size=12)
 
@@ -53,17 +54,32 @@ def test_unpack_of_nothing_is_none():
     assert buckets.unpack(pa.chunked_array([pa.array([None], pa.binary())])) is None
 
 
-def test_packed_rows_layout():
-    keys = [b"\x10a-1", b"\x10a-22", b"\x90b-3"]
-    values = np.array([[1, -2], [3, 4], [2**62, 0]], dtype=np.int64)
+@pytest.mark.parametrize("n", [0, 1, 7, 40000])
+def test_segments_packed_from_arrow_are_the_stores_segments(n):
+    from gridagg.store import hbase_rows
+
+    rng = np.random.default_rng(n)
+    eids = [b"e%d" % i for i in rng.integers(0, 10**9, n)]
+    values = rng.integers(-9, 9, (n, 5))
     # A slice, as a task packs them: its offsets do not start at 0.
-    packed = pack_rows(pa.array([b"\x00skipped", *keys], pa.binary()).slice(1), values)
-    n, width = struct.unpack_from("<ii", packed)
-    offsets = struct.unpack_from(f"<{n + 1}i", packed, 8)
-    at = 8 + 4 * (n + 1)
-    assert (n, width) == (3, 16)
-    assert [packed[at + offsets[i]:at + offsets[i + 1]] for i in range(n)] == keys
-    assert np.frombuffer(packed[at + offsets[-1]:], dtype="<i8").reshape(n, 2).tolist() == values.tolist()
+    sliced = pa.array([b"skipped", *eids], pa.binary()).slice(1)
+    assert pack_segments(sliced, values) == hbase_rows.pack(eids, values)
+
+
+def test_packed_cells_layout():
+    cells = [(b"\x10a-", 1, b"", b""), (b"\x10a-", 0, b"\0" * 8, b"seg"), (b"\x90b-", 0, b"q", b"")]
+    packed, at, got = pack_cells(cells), 0, []
+    while at < len(packed):
+        kind, n = struct.unpack_from("<BH", packed, at)
+        row = packed[at + 3 : at + 3 + n]
+        at += 3 + n
+        (n,) = struct.unpack_from("<H", packed, at)
+        qualifier = packed[at + 2 : at + 2 + n]
+        at += 2 + n
+        (n,) = struct.unpack_from("<i", packed, at)
+        got.append((row, kind, qualifier, packed[at + 4 : at + 4 + n]))
+        at += 4 + n
+    assert got == cells
 
 
 def test_region_bounds_cut_sorted_keys_at_region_starts():

@@ -3,13 +3,13 @@ grid, so gridagg can be measured against what a user would do otherwise.
 
 - PostgresBaseline ("pg"): one table, a composite B-tree over the dimensions, the
   aggregate computed by SQL.
-- HBaseBaseline ("hbase"): row key = order-preserving 8-byte time + element ID, a range
-  scan over the time window with the other conditions pushed down as server-side
-  filters, the aggregate computed in Python over what comes back.
+- HBaseBaseline ("hbase"): row key = order-preserving 8-byte time + element ID, one cell
+  per row; the region servers scan the time window, filter by the rest of the box and
+  aggregate (GridScanObserver), one Thrift call per query.
 - DuckDBBaseline ("duckdb"): what a user might pick instead: the rows in one DuckDB
   table sorted by time, queried in-process by SQL.
 
-Both answer a QuerySpec with a QueryResult whose values are exact stored integers,
+Each answers a QuerySpec with a QueryResult whose values are exact stored integers,
 like GridEngine.run. A baseline of dataset X is served over HTTP as the dataset
 "X__pg" / "X__hbase" (see registry.py and api/baselines.py).
 """

@@ -1,43 +1,60 @@
 """The HBase store: the paper's layout in Apache HBase, reached through the Thrift1
 gateway with happybase.
 
-One table per dataset, gridagg_<name>, with two column families:
-- "r": raw rows under salt + grid ID + "-" + element ID, one cell "r:v" per row holding
-  all its stored integers (little-endian int64s, column order). One cell instead of one
-  per column makes writes and scans several times cheaper through Thrift; range
-  conditions are applied to scanned rows with numpy (a grid that partly overlaps a box
-  has to be read whole anyway);
-- "a": partial aggregates under salt + grid ID + "-", one cell "a:v" per grid holding
-  the whole aggregate (PartialAggregate.pack, as in the embedded store). One cell
-  instead of one per statistic (25 for eight columns) makes reading aggregates through
-  Thrift, and the ingest job's HFile of them, that much cheaper.
-Tables are pre-split into regions over the salt byte.
+One table per dataset, gridagg_<name>, one HBase row per grid under the grid's key
+prefix (salt + grid ID + "-"), pre-split into regions over the salt byte:
+- family "r": the grid's rows as segments (gridagg.segments, as the embedded store keeps
+  them), one per cell, numbered (gridagg.store.hbase_rows: which segments are live, and
+  how a write replaces some atomically). A write appends a segment to each grid it
+  touches; one that repeats a stored element ID, or would leave too many segments,
+  rewrites the grid;
+- family "a": the grid's partial aggregate in cell "a:v" (PartialAggregate.pack), for
+  leaves and ancestors alike.
+
+Queries' scans (CellStore.scan) run on the region servers: GridScanObserver reads the
+segments of the asked grids where they are stored and sends back only aggregates (and
+the rows asked for), all regions in one Thrift call (gridagg.store.hbase_scan). Writes ask
+the observer too (gridagg.keys): which segments a grid holds and whether the written
+element IDs are among its rows, so that only new segments cross the wire. An HBase whose
+region servers lack the observer is detected at a table's first use (a probe); that
+table's scans and writes then read the grids' segments through Thrift (scans run the
+embedded store's kernel on them), after one logged warning.
+
+Rows keep the paper's keys at this interface (prefix + element ID): put_rows,
+delete_rows, existing_keys and scan_rows take and give them.
 """
 
 from __future__ import annotations
 
-import socket
+import logging
 from contextlib import contextmanager
 from typing import Iterator
 
-import happybase
+import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thrift) importable
 import numpy as np
-from Hbase_thrift import BatchMutation, Mutation  # the Thrift types happybase loads
-from thriftpy2.transport import TTransportException
+from Hbase_thrift import BatchMutation, Mutation
 
 from .. import segments
 from ..aggregate import PartialAggregate
-from ..errors import StoreUnavailable
 from ..grid import grid_prefix, prefix_range
 from ..kernels import scan_segments
-from ..scan import RangeCondition, ScanRequest
+from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
+from . import hbase_rows as grid_rows
 from .base import CellStore, matching
+from .embedded import split_key
+from .hbase_gateway import Gateway
+from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, lookup, observer_answers
+
+log = logging.getLogger(__name__)
 
 REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
 SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start keys of regions 2..
 FAMILIES = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
-CHUNK = 1000  # keys per multi-get / batched mutation
+CHUNK = 1000  # aggregates per multi-get or batched put
+GRIDS_PER_READ = 64  # grid rows per multi-get of segments
+GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
+WRITE_BYTES = 8 << 20  # segment bytes per mutateRows call
 
 
 def table_name(name: str) -> str:
@@ -48,27 +65,23 @@ class HBaseStore(CellStore):
     """settings: gridagg Settings; the gateway is settings.effective_hbase."""
 
     kind = "hbase"
+    AGG = b"a:v"
 
     def __init__(self, settings, pool_size: int = 4):
         super().__init__()
         self.settings = settings
-        host, port = settings.effective_hbase
-        self.address = f"{host}:{port}"
-        try:
-            self.pool = happybase.ConnectionPool(pool_size, host=host, port=port, timeout=120000)
-        except (TTransportException, OSError) as exc:
-            raise StoreUnavailable(f"HBase Thrift gateway at {self.address} is unreachable: {exc}") from exc
+        self.pool = Gateway(settings, pool_size)
+        self.address = self.pool.address
+        with self.pool.connection():  # an unreachable gateway is reported now
+            pass
+        self.regions = RegionCache()
+        self._observed: dict[bytes, bool] = {}  # table -> whether its regions answer scans
 
     @contextmanager
-    def _table(self, ds_name: str):
-        try:
-            with self.pool.connection() as conn:
-                yield conn.table(table_name(ds_name))
-        except (TTransportException, socket.error, BrokenPipeError) as exc:
-            raise StoreUnavailable(f"HBase Thrift gateway at {self.address} failed: {exc}") from exc
-
-    ROW = b"r:v"
-    AGG = b"a:v"
+    def _client(self, ds_name: str):
+        """(raw Thrift client, table name) for one block."""
+        with self.pool.connection() as conn:
+            yield conn.client, table_name(ds_name).encode()
 
     def has_table(self, name: str) -> bool:
         """Whether dataset `name` has its table in HBase."""
@@ -91,76 +104,186 @@ class HBaseStore(CellStore):
         if self.has_table(name):
             with self.pool.connection() as conn:
                 conn.delete_table(table_name(name), disable=True)
+        self.regions.forget(table_name(name).encode())
+        self._observed.pop(table_name(name).encode(), None)
+
+    # -- grid rows ----------------------------------------------------------------------
+
+    def grid_segments(self, ds: Dataset, prefixes: list[bytes]) -> dict[bytes, list[tuple[int, bytes]]]:
+        """Every stored (number, segment) of these grids' rows, in number order (see
+        gridagg.store.hbase_rows); a grid without rows is left out."""
+        with self._client(ds.name) as (client, table):
+            return self._read(client, table, prefixes)
+
+    def _read(self, client, table: bytes, prefixes: list[bytes]) -> dict[bytes, list[tuple[int, bytes]]]:
+        out = {}
+        for at in range(0, len(prefixes), GRIDS_PER_READ):
+            self.round_trips.add()
+            for row in client.getRowsWithColumns(table, prefixes[at : at + GRIDS_PER_READ], [grid_rows.FAMILY], {}):
+                out[row.row] = grid_rows.numbered({col: cell.value for col, cell in row.columns.items()})
+        return out
 
     def put_rows(self, ds, keys, values):
-        values = np.ascontiguousarray(values, dtype="<i8")
-        blob = values.tobytes()
-        width = 8 * values.shape[1] if values.ndim == 2 else 0
-        with self._table(ds.name) as table:
-            # Thrift mutations built directly: happybase's Batch keeps a dict per row and
-            # costs the client twice the CPU (5 against 2.7 µs a row).
-            client = table.connection.client
-            for start in range(0, len(keys), CHUNK):
+        parts = [split_key(k) for k in keys]
+        by_prefix: dict[bytes, list[int]] = {}
+        for i, (prefix, _) in enumerate(parts):
+            by_prefix.setdefault(prefix, []).append(i)
+        values = np.asarray(values)
+        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
+
+    def put_grids(self, ds, grids):
+        given: dict[bytes, dict[bytes, np.ndarray]] = {}
+        for prefix, eids, values in grids:  # an element ID given twice: the last wins
+            given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
+        if not given:
+            return
+        with self._client(ds.name) as (client, table):
+            known = self._lookup(client, table, {prefix: list(new) for prefix, new in given.items()})
+            writes, rewrites = {}, []
+            for prefix in sorted(given):
+                cells, repeated = known[prefix]
+                live = grid_rows.live(cells)
+                segs = grid_rows.pack(list(given[prefix]), np.array(list(given[prefix].values())))
+                if live and (repeated or grid_rows.too_many([size for _, size in live], segs)):
+                    rewrites.append(prefix)
+                else:
+                    writes[prefix] = (list(zip(grid_rows.next_numbers(cells, len(segs), base=False), segs)),
+                                      [n for n, _ in cells[: len(cells) - len(live)]])
+            stored = self._read(client, table, rewrites) if rewrites else {}
+            for prefix in rewrites:  # the grid's rows are needed: its segments are read
+                new = given[prefix]
+                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), list(new), np.array(list(new.values())))
+                writes[prefix] = (numbered, replaced)
+            puts = [BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), value=seg)
+                                                         for n, seg in writes[prefix][0]]) for prefix in sorted(writes)]
+            self._mutate(client, table, puts)
+            # The replaced cells after the puts: readers pass over them meanwhile.
+            self._mutate(client, table, [_deletes(p, dead) for p, (_, dead) in sorted(writes.items()) if dead])
+
+    def _lookup(self, client, table: bytes, grids: dict[bytes, list[bytes]]) -> dict[bytes, tuple[list, set]]:
+        """For each grid row: its cells as (segment number, size) in number order, and
+        which of the given element IDs its live segments hold. Found on the region
+        servers when the observer answers, else from the segments read through Thrift."""
+        keys = sorted(grids)
+        if self._observer_answers(client, table):
+            try:
+                found = lookup(client, table, [(k, grids[k]) for k in keys], self.regions, self.round_trips)
+                return {k: (cells, {grids[k][i] for i in held}) for k, (cells, held) in zip(keys, found)}
+            except ObserverMissing as exc:  # unloaded since the probe
+                self._client_side(table, str(exc))
+        stored = self._read(client, table, keys)
+        out = {}
+        for k in keys:
+            old = stored.get(k, [])
+            held = grid_rows.rows_of(grid_rows.live(old))
+            out[k] = ([(n, len(seg)) for n, seg in old], {e for e in grids[k] if e in held})
+        return out
+
+    def _mutate(self, client, table: bytes, batch: list) -> None:
+        """BatchMutations in mutateRows calls of about WRITE_BYTES each (each row's
+        mutations stay in one call: one atomic Put or Delete per row)."""
+        chunk, size = [], 0
+        for m in batch:
+            chunk.append(m)
+            size += sum(len(x.value or b"") for x in m.mutations)
+            if size >= WRITE_BYTES:
                 self.round_trips.add()
-                client.mutateRows(table.name, [
-                    BatchMutation(row=keys[i], mutations=[Mutation(column=self.ROW, value=blob[i * width : (i + 1) * width])])
-                    for i in range(start, min(start + CHUNK, len(keys)))], {})
+                client.mutateRows(table, chunk, {})
+                chunk, size = [], 0
+        if chunk:
+            self.round_trips.add()
+            client.mutateRows(table, chunk, {})
 
     def delete_rows(self, ds, keys):
-        with self._table(ds.name) as table:
-            for start in range(0, len(keys), CHUNK):
-                self.round_trips.add()
-                with table.batch() as b:
-                    for key in keys[start : start + CHUNK]:
-                        b.delete(key, columns=[b"r"])
+        gone: dict[bytes, set[bytes]] = {}
+        for k in keys:
+            prefix, eid = split_key(k)
+            gone.setdefault(prefix, set()).add(eid)
+        with self._client(ds.name) as (client, table):
+            stored = self._read(client, table, sorted(gone))
+            puts, replaced = [], []
+            for prefix, old in stored.items():
+                rows = grid_rows.rows_of(grid_rows.live(old))
+                if not gone[prefix] & rows.keys():
+                    continue
+                left = [e for e in rows if e not in gone[prefix]]
+                if left:  # one base segment with what is left, then the old cells go
+                    segs = grid_rows.pack(left, np.array([rows[e] for e in left]))
+                    numbers = grid_rows.next_numbers(old, len(segs), base=True)
+                    puts.append(BatchMutation(row=prefix, mutations=[
+                        Mutation(column=grid_rows.column(n), value=s) for n, s in zip(numbers, segs)]))
+                replaced.append(_deletes(prefix, [n for n, _ in old]))  # one atomic Delete when nothing is left
+            self._mutate(client, table, puts)
+            self._mutate(client, table, replaced)
 
     def existing_keys(self, ds, keys):
-        found: set[bytes] = set()
-        probe = [self.ROW]
-        with self._table(ds.name) as table:
-            for start in range(0, len(keys), CHUNK):
-                self.round_trips.add()
-                found.update(k for k, _ in table.rows(keys[start : start + CHUNK], columns=probe))
-        return found
+        by_prefix: dict[bytes, list[bytes]] = {}
+        for k in keys:
+            by_prefix.setdefault(split_key(k)[0], []).append(k)
+        with self._client(ds.name) as (client, table):
+            found = self._lookup(client, table, {p: [split_key(k)[1] for k in ks] for p, ks in by_prefix.items()})
+        return {k for p, ks in by_prefix.items() for k in ks if split_key(k)[1] in found[p][1]}
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
-        ncols = len(ds.columns)
-        with self._table(ds.name) as table:
-            # Opening a scanner, each fetched batch and closing are round trips.
-            self.round_trips.add(2)
-            keys: list[bytes] = []
-            blob: list[bytes] = []
-            for key, data in table.scan(row_start=start, row_stop=stop, columns=[self.ROW], batch_size=batch_rows):
-                keys.append(key)
-                blob.append(data[self.ROW])
-                if len(keys) >= batch_rows:
+        # A start inside a grid's rows (prefix + element ID) starts at that grid's row.
+        cut = start.find(b"-", 1)
+        first = start if cut == -1 else start[: cut + 1]
+        with self.pool.connection() as conn:
+            table = conn.table(table_name(ds.name))
+            self.round_trips.add(2)  # opening and closing the scanner
+            for n, (prefix, cells) in enumerate(table.scan(row_start=first, row_stop=stop, columns=[grid_rows.FAMILY],
+                                                           batch_size=GRIDS_PER_SCAN_BATCH)):
+                if n and n % GRIDS_PER_SCAN_BATCH == 0:
                     self.round_trips.add()
-                    yield _filtered(keys, blob, ncols, where)
-                    keys, blob = [], []
-            if keys:
-                yield _filtered(keys, blob, ncols, where)
+                for _, seg in grid_rows.live(grid_rows.numbered(cells)):
+                    yield from _rows_in(prefix, seg, start, stop, where, batch_rows, with_keys)
 
-    def scan(self, ds, request: ScanRequest):
-        # Client side for now: every row of every grid through Thrift.
-        found = []
-        for gid in request.grids:
-            parts = [(k, v) for k, v in self.scan_rows(ds, *prefix_range(grid_prefix(gid)))]
-            keys = [k for ks, _ in parts for k in ks]
-            values = np.concatenate([v for _, v in parts]) if parts else np.empty((0, len(ds.columns)), np.int64)
-            found.append([segments.pack(keys, values)] if len(keys) else [])
-        return scan_segments(request, found, len(ds.columns))
+    # -- queries ------------------------------------------------------------------------
+
+    def scan(self, ds, request: ScanRequest) -> ScanAnswer:
+        ncols = len(ds.columns)
+        if not request.grids:
+            return scan_segments(request, [], ncols)
+        keys = [grid_prefix(g) for g in request.grids]
+        with self._client(ds.name) as (client, table):
+            if self._observer_answers(client, table):
+                try:
+                    return ask(client, table, SEGMENTS, ncols, request, items_of(request, keys), self.regions,
+                               self.round_trips)
+                except ObserverMissing as exc:  # unloaded since the probe
+                    self._client_side(table, str(exc))
+            stored = self._read(client, table, keys)
+        return scan_segments(request, [[s for _, s in grid_rows.live(stored.get(k, []))] for k in keys], ncols)
+
+    def _observer_answers(self, client, table: bytes) -> bool:
+        """Whether GridScanObserver answers scans of `table` (a probe at first use)."""
+        known = self._observed.get(table)
+        if known is None:
+            self.round_trips.add()
+            answered = observer_answers(client, table)
+            if not answered:
+                self._client_side(table, "a probe found no GridScanObserver on its region server")
+            known = self._observed[table] = answered
+        return known
+
+    def _client_side(self, table: bytes, why: str) -> None:
+        self._observed[table] = False
+        log.warning("HBase table %s: %s; its scans and writes read every row of the grids they need through the "
+                    "Thrift gateway (deploy the observer: README, HBase, Server-side scans)", table.decode(), why)
+
+    # -- aggregates ---------------------------------------------------------------------
 
     def get_aggregates(self, ds, grid_ids):
         ncols = len(ds.columns)
         out: dict[str, PartialAggregate] = {}
         by_key = {grid_prefix(g): g for g in grid_ids}
         keys = list(by_key)
-        with self._table(ds.name) as table:
+        with self._client(ds.name) as (client, table):
             for start in range(0, len(keys), CHUNK):
                 self.round_trips.add()
-                for key, data in table.rows(keys[start : start + CHUNK], columns=[self.AGG]):
-                    out[by_key[key]] = PartialAggregate.unpack(data[self.AGG], ncols)
+                for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {}):
+                    out[by_key[row.row]] = PartialAggregate.unpack(row.columns[self.AGG].value, ncols)
         return out
 
     @staticmethod
@@ -171,7 +294,8 @@ class HBaseStore(CellStore):
 
     def put_aggregates(self, ds, aggregates):
         items = self.aggregate_cells(aggregates)
-        with self._table(ds.name) as table:
+        with self.pool.connection() as conn:
+            table = conn.table(table_name(ds.name))
             for start in range(0, len(items), CHUNK):
                 self.round_trips.add()
                 with table.batch() as b:
@@ -179,14 +303,28 @@ class HBaseStore(CellStore):
                         b.put(key, {self.AGG: value})
 
     def close(self):
-        # happybase pools have no close; dropping them closes their connections.
-        self.pool = None
+        self.pool.close()
 
 
-def _filtered(keys: list[bytes], blob: list[bytes], ncols: int, where) -> tuple[list[bytes], np.ndarray]:
-    values = np.frombuffer(b"".join(blob), dtype="<i8").reshape(len(keys), ncols)
+def _deletes(prefix: bytes, numbers: list[int]) -> BatchMutation:
+    return BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), isDelete=True) for n in numbers])
+
+
+def _rows_in(prefix: bytes, seg: bytes, start: bytes, stop: bytes, where, batch_rows: int, with_keys: bool):
+    """(keys, values) batches of a segment's rows with start <= key < stop matching `where`."""
+    values = segments.values(seg)
+    whole = start <= prefix and prefix_range(prefix)[1] <= stop
+    keys = [prefix + e for e in segments.eids(seg)] if with_keys or not whole else None
     mask = matching(values, where)
-    if mask is None:
-        return keys, values
-    idx = np.flatnonzero(mask)
-    return [keys[i] for i in idx.tolist()], values[idx]
+    if not whole:
+        in_range = np.array([start <= k < stop for k in keys], dtype=bool)
+        mask = in_range if mask is None else mask & in_range
+    if mask is not None:
+        idx = np.flatnonzero(mask)
+        values = values[idx]
+        if keys is not None:
+            keys = [keys[i] for i in idx.tolist()]
+    if not with_keys:
+        keys = None
+    for s in range(0, len(values), batch_rows):
+        yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]

@@ -1,0 +1,748 @@
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.hadoop.hbase.ByteBufferExtendedCell;
+import org.apache.hadoop.hbase.Cell;
+import org.apache.hadoop.hbase.CellBuilderFactory;
+import org.apache.hadoop.hbase.CellBuilderType;
+import org.apache.hadoop.hbase.CellUtil;
+import org.apache.hadoop.hbase.DoNotRetryIOException;
+import org.apache.hadoop.hbase.client.Get;
+import org.apache.hadoop.hbase.client.RegionInfo;
+import org.apache.hadoop.hbase.client.Scan;
+import org.apache.hadoop.hbase.coprocessor.ObserverContext;
+import org.apache.hadoop.hbase.coprocessor.RegionCoprocessor;
+import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
+import org.apache.hadoop.hbase.coprocessor.RegionObserver;
+import org.apache.hadoop.hbase.filter.MultiRowRangeFilter;
+import org.apache.hadoop.hbase.ipc.RpcCall;
+import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.regionserver.Region;
+import org.apache.hadoop.hbase.regionserver.RegionScanner;
+import org.apache.hadoop.hbase.util.Bytes;
+
+/**
+ * gridagg's scans on the region servers: filters and aggregates the rows of a region and
+ * returns only the answer (gridagg/scan.py says what is computed; gridagg/kernels.py is
+ * the same in-process; gridagg/store/hbase_scan.py is the client side).
+ *
+ * <p>A Get carrying the request attribute {@code gridagg.scan} is answered with one
+ * computed cell {@code a:gridagg.scan} instead of the row. The client sends one Thrift
+ * getRows call with one anchor row per region; the gateway copies the attribute onto
+ * every Get, and each region answers for the items inside its own [start, end) only.
+ *
+ * <p>Layouts of the rows read (family "r"):
+ * <ul>
+ * <li>0, gridagg's grids: one row per grid, key = the grid's key prefix; each cell a
+ *     segment (gridagg/segments.py), qualifier = 8-byte big-endian segment number whose
+ *     lowest bit marks a base segment: a row's live segments are its last base segment
+ *     and every one after it (gridagg/store/hbase_rows.py). Items name grid rows.</li>
+ * <li>1, one row per cell (HBase alone, gridagg/baselines/hbase.py): value = ncols x
+ *     int64. Items are key ranges [start, stop).</li>
+ * </ul>
+ *
+ * <p>Request (all little-endian):
+ * <pre>
+ *   u8 version = 1, u8 layout, u16 ncols
+ *   u16 nconds, then per condition: u16 col, i64 lo, i64 hi      (lo &lt;= v &lt;= hi)
+ *   u16 naggcols, then u16 col each
+ *   u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base,
+ *      i64 step, u32 nbuckets (group = floor((v - base) / step), kept in [0, nbuckets))
+ *   u32 ngroups
+ *   u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
+ *      spec u8 has and i64 best
+ *   u32 nitems, then per item: u16 len + start key, u16 len + stop key (layout 0: empty;
+ *      layout 1: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound
+ * </pre>
+ * Response (the cell's value):
+ * <pre>
+ *   u8 version = 1
+ *   u16 len + region start key, u16 len + region end key, i64 region id
+ *   i64 rows visited, rows matched, grids (items) scanned, grids skipped
+ *   u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
+ *      max, hi, lo (sum = hi * 2^32 + lo)
+ *   u32 n, then per rows_of item: u32 item index, u32 nrows, nrows x ncols i64 (rows)
+ * </pre>
+ * With skip specs, items are visited in the given order and an item whose bounds cannot
+ * improve the best found so far (the request's, or this region's group 0) is passed
+ * over; without, layout 0 reads its grids in key order with one region scanner.
+ * Rows_of items are never passed over; their matching rows (conditions only) come back
+ * instead of adding to the aggregates.
+ *
+ * <p>A Get carrying {@code gridagg.keys} instead asks, for grid rows, which cells they hold
+ * and which of some element IDs their live segments hold (what a write must know), and is
+ * answered with the cell {@code a:gridagg.keys}:
+ * <pre>
+ *   request: u8 version = 1, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *            then per element ID u16 len + bytes
+ *   answer:  u8 version = 1, the region (as above), u32 n, then per grid of the region:
+ *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
+ *            length, u32 nfound, then u32 index of each element ID found
+ * </pre>
+ *
+ * <p>Failures: an IOException (e.g. the region is closing) reaches the client as it is,
+ * and the client's retries apply; anything else is rethrown as DoNotRetryIOException,
+ * never thrown from the hook as it is (hbase.coprocessor.abortonerror would abort the
+ * region server). The work of a call stops when its caller has gone or its RPC deadline
+ * has passed.
+ */
+public class GridScanObserver implements RegionCoprocessor, RegionObserver {
+  public static final String ATTRIBUTE = "gridagg.scan";
+  public static final String KEYS_ATTRIBUTE = "gridagg.keys";
+  static final byte[] ROWS = Bytes.toBytes("r");
+  static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
+  static final int VERSION = 1;
+  /** Aggregate slots (groups x aggregated columns) one request may ask for. */
+  static final long MAX_SLOTS = 1L << 24;
+  /** Bytes of rows_of rows one region may return. */
+  static final long MAX_ROW_BYTES = 256L << 20;
+
+  @Override
+  public Optional<RegionObserver> getRegionObserver() {
+    return Optional.of(this);
+  }
+
+  @Override
+  public void preGetOp(ObserverContext<RegionCoprocessorEnvironment> ctx, Get get, List<Cell> result)
+      throws IOException {
+    byte[] scan = get.getAttribute(ATTRIBUTE);
+    byte[] keys = get.getAttribute(KEYS_ATTRIBUTE);
+    if (scan == null && keys == null) {
+      return;
+    }
+    Region region = ctx.getEnvironment().getRegion();
+    byte[] answer;
+    try {
+      answer = scan != null ? new Scanner(region, new Request(scan)).run() : new Lookup(region, keys).run();
+    } catch (IOException e) {
+      throw e;
+    } catch (Throwable e) {
+      throw new DoNotRetryIOException((scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE) + " failed in region "
+          + region.getRegionInfo().getRegionNameAsString() + ": " + e, e);
+    }
+    result.add(CellBuilderFactory.create(CellBuilderType.SHALLOW_COPY).setRow(get.getRow())
+        .setFamily(ANSWER_FAMILY).setQualifier(Bytes.toBytes(scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE))
+        .setTimestamp(System.currentTimeMillis()).setType(Cell.Type.Put).setValue(answer).build());
+    ctx.bypass();
+  }
+
+  /** The answer's head: version, then the region's start and end keys and id. */
+  static void putRegion(ByteBuffer out, RegionInfo info) {
+    byte[] rs = info.getStartKey(), re = info.getEndKey();
+    out.put((byte) VERSION);
+    out.putShort((short) rs.length).put(rs).putShort((short) re.length).put(re);
+    out.putLong(info.getRegionId());
+  }
+
+  static int regionBytes(RegionInfo info) {
+    return 1 + 2 + info.getStartKey().length + 2 + info.getEndKey().length + 8;
+  }
+
+  static boolean holds(RegionInfo info, byte[] row) {
+    byte[] rs = info.getStartKey(), re = info.getEndKey();
+    return Bytes.compareTo(row, rs) >= 0 && (re.length == 0 || Bytes.compareTo(row, re) < 0);
+  }
+
+  /** Index of the live segments of a grid row's cells (the last base segment). */
+  static int firstLive(List<Cell> cells) throws IOException {
+    int from = 0;
+    for (int c = 0; c < cells.size(); c++) {
+      Cell cell = cells.get(c);
+      if (cell.getQualifierLength() != 8) {
+        throw new DoNotRetryIOException("row " + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " has a cell r:"
+            + Bytes.toStringBinary(CellUtil.cloneQualifier(cell)) + ", not a segment number");
+      }
+      if ((cell.getQualifierArray()[cell.getQualifierOffset() + 7] & 1) != 0) {
+        from = c;
+      }
+    }
+    return from;
+  }
+
+  /** A cell's value as a little-endian buffer positioned at its first byte (no copy). */
+  static ByteBuffer value(Cell cell) {
+    ByteBuffer b;
+    if (cell instanceof ByteBufferExtendedCell) {
+      ByteBufferExtendedCell bb = (ByteBufferExtendedCell) cell;
+      b = bb.getValueByteBuffer().duplicate();
+      b.position(bb.getValuePosition());
+    } else {
+      b = ByteBuffer.wrap(cell.getValueArray());
+      b.position(cell.getValueOffset());
+    }
+    return b.order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** A gridagg.keys request in one region. */
+  static final class Lookup {
+    final Region region;
+    final byte[][] grids;
+    final byte[][][] eids;
+
+    Lookup(Region region, byte[] data) throws IOException {
+      this.region = region;
+      ByteBuffer in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
+      int version = in.get() & 0xff;
+      if (version != VERSION) {
+        throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": request version " + version + ", this observer reads "
+            + VERSION);
+      }
+      int n = in.getInt();
+      if (n < 0 || n > in.remaining()) {
+        throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": bad grid count " + n);
+      }
+      grids = new byte[n][];
+      eids = new byte[n][][];
+      for (int g = 0; g < n; g++) {
+        grids[g] = new byte[in.getShort() & 0xffff];
+        in.get(grids[g]);
+        int m = in.getInt();
+        if (m < 0 || m > in.remaining()) {
+          throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": bad element ID count " + m);
+        }
+        eids[g] = new byte[m][];
+        for (int e = 0; e < m; e++) {
+          eids[g][e] = new byte[in.getShort() & 0xffff];
+          in.get(eids[g][e]);
+        }
+      }
+    }
+
+    byte[] run() throws IOException {
+      RegionInfo info = region.getRegionInfo();
+      ByteArrayOutputStream body = new ByteArrayOutputStream();
+      int count = 0;
+      for (int g = 0; g < grids.length; g++) {
+        if (!holds(info, grids[g])) {
+          continue;
+        }
+        count++;
+        Cell[] found = region.get(new Get(grids[g]).addFamily(ROWS)).rawCells();
+        List<Cell> cells = found == null ? Collections.<Cell>emptyList() : Arrays.asList(found);
+        Map<ByteBuffer, List<Integer>> wanted = new HashMap<>();
+        for (int e = 0; e < eids[g].length; e++) {
+          wanted.computeIfAbsent(ByteBuffer.wrap(eids[g][e]), k -> new ArrayList<>()).add(e);
+        }
+        List<Integer> hits = new ArrayList<>();
+        int from = firstLive(cells);
+        ByteBuffer head = ByteBuffer.allocate(8 + 12 * cells.size()).order(ByteOrder.LITTLE_ENDIAN);
+        head.putInt(g).putInt(cells.size());
+        for (int c = 0; c < cells.size(); c++) {
+          Cell cell = cells.get(c);
+          head.put(cell.getQualifierArray(), cell.getQualifierOffset(), 8).putInt(cell.getValueLength());
+          if (c >= from && !wanted.isEmpty()) {
+            hits.addAll(elements(cell, wanted));
+          }
+        }
+        body.write(head.array(), 0, head.position());
+        ByteBuffer tail = ByteBuffer.allocate(4 + 4 * hits.size()).order(ByteOrder.LITTLE_ENDIAN);
+        tail.putInt(hits.size());
+        for (int e : hits) {
+          tail.putInt(e);
+        }
+        body.write(tail.array(), 0, tail.position());
+      }
+      ByteBuffer out = ByteBuffer.allocate(regionBytes(info) + 4 + body.size()).order(ByteOrder.LITTLE_ENDIAN);
+      putRegion(out, info);
+      out.putInt(count).put(body.toByteArray());
+      return out.array();
+    }
+
+    /** Indexes of the wanted element IDs one segment holds (each found once). */
+    static List<Integer> elements(Cell cell, Map<ByteBuffer, List<Integer>> wanted) {
+      ByteBuffer b = value(cell);
+      int base = b.position();
+      int n = b.getInt(base);
+      long ncols = b.getInt(base + 4) & 0xffffffffL;
+      int offsets = (int) (base + 8 + 8L * n * ncols);
+      int blob = offsets + 4 * (n + 1);
+      List<Integer> hits = new ArrayList<>();
+      ByteBuffer eid = b.duplicate();
+      for (int i = 0; i < n && !wanted.isEmpty(); i++) {
+        int a = blob + b.getInt(offsets + 4 * i), z = blob + b.getInt(offsets + 4 * i + 4);
+        eid.limit(z).position(a);
+        List<Integer> at = wanted.remove(eid.slice());
+        if (at != null) {
+          hits.addAll(at);
+        }
+      }
+      return hits;
+    }
+  }
+
+  /** A decoded request. */
+  static final class Request {
+    final int layout, ncols;
+    final int[] condCol;
+    final long[] condLo, condHi;
+    long lo0 = Long.MIN_VALUE, hi0 = Long.MAX_VALUE; // column 0's conditions together
+    final int[] aggCol;
+    int bucketCol = -1;
+    long bucketBase, bucketStep = 1;
+    int nbuckets;
+    final int ngroups;
+    int[] skipAgg = new int[0];
+    boolean[] skipMax = new boolean[0], bestHas = new boolean[0];
+    long[] bestVal = new long[0];
+    final byte[][] start, stop;
+    final int[] group;
+    final boolean[] rowsOf;
+    final long[] bounds; // item i, spec s at i * nspecs + s
+
+    Request(byte[] data) throws IOException {
+      ByteBuffer in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
+      int version = in.get() & 0xff;
+      if (version != VERSION) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": request version " + version + ", this observer reads "
+            + VERSION + " (deploy the observer that matches the client)");
+      }
+      layout = in.get() & 0xff;
+      if (layout > 1) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": unknown layout " + layout);
+      }
+      ncols = in.getShort() & 0xffff;
+      int nconds = in.getShort() & 0xffff;
+      condCol = new int[nconds];
+      condLo = new long[nconds];
+      condHi = new long[nconds];
+      for (int j = 0; j < nconds; j++) {
+        condCol[j] = column(in.getShort() & 0xffff);
+        condLo[j] = in.getLong();
+        condHi[j] = in.getLong();
+        if (condCol[j] == 0) {
+          lo0 = Math.max(lo0, condLo[j]);
+          hi0 = Math.min(hi0, condHi[j]);
+        }
+      }
+      aggCol = new int[in.getShort() & 0xffff];
+      for (int j = 0; j < aggCol.length; j++) {
+        aggCol[j] = column(in.getShort() & 0xffff);
+      }
+      int grouping = in.get() & 0xff;
+      if (grouping == 1) {
+        bucketCol = column(in.getShort() & 0xffff);
+        bucketBase = in.getLong();
+        bucketStep = in.getLong();
+        nbuckets = in.getInt();
+        if (bucketStep <= 0 || nbuckets < 0) {
+          throw new DoNotRetryIOException(ATTRIBUTE + ": bucket step and count must be positive");
+        }
+      } else if (grouping != 0) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": unknown grouping " + grouping);
+      }
+      ngroups = in.getInt();
+      if (ngroups < 0 || (long) ngroups * Math.max(1, aggCol.length) > MAX_SLOTS
+          || (grouping == 1 && nbuckets > ngroups)) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": " + ngroups + " groups of " + aggCol.length
+            + " columns is too many (or fewer than the buckets)");
+      }
+      if ((in.get() & 0xff) == 1) {
+        int nspecs = in.getShort() & 0xffff;
+        skipAgg = new int[nspecs];
+        skipMax = new boolean[nspecs];
+        bestHas = new boolean[nspecs];
+        bestVal = new long[nspecs];
+        for (int s = 0; s < nspecs; s++) {
+          skipAgg[s] = in.getShort() & 0xffff;
+          if (skipAgg[s] >= aggCol.length) {
+            throw new DoNotRetryIOException(ATTRIBUTE + ": skip spec names aggregated column " + skipAgg[s]);
+          }
+          skipMax[s] = in.get() != 0;
+        }
+        for (int s = 0; s < nspecs; s++) {
+          bestHas[s] = in.get() != 0;
+          bestVal[s] = in.getLong();
+        }
+      }
+      int nitems = in.getInt();
+      if (nitems < 0 || nitems > in.remaining()) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": bad item count " + nitems);
+      }
+      start = new byte[nitems][];
+      stop = new byte[nitems][];
+      group = new int[nitems];
+      rowsOf = new boolean[nitems];
+      bounds = new long[nitems * skipAgg.length];
+      for (int i = 0; i < nitems; i++) {
+        start[i] = new byte[in.getShort() & 0xffff];
+        in.get(start[i]);
+        stop[i] = new byte[in.getShort() & 0xffff];
+        in.get(stop[i]);
+        group[i] = in.getInt();
+        if (bucketCol < 0 && (group[i] < 0 || group[i] >= ngroups)) {
+          throw new DoNotRetryIOException(ATTRIBUTE + ": item " + i + " in group " + group[i] + " of " + ngroups);
+        }
+        rowsOf[i] = in.get() != 0;
+        for (int s = 0; s < skipAgg.length; s++) {
+          bounds[i * skipAgg.length + s] = in.getLong();
+        }
+      }
+      if (in.hasRemaining()) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": " + in.remaining() + " bytes after the request");
+      }
+    }
+
+    private int column(int c) throws IOException {
+      if (c >= ncols) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": column " + c + " of " + ncols);
+      }
+      return c;
+    }
+  }
+
+  /** One request's work in one region, and its answer. */
+  static final class Scanner {
+    final Region region;
+    final Request q;
+    final RegionInfo info;
+    final int k;
+    final long[] count, present, min, max, hi, lo;
+    long rowsVisited, rowsMatched, gridsScanned, gridsSkipped;
+    final long[][] rows; // rows_of items' matching rows, row-major
+    final int[] nrows;
+    long rowBytes;
+    final RpcCall call;
+
+    Scanner(Region region, Request q) {
+      this.region = region;
+      this.q = q;
+      info = region.getRegionInfo();
+      k = q.aggCol.length;
+      count = new long[q.ngroups];
+      present = new long[q.ngroups * k];
+      min = new long[q.ngroups * k];
+      max = new long[q.ngroups * k];
+      hi = new long[q.ngroups * k];
+      lo = new long[q.ngroups * k];
+      Arrays.fill(min, Long.MAX_VALUE);
+      Arrays.fill(max, Long.MIN_VALUE);
+      rows = new long[q.start.length][];
+      nrows = new int[q.start.length];
+      call = RpcServer.getCurrentCall().orElse(null);
+    }
+
+    byte[] run() throws IOException {
+      List<Integer> mine = new ArrayList<>();
+      for (int i = 0; i < q.start.length; i++) {
+        if (inRegion(i)) {
+          mine.add(i);
+        }
+      }
+      if (q.layout == 1) {
+        for (int i : mine) {
+          if (!passOver(i)) {
+            rowRange(i);
+          }
+        }
+      } else if (q.skipAgg.length > 0) {
+        for (int i : mine) {
+          if (!passOver(i)) {
+            Cell[] cells = region.get(new Get(q.start[i]).addFamily(ROWS)).rawCells();
+            grid(i, cells == null ? Collections.<Cell>emptyList() : Arrays.asList(cells));
+          }
+        }
+      } else {
+        gridsInKeyOrder(mine);
+      }
+      return answer();
+    }
+
+    boolean inRegion(int i) {
+      byte[] rs = info.getStartKey(), re = info.getEndKey();
+      if (q.layout == 0) {
+        return holds(info, q.start[i]);
+      }
+      boolean startsBeforeEnd = re.length == 0 || Bytes.compareTo(q.start[i], re) < 0;
+      boolean endsAfterStart = q.stop[i].length == 0 || Bytes.compareTo(q.stop[i], rs) > 0;
+      return startsBeforeEnd && endsAfterStart;
+    }
+
+    /** Stops the work when the caller has gone or its deadline has passed. */
+    void checkCaller() throws IOException {
+      if (call == null) {
+        return;
+      }
+      if (call.disconnectSince() >= 0) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": the caller has disconnected");
+      }
+      if (System.currentTimeMillis() > call.getDeadline()) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": past the call's deadline");
+      }
+    }
+
+    /** Whether item i is passed over (and counted so); else counts it as scanned. */
+    boolean passOver(int i) throws IOException {
+      checkCaller();
+      int nspecs = q.skipAgg.length;
+      if (nspecs > 0 && !q.rowsOf[i]) {
+        boolean useless = true;
+        for (int s = 0; s < nspecs && useless; s++) {
+          int c = q.skipAgg[s];
+          boolean seen = q.ngroups > 0 && present[c] > 0;
+          if (!(seen || q.bestHas[s])) {
+            useless = false;
+            break;
+          }
+          long bound = q.bounds[i * nspecs + s];
+          if (q.skipMax[s]) {
+            long best = seen ? max[c] : q.bestVal[s];
+            if (q.bestHas[s] && q.bestVal[s] > best) {
+              best = q.bestVal[s];
+            }
+            useless = bound <= best;
+          } else {
+            long best = seen ? min[c] : q.bestVal[s];
+            if (q.bestHas[s] && q.bestVal[s] < best) {
+              best = q.bestVal[s];
+            }
+            useless = bound >= best;
+          }
+        }
+        if (useless) {
+          gridsSkipped++;
+          return true;
+        }
+      }
+      gridsScanned++;
+      return false;
+    }
+
+    /** Layout 0 without skipping: every grid of the region read by one scanner, in key order. */
+    void gridsInKeyOrder(List<Integer> mine) throws IOException {
+      if (mine.isEmpty()) {
+        return;
+      }
+      Integer[] order = mine.toArray(new Integer[0]);
+      Arrays.sort(order, Comparator.comparing((Integer i) -> q.start[i], Bytes.BYTES_COMPARATOR));
+      List<MultiRowRangeFilter.RowRange> ranges = new ArrayList<>();
+      for (int i : order) {
+        ranges.add(new MultiRowRangeFilter.RowRange(q.start[i], true, q.start[i], true));
+      }
+      Scan scan = new Scan().withStartRow(q.start[order[0]]).withStopRow(q.start[order[order.length - 1]], true)
+          .addFamily(ROWS).setFilter(new MultiRowRangeFilter(ranges));
+      List<Cell> cells = new ArrayList<>();
+      int at = 0; // next item in key order
+      try (RegionScanner scanner = region.getScanner(scan)) {
+        boolean more = true;
+        while (more) {
+          cells.clear();
+          more = scanner.next(cells);
+          if (cells.isEmpty()) {
+            continue;
+          }
+          Cell first = cells.get(0);
+          // Items whose grid has no row come before this row; then the row's own items.
+          while (at < order.length && compareRow(first, q.start[order[at]]) > 0) {
+            passOver(order[at++]);
+          }
+          while (at < order.length && compareRow(first, q.start[order[at]]) == 0) {
+            int i = order[at++];
+            passOver(i);
+            grid(i, cells);
+          }
+        }
+      }
+      while (at < order.length) {
+        passOver(order[at++]);
+      }
+    }
+
+    static int compareRow(Cell cell, byte[] key) {
+      return Bytes.compareTo(cell.getRowArray(), cell.getRowOffset(), cell.getRowLength(), key, 0, key.length);
+    }
+
+    /** A grid's row: its live segments (the last base segment and those after it). */
+    void grid(int i, List<Cell> cells) throws IOException {
+      for (int c = firstLive(cells); c < cells.size(); c++) {
+        segment(i, cells.get(c));
+      }
+    }
+
+    /** One segment (gridagg/segments.py): u32 n, u32 ncols, then the columns of n int64s. */
+    void segment(int i, Cell cell) throws IOException {
+      ByteBuffer b = value(cell);
+      int base = b.position();
+      int len = cell.getValueLength();
+      long n = b.getInt(base) & 0xffffffffL;
+      long ncols = b.getInt(base + 4) & 0xffffffffL;
+      if (ncols != q.ncols || 8 + 8 * n * ncols > len) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": a segment of row "
+            + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " holds " + n + " rows of " + ncols
+            + " columns in " + len + " bytes; the request has " + q.ncols + " columns");
+      }
+      int rowsIn = (int) n;
+      rowsVisited += rowsIn;
+      int at = base + 8;
+      int a = q.lo0 == Long.MIN_VALUE ? 0 : lowerBound(b, at, rowsIn, q.lo0);
+      int z = q.hi0 == Long.MAX_VALUE ? rowsIn : lowerBound(b, at, rowsIn, q.hi0 + 1);
+      rows(i, b, at, rowsIn, a, z);
+    }
+
+    /** First row index whose column 0 is >= v (rows are ordered by column 0). */
+    static int lowerBound(ByteBuffer b, int at, int n, long v) {
+      int a = 0, z = n;
+      while (a < z) {
+        int m = (a + z) >>> 1;
+        if (b.getLong(at + 8 * m) < v) {
+          a = m + 1;
+        } else {
+          z = m;
+        }
+      }
+      return a;
+    }
+
+    /** Layout 1: the rows of item i's key range inside this region, one cell each. */
+    void rowRange(int i) throws IOException {
+      byte[] rs = info.getStartKey(), re = info.getEndKey();
+      byte[] from = Bytes.compareTo(q.start[i], rs) > 0 ? q.start[i] : rs;
+      byte[] to = q.stop[i];
+      if (re.length > 0 && (to.length == 0 || Bytes.compareTo(to, re) > 0)) {
+        to = re;
+      }
+      Scan scan = new Scan().withStartRow(from).addFamily(ROWS);
+      if (to.length > 0) {
+        scan.withStopRow(to);
+      }
+      List<Cell> cells = new ArrayList<>();
+      long seen = 0;
+      try (RegionScanner scanner = region.getScanner(scan)) {
+        boolean more = true;
+        while (more) {
+          cells.clear();
+          more = scanner.next(cells);
+          for (Cell cell : cells) {
+            if (cell.getValueLength() != 8 * q.ncols) {
+              throw new DoNotRetryIOException(ATTRIBUTE + ": row " + Bytes.toStringBinary(CellUtil.cloneRow(cell))
+                  + " has a " + cell.getValueLength() + "-byte cell, not " + q.ncols + " int64s");
+            }
+            ByteBuffer b = value(cell);
+            rowsVisited++;
+            rows(i, b, b.position(), 1, 0, 1);
+          }
+          if ((++seen & 0xfff) == 0) {
+            checkCaller();
+          }
+        }
+      }
+    }
+
+    /**
+     * Rows a..z-1 of item i's block of n rows held as columns of n int64s one after
+     * another from `at` (a segment's columns; one row is a block of n = 1).
+     */
+    void rows(int i, ByteBuffer b, int at, int n, int a, int z) throws IOException {
+      int[] cc = q.condCol;
+      long[] cl = q.condLo, ch = q.condHi;
+      int nconds = cc.length;
+      boolean wantRows = q.rowsOf[i];
+      for (int r = a; r < z; r++) {
+        boolean ok = true;
+        for (int j = 0; j < nconds; j++) {
+          long v = b.getLong(at + 8 * (cc[j] * n + r));
+          if (v < cl[j] || v > ch[j]) {
+            ok = false;
+            break;
+          }
+        }
+        if (!ok) {
+          continue;
+        }
+        if (wantRows) {
+          keepRow(i, b, at, n, r);
+          continue;
+        }
+        int g = q.group[i];
+        if (q.bucketCol >= 0) {
+          long bucket = Math.floorDiv(b.getLong(at + 8 * (q.bucketCol * n + r)) - q.bucketBase, q.bucketStep);
+          if (bucket < 0 || bucket >= q.nbuckets) {
+            continue;
+          }
+          g = (int) bucket;
+        }
+        rowsMatched++;
+        count[g]++;
+        int slot = g * k;
+        for (int j = 0; j < k; j++, slot++) {
+          long v = b.getLong(at + 8 * (q.aggCol[j] * n + r));
+          if (v == Long.MIN_VALUE) {
+            continue; // NULL: an absent value
+          }
+          present[slot]++;
+          if (v < min[slot]) {
+            min[slot] = v;
+          }
+          if (v > max[slot]) {
+            max[slot] = v;
+          }
+          hi[slot] += v >> 32;
+          lo[slot] += v & 0xFFFFFFFFL;
+        }
+      }
+    }
+
+    void keepRow(int i, ByteBuffer b, int at, int n, int r) throws IOException {
+      rowBytes += 8L * q.ncols;
+      if (rowBytes > MAX_ROW_BYTES) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": more than " + MAX_ROW_BYTES + " bytes of rows asked back");
+      }
+      long[] kept = rows[i];
+      int need = (nrows[i] + 1) * q.ncols;
+      if (kept == null || kept.length < need) {
+        kept = rows[i] = Arrays.copyOf(kept == null ? new long[0] : kept, Math.max(need, 2 * need));
+      }
+      int to = nrows[i]++ * q.ncols;
+      for (int c = 0; c < q.ncols; c++) {
+        kept[to + c] = b.getLong(at + 8 * (c * n + r));
+      }
+    }
+
+    byte[] answer() {
+      int groups = 0;
+      for (long c : count) {
+        if (c > 0) {
+          groups++;
+        }
+      }
+      long size = regionBytes(info) + 32 + 4 + (long) groups * (12 + 40L * k) + 4;
+      int items = 0;
+      for (int i = 0; i < rows.length; i++) {
+        if (q.rowsOf[i] && inRegion(i)) {
+          items++;
+          size += 8 + 8L * nrows[i] * q.ncols;
+        }
+      }
+      ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
+      putRegion(out, info);
+      out.putLong(rowsVisited).putLong(rowsMatched).putLong(gridsScanned).putLong(gridsSkipped);
+      out.putInt(groups);
+      for (int g = 0; g < count.length; g++) {
+        if (count[g] > 0) {
+          out.putInt(g).putLong(count[g]);
+          for (int j = g * k; j < (g + 1) * k; j++) {
+            out.putLong(present[j]).putLong(min[j]).putLong(max[j]).putLong(hi[j]).putLong(lo[j]);
+          }
+        }
+      }
+      out.putInt(items);
+      for (int i = 0; i < rows.length; i++) {
+        if (q.rowsOf[i] && inRegion(i)) {
+          out.putInt(i).putInt(nrows[i]);
+          for (int j = 0; j < nrows[i] * q.ncols; j++) {
+            out.putLong(rows[i][j]);
+          }
+        }
+      }
+      return out.array();
+    }
+  }
+}

@@ -1,0 +1,74 @@
+import java.util.HexFormat;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.HRegionLocation;
+import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.Connection;
+import org.apache.hadoop.hbase.client.ConnectionFactory;
+import org.apache.hadoop.hbase.client.RegionInfo;
+import org.apache.hadoop.hbase.client.RegionLocator;
+import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+
+/**
+ * What Thrift1 cannot do to a table's regions and descriptor (run by hbase/launcher.py's
+ * region_admin, against the local HBase):
+ * <pre>
+ *   split TABLE KEY          split the region holding KEY (hex) at KEY
+ *   merge TABLE KEY KEY      merge the regions holding the two keys (hex; adjacent)
+ *   set TABLE NAME VALUE     set a value of the table's descriptor (its regions reopen;
+ *                            values named like settings override hbase-site.xml there)
+ * </pre>
+ * Each returns once the regions are online again.
+ */
+public class RegionAdmin {
+  public static void main(String[] args) throws Exception {
+    TableName table = TableName.valueOf(args[1]);
+    try (Connection conn = ConnectionFactory.createConnection(HBaseConfiguration.create());
+         Admin admin = conn.getAdmin();
+         RegionLocator regions = conn.getRegionLocator(table)) {
+      switch (args[0]) {
+        case "split": {
+          byte[] key = HexFormat.of().parseHex(args[2]);
+          byte[] region = regions.getRegionLocation(key, true).getRegion().getRegionName();
+          admin.splitRegionAsync(region, key).get(5, TimeUnit.MINUTES);
+          break;
+        }
+        case "merge": {
+          byte[][] names = new byte[2][];
+          for (int i = 0; i < 2; i++) {
+            names[i] = regions.getRegionLocation(HexFormat.of().parseHex(args[2 + i]), true).getRegion()
+                .getRegionName();
+          }
+          admin.mergeRegionsAsync(names, false).get(5, TimeUnit.MINUTES);
+          break;
+        }
+        case "set":
+          admin.modifyTable(TableDescriptorBuilder.newBuilder(admin.getDescriptor(table))
+              .setValue(args[2], args[3]).build());
+          break;
+        default:
+          throw new IllegalArgumentException("unknown command " + args[0]);
+      }
+      waitOnline(admin, regions, table);
+    }
+  }
+
+  /** Until every region of the table has a location (none in transition). */
+  static void waitOnline(Admin admin, RegionLocator regions, TableName table) throws Exception {
+    long until = System.currentTimeMillis() + 300_000;
+    while (System.currentTimeMillis() < until) {
+      List<RegionInfo> infos = admin.getRegions(table);
+      List<HRegionLocation> located = regions.getAllRegionLocations();
+      boolean online = !infos.isEmpty() && located.size() == infos.size()
+          && located.stream().allMatch(l -> l.getServerName() != null)
+          && admin.getClusterMetrics().getRegionStatesInTransition().isEmpty();
+      if (online) {
+        return;
+      }
+      Thread.sleep(200);
+    }
+    throw new IllegalStateException("regions of " + table + " not online after 5 minutes");
+  }
+}
