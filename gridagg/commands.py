@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from gridagg import config
 from gridagg.config import Settings
@@ -57,6 +58,26 @@ def add_services(sub) -> None:
     actions.add_parser("status", help="show what runs and where").set_defaults(func=_services_status)
     actions.add_parser("down", help="stop the local servers (data is kept)").set_defaults(
         func=_services_down)
+    jar = actions.add_parser(
+        "observer-jar", help="build HBase's scan observer as a jar, for an external cluster's region servers",
+        description="Build the region servers' scan observer (hbase/GridScanObserver.java) as a jar. Put it "
+                    "on every region server's classpath and set hbase.coprocessor.user.region.classes to "
+                    "its class (README: HBase, server-side scans); the local HBase loads it by itself.")
+    jar.add_argument("out", type=Path, help="the jar to write")
+    jar.set_defaults(func=_services_observer_jar)
+
+
+def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
+    from hbase.launcher import OBSERVER_CLASS, LauncherError, observer_jar
+
+    try:
+        out = observer_jar(settings, args.out)
+    except LauncherError as exc:
+        print(f"gridagg: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{out}: deploy it on every region server's classpath and set "
+          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS}")
+    return 0
 
 
 # --------------------------------------------------------------------------- check, repair

@@ -19,7 +19,7 @@ for every user table. The Thrift1 gateway is a second JVM (threadpool server, bu
 transport, binary protocol: what happybase speaks by default), told to give up within
 seconds when HBase is down (THRIFT_CLIENT_OPTIONS).
 
-`python -m hbase.launcher observer-jar OUT.jar` builds the observer's jar for an
+`gridagg services observer-jar OUT.jar` builds the observer's jar for an
 external cluster (README: HBase, Server-side scans).
 
 Errors are raised as :class:`LauncherError` with a one-line message.
@@ -34,7 +34,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import zipfile
 from dataclasses import dataclass
@@ -704,28 +703,3 @@ def _tools_jar(settings, classes: Path) -> Path:
             out.write(f, f.name)
     os.replace(tmp, jar)
     return jar
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m hbase.launcher observer-jar OUT.jar`: the observer's jar (see observer_jar)."""
-    import argparse
-
-    from gridagg.config import Settings
-
-    parser = argparse.ArgumentParser(prog="python -m hbase.launcher")
-    sub = parser.add_subparsers(dest="command", required=True)
-    jar = sub.add_parser("observer-jar", help="build the region servers' scan observer as a jar")
-    jar.add_argument("out", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        out = observer_jar(Settings.from_env(), args.out)
-    except LauncherError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{out}: deploy it on every region server's classpath and set "
-          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} (README: HBase, Server-side scans)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
