@@ -35,7 +35,7 @@ import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
 from .. import segments
-from ..aggregate import PartialAggregate
+from ..aggregate import AggArrays, PartialAggregate
 from ..grid import grid_prefix, prefix_range
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
@@ -285,6 +285,17 @@ class HBaseStore(CellStore):
                 for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {}):
                     out[by_key[row.row]] = PartialAggregate.unpack(row.columns[self.AGG].value, ncols)
         return out
+
+    def get_aggregate_arrays(self, ds, grid_ids):
+        """get_aggregates, unpacked all at once (how a process reads a whole tree)."""
+        found: dict[bytes, bytes] = {}
+        keys = [grid_prefix(g) for g in grid_ids]
+        with self._client(ds.name) as (client, table):
+            for start in range(0, len(keys), CHUNK):
+                self.round_trips.add()
+                for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {}):
+                    found[row.row] = row.columns[self.AGG].value
+        return AggArrays.unpack([found.get(k) for k in keys], len(ds.columns))
 
     @staticmethod
     def aggregate_cells(aggregates) -> list[tuple[bytes, bytes]]:
