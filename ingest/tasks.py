@@ -15,32 +15,13 @@ import json
 import numpy as np
 
 from gridagg.aggregate import PartialAggregate
-from gridagg.grid import Grid, children, choose_cut, grid_prefix, prefix_range
+from gridagg.grid import Grid, grid_prefix, prefix_range
+from gridagg.split import split_rows
 from gridagg.store import open_store
 
 from . import buckets, hfiles
 
 HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
-
-
-def partition(grid: Grid, idx: np.ndarray, values: np.ndarray, agg: PartialAggregate, limit: int,
-               n_size: int, ndim: int, ncols: int, final: list) -> None:
-    """Algorithm 2 on numpy arrays: split `grid` (holding values[idx], aggregate agg)
-    while it holds more than `limit` rows, its children while they hold more than
-    n_size; appends (leaf, idx, agg) of every resulting leaf to `final`."""
-    stack = [(grid, idx, agg, limit)]
-    while stack:
-        g, ix, a, lim = stack.pop()
-        cut = choose_cut(g.next_axis, a.count, a.sums, a.mins, a.maxs, ndim) if a.count > lim else None
-        if cut is None:
-            final.append((g, ix, a))
-            continue
-        axis, at = cut
-        low = values[ix, axis] <= at
-        kids = children(g, axis, at, ndim)
-        # Pushed high child first so that leaves come out in grid-ID order.
-        for child, part in ((kids[1], ix[~low]), (kids[0], ix[low])):
-            stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
 
 
 def stored_rows(store, ds, grid_id: str) -> tuple[list[bytes], list[np.ndarray]]:
@@ -59,7 +40,8 @@ def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eid
     """One touched leaf, all of it in this task: its stored rows (`stored`, as
     stored_rows gives them), the new rows located in it (`eids`, an Arrow binary array,
     and `new_values`; deduplicated against the stored ones by element ID), the subtree
-    they make (Algorithm 2 semantics), and the rows to write under their final keys.
+    they make (gridagg.split: a leaf new to the load splits down to N_size, one that held
+    rows only past N_threshold), and the rows to write under their final keys.
     Returns a small summary (counts and every resulting leaf's box and aggregate) and
     those rows, as (leaf key prefix, element IDs in byte order, their values) per
     resulting leaf."""
@@ -85,9 +67,7 @@ def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eid
     n_new = len(eids)
     limit = n_size if n_old == 0 else n_threshold
 
-    final: list = []
-    partition(grid, np.arange(len(values)), values, PartialAggregate.of_rows(values, ncols), limit,
-              n_size, ndim, ncols, final)
+    final = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), limit, n_size, ndim).leaves
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
     # Rows to write: every new row, and stored rows whose leaf changed; per resulting leaf
