@@ -36,6 +36,7 @@ from .grid import (
     ancestors,
     choose_cut,
     element_of,
+    grid_of,
     grid_prefix,
     prefix_range,
     presplit,
@@ -319,7 +320,7 @@ class GridEngine:
         retired = set(self.directory.retired_before(name, 0))
         stray = 0
         for keys, rows in self.store.scan_rows(ds, b"", b"\xff" * 2):
-            owners = np.array([k[1 : k.index(b"-", 1)].decode() for k in keys])
+            owners = np.array([grid_of(k) for k in keys])
             for owner in np.unique(owners):
                 if owner in expected:
                     expected[owner].merge(PartialAggregate.of_rows(rows[owners == owner], ncols))

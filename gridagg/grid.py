@@ -43,6 +43,24 @@ def element_of(key: bytes) -> bytes:
     return key[key.index(b"-", 1) + 1 :]
 
 
+def split_key(key: bytes) -> tuple[bytes, bytes]:
+    """(grid prefix, element ID) of a row key."""
+    cut = key.index(b"-", 1) + 1
+    return key[:cut], key[cut:]
+
+
+def grid_of(key: bytes) -> str:
+    """The grid ID of a row key or a grid prefix."""
+    return key[1 : key.index(b"-", 1)].decode()
+
+
+def grid_start(key: bytes) -> bytes:
+    """Where a grid's rows begin for a key range starting at `key`: its grid prefix when
+    the key lies inside a grid's rows (prefix + element ID), else the key itself."""
+    cut = key.find(b"-", 1)
+    return key if cut == -1 else key[: cut + 1]
+
+
 def parent(grid_id: str) -> str:
     return grid_id[:-1]
 

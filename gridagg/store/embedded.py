@@ -28,7 +28,7 @@ import numpy as np
 from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..epochs import EpochBoard
-from ..grid import grid_prefix, prefix_range
+from ..grid import grid_prefix, grid_start, prefix_range, split_key
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
@@ -36,12 +36,6 @@ from .base import CellStore, matching
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
-
-
-def split_key(key: bytes) -> tuple[bytes, bytes]:
-    """(grid prefix, element ID) of a row key."""
-    cut = key.index(b"-", 1) + 1
-    return key[:cut], key[cut:]
 
 
 class EmbeddedStore(CellStore):
@@ -118,8 +112,7 @@ class EmbeddedStore(CellStore):
         (never for gridagg's own ranges, which are whole grids and subtrees)."""
         # Segment keys are grid prefix + sequence number: a start inside a grid's rows
         # (prefix + element ID) must seek that grid's prefix, or its segments are skipped.
-        cut = start.find(b"-", 1)
-        if not cursor.set_range(start if cut == -1 else start[: cut + 1]):
+        if not cursor.set_range(grid_start(start)):
             return
         for skey, value in cursor:
             prefix = bytes(skey[:-4])

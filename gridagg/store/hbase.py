@@ -36,13 +36,12 @@ from Hbase_thrift import BatchMutation, Mutation
 
 from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
-from ..grid import grid_prefix, prefix_range
+from ..grid import grid_prefix, grid_start, prefix_range, split_key
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from . import hbase_rows as grid_rows
 from .base import CellStore, matching
-from .embedded import split_key
 from .hbase_gateway import Gateway
 from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, lookup, observer_answers
 
@@ -226,9 +225,7 @@ class HBaseStore(CellStore):
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
-        # A start inside a grid's rows (prefix + element ID) starts at that grid's row.
-        cut = start.find(b"-", 1)
-        first = start if cut == -1 else start[: cut + 1]
+        first = grid_start(start)  # a start inside a grid's rows starts at that grid's row
         with self.pool.connection() as conn:
             table = conn.table(table_name(ds.name))
             self.round_trips.add(2)  # opening and closing the scanner
