@@ -2,11 +2,10 @@
 region server takes the files whole. Nothing goes through HBase's write path (Thrift,
 WAL, memstore, flushes), which is most of what a load into HBase costs.
 
-The cells are the HBase store's (gridagg.store.hbase, hbase_rows): per resulting leaf,
-its written rows as segment cells in the leaf's row. A leaf the load only appends to gets
-segments numbered after its stored ones; a leaf the load makes (a split's) or rewrites
-(too many segments) starts with a delete of its row's older segment cells, a millisecond
-older than its new ones, so a crashed earlier run's leftovers are gone when the file is.
+What the files hold is the store's business: the cells of its bulk-load format
+(gridagg.store.bulk_format: which table, which cells for a leaf's rows and for the
+aggregates). This module is the Spark side: it hands those cells to the JVM, which
+writes them as HFiles and has the region server load them.
 
 It applies when the store is the local HBase (`gridagg services up`) and Spark runs
 locally: the region server must read the files the executors write, and both share this
@@ -46,9 +45,10 @@ class BulkLoad:
     def __init__(self, spark, settings, ds, new_table=None):
         from hbase.launcher import paths
 
-        from gridagg.store.hbase import table_name
+        from gridagg.store import bulk_format
 
-        self.spark, self.table = spark, table_name(ds.name)
+        self.format = bulk_format(settings)
+        self.spark, self.table = spark, self.format.table(ds.name)
         self.zk = ("localhost", str(settings.zk_port))
         root = paths(settings).tmp / "bulkload"
         # Under the dataset's writer lock no other job of this dataset runs: staging left
@@ -62,11 +62,9 @@ class BulkLoad:
 
     def region_starts(self) -> list[bytes]:
         """The start key of each of the table's regions, in order (the first is b"").
-        A table being made will have the HBase store's pre-split regions."""
+        A table being made will have the store's pre-split regions."""
         if self._starts is None:
-            from gridagg.store.hbase import SPLITS
-
-            self._starts = ([b"", *SPLITS] if self.new_table else
+            self._starts = ([b"", *self.format.split_keys()] if self.new_table else
                             [bytes(k) for k in self.jvm.HFileBulkLoad.regionStarts(self.table, *self.zk)])
         return self._starts
 
@@ -83,19 +81,16 @@ class BulkLoad:
         HFiles, one per task and region."""
         from pyspark.sql import DataFrame
 
-        from gridagg.store.hbase_rows import FAMILY
-
-        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, FAMILY.decode(), self.dir.as_uri()), self.spark)
+        family = self.format.rows_family.decode()
+        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, self.dir.as_uri()), self.spark)
 
     def write_aggregates(self, aggregates) -> None:
-        """Aggregates (grid ID -> PartialAggregate), as the HBase store's cells, into an
-        HFile per region (a file across regions would be split first)."""
+        """Aggregates (grid ID -> PartialAggregate), as the store's cells, into an HFile
+        per region (a file across regions would be split first)."""
         import pyarrow as pa
 
-        from gridagg.store.hbase import HBaseStore
-
-        family, qualifier = HBaseStore.AGG.split(b":")
-        cells = sorted(HBaseStore.aggregate_cells(aggregates))
+        family, qualifier = self.format.aggregate_column()
+        cells = self.format.aggregate_cells(aggregates)
         rows = pa.array([row for row, _ in cells], pa.binary())
         # The cells reach the JVM as a file, gone before load() (the bulk load would take
         # anything in the staging directory for a column family's files).
@@ -130,82 +125,6 @@ def region_bounds(keys, starts: list[bytes]) -> list[tuple[int, int]]:
 
     at = [0] + [pc.sum(pc.less(keys, pa.scalar(s, pa.binary()))).as_py() or 0 for s in starts[1:]] + [len(keys)]
     return list(zip(at[:-1], at[1:]))
-
-
-PUT, DELETE_FAMILY = 0, 1  # kinds of packed cells (HFileBulkLoad.Run)
-
-
-def grid_cells(prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | None) -> list[tuple]:
-    """The cells that write a resulting leaf's rows (eids: an Arrow binary array, none
-    of them stored; values: their int64 rows) into its row `prefix`, as (row, kind,
-    qualifier, value): `stored` is the leaf's stored (number, segment) list when the load
-    adds to the leaf, None when the load makes it (a split's: its row starts over)."""
-    import numpy as np
-
-    from gridagg import segments
-    from gridagg.store import hbase_rows
-
-    new = pack_segments(eids, values)
-    live = hbase_rows.live(stored or [])
-    start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
-    if stored and start_over:  # too many segments: the leaf's rows rewritten
-        old_eids = [e for _, seg in live for e in segments.eids(seg)]
-        old_values = [segments.values(seg) for _, seg in live]
-        new = hbase_rows.pack(old_eids + eids.to_pylist(), np.concatenate([*old_values, values]))
-    numbers = hbase_rows.next_numbers(stored or [], len(new), base=start_over)
-    head = [(prefix, DELETE_FAMILY, b"", b"")] if start_over else []
-    return head + [(prefix, PUT, hbase_rows.qualifier(n), seg) for n, seg in zip(numbers, new)]
-
-
-def stored_rows(stored: list[tuple[int, bytes]]) -> tuple[list[bytes], list]:
-    """A leaf's rows from its stored (number, segment) list, as tasks.stored_rows gives
-    them: (element IDs, arrays of their rows)."""
-    from gridagg import segments
-    from gridagg.store import hbase_rows
-
-    live = hbase_rows.live(stored)
-    return [e for _, seg in live for e in segments.eids(seg)], [segments.values(seg) for _, seg in live]
-
-
-def pack_segments(eids, values) -> list[bytes]:
-    """hbase_rows.pack of rows whose element IDs are an Arrow binary array, without a
-    Python object per row: the same segments, byte for byte."""
-    import numpy as np
-    import pyarrow as pa
-
-    from gridagg.store import hbase_rows
-
-    n, ncols = values.shape
-    order = np.argsort(values[:, 0], kind="stable")
-    if n:
-        eids = eids.take(pa.array(order))
-    offsets = _offsets(eids)
-    data = eids.buffers()[2].to_pybytes() if n else b""
-    per = hbase_rows.rows_per_segment(ncols, (int(offsets[-1]) - int(offsets[0])) / n) if n else 1
-    parts = np.array_split(np.arange(n), -(-n // per)) if n > per else [np.arange(n)]
-    out = []
-    for part in parts:
-        a, b = (int(part[0]), int(part[-1]) + 1) if len(part) else (0, 0)
-        at = offsets[a : b + 1]
-        out.append(b"".join([np.array([b - a, ncols], "<u4").tobytes(),
-                             np.ascontiguousarray(values[order[a:b]].T, dtype="<i8").tobytes(),
-                             (at - at[0]).astype("<u4").tobytes(), data[int(at[0]) : int(at[-1])]]))
-    return out
-
-
-def _offsets(eids):
-    """The n + 1 offsets of an Arrow binary array's values in its data buffer."""
-    import numpy as np
-
-    return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
-
-
-def pack_cells(cells: list[tuple]) -> bytes:
-    """(row, kind, qualifier, value) cells, in order, as HFileBulkLoad reads them: per cell
-    u8 kind, u16 row length, row, u16 qualifier length, qualifier, i32 value length, value
-    (little-endian)."""
-    return b"".join(struct.pack("<BH", kind, len(row)) + row + struct.pack("<H", len(qualifier)) + qualifier
-                    + struct.pack("<i", len(value)) + value for row, kind, qualifier, value in cells)
 
 
 def available(spark, settings) -> bool:
@@ -245,13 +164,14 @@ def warm_up(spark, settings) -> None:
 
 
 def create_table(spark, settings, ds) -> None:
-    """Create ds's table as HBaseStore.create_dataset does, but in Spark's JVM, which has
+    """Create ds's table as the store's create_dataset does, but in Spark's JVM, which has
     HBase's client already: no JVM to start (2 s). Nothing when it exists."""
-    from gridagg.store.hbase import FAMILIES, SPLITS, table_name
+    from gridagg.store import bulk_format
 
-    families = ",".join(f"{name}:{opts['max_versions']}" for name, opts in FAMILIES.items())
-    spark._jvm.HFileBulkLoad.createTable(table_name(ds.name), families, ",".join(k.hex() for k in SPLITS),
-                                         "localhost", str(settings.zk_port))
+    fmt = bulk_format(settings)
+    spark._jvm.HFileBulkLoad.createTable(fmt.table(ds.name), fmt.families(),
+                                         ",".join(k.hex() for k in fmt.split_keys()), "localhost",
+                                         str(settings.zk_port))
 
 
 def create_table_later(spark, settings, ds):

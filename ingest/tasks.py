@@ -17,7 +17,7 @@ import numpy as np
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import Grid, grid_prefix, prefix_range
 from gridagg.split import split_rows
-from gridagg.store import open_store
+from gridagg.store import bulk_format, open_store
 
 from . import buckets, hfiles
 
@@ -190,8 +190,8 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
     only with an HBase bulk load).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
-    the HBase store's cells of its resulting leaves in order (hfiles.grid_cells,
-    hfiles.pack_cells); else the task writes them to the store."""
+    the store's cells of its resulting leaves in order (gridagg.store.bulk_format);
+    else the task writes them to the store."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
@@ -224,15 +224,15 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
         leaf_ids = [btree.value.ids[int(leaf[a])] for a, _ in bounds]
         summaries, cells = [], []
         store = open_store(settings) if scan else None
+        fmt = bulk_format(settings) if region_starts is not None else None
         try:
-            # A bulk load reads the bucket's leaves' segments at once, and numbers new ones after them.
-            segments_of = (store.grid_segments(ds, [grid_prefix(g) for g in leaf_ids])
-                           if store is not None and region_starts is not None else {})
+            # A bulk load reads what it must know of the bucket's leaves at once.
+            known = fmt.read_leaves(store, ds, leaf_ids) if fmt is not None and store is not None else {}
             for g, (a, b) in zip(leaf_ids, bounds):
                 box, next_axis = bgrids.value[g]
                 grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
-                if region_starts is not None:
-                    stored = hfiles.stored_rows(segments_of.get(grid_prefix(g), []))
+                if fmt is not None:
+                    stored = fmt.stored_rows(known.get(g, []))
                 else:
                     stored = stored_rows(store, ds, g) if store is not None else ([], [])
                 info, leaf_rows = build_leaf(stored, ds, grid, eids.slice(a, b - a), values[a:b])
@@ -241,10 +241,9 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 if region_starts is None:
                     write_grids(store, ds, leaf_rows, write_batch)
                 else:
-                    own = segments_of.get(grid_prefix(g), [])
                     for prefix, leaf_eids, leaf_values in leaf_rows:
-                        cells.extend(hfiles.grid_cells(prefix, leaf_eids, leaf_values,
-                                                       None if info["split"] else own))
+                        cells.extend(fmt.grid_cells(prefix, leaf_eids, leaf_values,
+                                                    None if info["split"] else known.get(g, [])))
         finally:
             if store is not None:
                 store.close()
@@ -254,7 +253,7 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
         # cells by row, a row's family delete first, then qualifier orders them as HBase does.
         cells.sort(key=lambda c: (c[0], -c[1], c[2]))
         keys = pa.array([c[0] for c in cells], pa.binary())
-        return summaries, [(r, hfiles.pack_cells(cells[a:b]))
+        return summaries, [(r, fmt.pack_cells(cells[a:b]))
                            for r, (a, b) in enumerate(hfiles.region_bounds(keys, region_starts)) if a < b]
 
     return fn

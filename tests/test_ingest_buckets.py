@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest import buckets
-from ingest.hfiles import pack_cells, pack_segments, region_bounds
+from gridagg.store.hbase_bulk import HBaseBulkFormat, _pack_segments as pack_segments
+from ingest.hfiles import region_bounds
+
+pack_cells = HBaseBulkFormat().pack_cells
 
 eids = st.text(alphabet="ab|0123456789é", min_size=1, max_size=12)
 

@@ -13,8 +13,11 @@ from gridagg.scan import ScanRequest
 from gridagg.schema import Column, Dataset
 from gridagg.store import hbase_rows
 from gridagg.store.hbase import HBaseStore
+from gridagg.store.hbase_bulk import HBaseBulkFormat
 from ingest import hfiles
 from ingest.job import spark_session
+
+FORMAT = HBaseBulkFormat()
 
 NCOLS = 3
 
@@ -48,7 +51,7 @@ def bulk_load(spark, s, ds, cells: list[tuple]) -> None:
     bulk = hfiles.BulkLoad(spark, s, ds)
     try:
         cells.sort(key=lambda c: (c[0], -c[1], c[2]))
-        df = spark.createDataFrame([(None, None, 0, hfiles.pack_cells(cells))],
+        df = spark.createDataFrame([(None, None, 0, FORMAT.pack_cells(cells))],
                                    "leaf string, info string, region int, cells binary")
         assert bulk.write(df).collect() == []
         bulk.load()
@@ -73,8 +76,8 @@ def test_a_made_leaf_starts_over_and_an_appended_one_keeps_its_rows(spark, s, lo
     store.put_grids(ds, [(made, *stale), (kept, *old)])  # `made` as a crashed run left it
     new_made, new_kept = batch(rng, 25, b"m"), batch(rng, 15, b"k")
     stored = store.grid_segments(ds, [kept])[kept]
-    cells = (hfiles.grid_cells(made, pa.array(new_made[0], pa.binary()), new_made[1], None)
-             + hfiles.grid_cells(kept, pa.array(new_kept[0], pa.binary()), new_kept[1], stored))
+    cells = (FORMAT.grid_cells(made, pa.array(new_made[0], pa.binary()), new_made[1], None)
+             + FORMAT.grid_cells(kept, pa.array(new_kept[0], pa.binary()), new_kept[1], stored))
     bulk_load(spark, s, ds, cells)
     assert rows_of(store, ds, made) == {e: v.tolist() for e, v in zip(*new_made)}
     assert rows_of(store, ds, kept) == {e: v.tolist() for part in (old, new_kept) for e, v in zip(*part)}
@@ -92,7 +95,7 @@ def test_many_appends_keep_few_live_segments(spark, s, loaded):
         eids, values = batch(rng, 10 + load, b"l%d-" % load)
         stored = store.grid_segments(ds, [prefix]).get(prefix, [])
         assert len(hbase_rows.live(stored)) <= hbase_rows.MAX_SEGMENTS
-        bulk_load(spark, s, ds, hfiles.grid_cells(prefix, pa.array(eids, pa.binary()), values, stored))
+        bulk_load(spark, s, ds, FORMAT.grid_cells(prefix, pa.array(eids, pa.binary()), values, stored))
         expected.update(zip(eids, values.tolist()))
         assert rows_of(store, ds, prefix) == expected
     assert len(store.grid_segments(ds, [prefix])[prefix]) < hbase_rows.MAX_SEGMENTS  # older cells deleted

@@ -7,7 +7,7 @@ server needed) and Apache HBase through its Thrift gateway (the production path)
 from ..errors import InvalidInput
 from .base import CellStore, RangeCondition
 
-__all__ = ["CellStore", "RangeCondition", "open_store"]
+__all__ = ["CellStore", "RangeCondition", "bulk_format", "open_store"]
 
 
 def open_store(settings) -> CellStore:
@@ -24,3 +24,14 @@ def open_store(settings) -> CellStore:
 
         return EmbeddedStore(settings.lmdb_dir, settings.scan_threads)
     raise InvalidInput(f"GRIDAGG_STORE must be 'embedded' or 'hbase', not {settings.store!r}", field="store")
+
+
+def bulk_format(settings):
+    """The format in which a bulk loader may write the configured store's files itself
+    (HBase: HFiles of its cells, gridagg.store.hbase_bulk), or None: then a loader writes
+    through the store (CellStore.put_grids)."""
+    if settings.store == "hbase":
+        from .hbase_bulk import HBaseBulkFormat
+
+        return HBaseBulkFormat()
+    return None

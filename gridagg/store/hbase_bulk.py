@@ -1,0 +1,114 @@
+"""What the HBase store offers a bulk load (gridagg.store.bulk_format): the cells that
+write rows and aggregates into its table, in its layout (gridagg.store.hbase_rows), for a
+writer that makes HFiles (ingest.hfiles, with hbase/HFileBulkLoad.java) instead of going
+through the Thrift gateway.
+
+Per resulting leaf, its written rows become segment cells in the leaf's row. A leaf the
+load only appends to gets segments numbered after its stored ones; a leaf the load makes
+(a split's) or rewrites (too many segments) starts with a delete of its row's older
+segment cells, a millisecond older than its new ones, so a crashed earlier run's
+leftovers are gone when the file is.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .. import segments
+from . import hbase_rows
+from ..grid import grid_prefix
+from .hbase import FAMILIES, SPLITS, HBaseStore, table_name
+
+PUT, DELETE_FAMILY = 0, 1  # kinds of packed cells (HFileBulkLoad.Run)
+
+
+class HBaseBulkFormat:
+    """The HBase store's bulk-load format; one per process will do (it holds nothing)."""
+
+    rows_family = hbase_rows.FAMILY
+
+    def table(self, name: str) -> str:
+        """The table of dataset `name`."""
+        return table_name(name)
+
+    def families(self) -> str:
+        """The table's column families as HFileBulkLoad.createTable takes them."""
+        return ",".join(f"{name}:{opts['max_versions']}" for name, opts in FAMILIES.items())
+
+    def split_keys(self) -> list[bytes]:
+        """The start keys of a new table's regions after the first."""
+        return list(SPLITS)
+
+    def aggregate_column(self) -> tuple[bytes, bytes]:
+        """(family, qualifier) of a grid's aggregate cell."""
+        family, qualifier = HBaseStore.AGG.split(b":")
+        return family, qualifier
+
+    def aggregate_cells(self, aggregates) -> list[tuple[bytes, bytes]]:
+        """(row, value) of each aggregate's cell (grid ID -> PartialAggregate), in row order."""
+        return sorted(HBaseStore.aggregate_cells(aggregates))
+
+    def read_leaves(self, store, ds, grid_ids: list[str]) -> dict[str, list]:
+        """What a load needs to know of these leaves before it writes to them: their
+        stored (number, segment) lists, read at once."""
+        found = store.grid_segments(ds, [grid_prefix(g) for g in grid_ids])
+        return {g: found.get(grid_prefix(g), []) for g in grid_ids}
+
+    def grid_cells(self, prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | None) -> list[tuple]:
+        """The cells that write a resulting leaf's rows (eids: an Arrow binary array, none
+        of them stored; values: their int64 rows) into its row `prefix`, as (row, kind,
+        qualifier, value): `stored` is the leaf's stored (number, segment) list when the load
+        adds to the leaf, None when the load makes it (a split's: its row starts over)."""
+        new = pack_segments(eids, values)
+        live = hbase_rows.live(stored or [])
+        start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
+        if stored and start_over:  # too many segments: the leaf's rows rewritten
+            old_eids = [e for _, seg in live for e in segments.eids(seg)]
+            old_values = [segments.values(seg) for _, seg in live]
+            new = hbase_rows.pack(old_eids + eids.to_pylist(), np.concatenate([*old_values, values]))
+        numbers = hbase_rows.next_numbers(stored or [], len(new), base=start_over)
+        head = [(prefix, DELETE_FAMILY, b"", b"")] if start_over else []
+        return head + [(prefix, PUT, hbase_rows.qualifier(n), seg) for n, seg in zip(numbers, new)]
+
+    def stored_rows(self, stored: list[tuple[int, bytes]]) -> tuple[list[bytes], list]:
+        """A leaf's rows from what read_leaves gave of it (a (number, segment) list), as
+        (element IDs, arrays of their rows)."""
+        live = hbase_rows.live(stored)
+        return [e for _, seg in live for e in segments.eids(seg)], [segments.values(seg) for _, seg in live]
+
+    def pack_cells(self, cells: list[tuple]) -> bytes:
+        """(row, kind, qualifier, value) cells, in order, as HFileBulkLoad reads them: per cell
+        u8 kind, u16 row length, row, u16 qualifier length, qualifier, i32 value length, value
+        (little-endian)."""
+        return b"".join(struct.pack("<BH", kind, len(row)) + row + struct.pack("<H", len(qualifier)) + qualifier
+                        + struct.pack("<i", len(value)) + value for row, kind, qualifier, value in cells)
+
+
+def pack_segments(eids, values) -> list[bytes]:
+    """hbase_rows.pack of rows whose element IDs are an Arrow binary array, without a
+    Python object per row: the same segments, byte for byte."""
+    import pyarrow as pa
+
+    n, ncols = values.shape
+    order = np.argsort(values[:, 0], kind="stable")
+    if n:
+        eids = eids.take(pa.array(order))
+    offsets = _offsets(eids)
+    data = eids.buffers()[2].to_pybytes() if n else b""
+    per = hbase_rows.rows_per_segment(ncols, (int(offsets[-1]) - int(offsets[0])) / n) if n else 1
+    parts = np.array_split(np.arange(n), -(-n // per)) if n > per else [np.arange(n)]
+    out = []
+    for part in parts:
+        a, b = (int(part[0]), int(part[-1]) + 1) if len(part) else (0, 0)
+        at = offsets[a : b + 1]
+        out.append(b"".join([np.array([b - a, ncols], "<u4").tobytes(),
+                             np.ascontiguousarray(values[order[a:b]].T, dtype="<i8").tobytes(),
+                             (at - at[0]).astype("<u4").tobytes(), data[int(at[0]) : int(at[-1])]]))
+    return out
+
+
+def _offsets(eids):
+    """The n + 1 offsets of an Arrow binary array's values in its data buffer."""
+    return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
