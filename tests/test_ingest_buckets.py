@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest import buckets
-from gridagg.store.hbase_bulk import HBaseBulkFormat, _pack_segments as pack_segments
+from gridagg.store.hbase_bulk import HBaseBulkFormat, pack_segments
 from ingest.hfiles import region_bounds
 
 pack_cells = HBaseBulkFormat().pack_cells
