@@ -302,7 +302,10 @@ class GridDirectory:
         ).format(corners=self._corners(ds), table=self.table(ds.name))
         with self.connection() as conn:
             self.round_trips.add()
-            rows = conn.execute(stmt, (ds.name,)).fetchall()
+            try:
+                rows = conn.execute(stmt, (ds.name,)).fetchall()
+            except psycopg.errors.UndefinedTable:  # dropped meanwhile
+                raise UnknownDataset(ds.name) from None
         if not rows:
             raise UnknownDataset(ds.name)
         return rows[0][0], rows[0][1], self._leaf_rows(ds, [r[2:] for r in rows if r[2] is not None])
@@ -324,7 +327,10 @@ class GridDirectory:
         ).format(corners=self._corners(ds), table=self.table(ds.name))
         with self.connection() as conn:
             self.round_trips.add()
-            row = conn.execute(stmt, {"v": version, "name": ds.name}).fetchone()
+            try:
+                row = conn.execute(stmt, {"v": version, "name": ds.name}).fetchone()
+            except psycopg.errors.UndefinedTable:  # dropped meanwhile
+                raise UnknownDataset(ds.name) from None
         if row is None:
             raise UnknownDataset(ds.name)
         current, incarnation, complete, touched, leaves = row

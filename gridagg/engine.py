@@ -30,7 +30,7 @@ import numpy as np
 from . import faults
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
-from .errors import InvalidInput, WorkLimitExceeded
+from .errors import InvalidInput, UnknownDataset, WorkLimitExceeded
 from .grid import (
     Grid,
     ancestors,
@@ -48,7 +48,7 @@ from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
 from .split import split_rows
 from .store import CellStore
-from .tree import TreeCache
+from .tree import DatasetReplaced, TreeCache
 
 
 @dataclass
@@ -230,17 +230,31 @@ class GridEngine:
         given (a GeoJSON Polygon or MultiPolygon over the lon/lat dimensions); see
         QuerySpec.parse for the inputs. With explain, the plan lists the grids used.
         limits: this query's work limits (default: the engine's)."""
-        ds = self.dataset(name)
-        return self.planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain)
+        return self._asked(name, lambda ds: self.planner.query(
+            ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain))
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
                end=None, region: dict | None = None, explain: bool = False,
                max_points: int | None = None, limits: Limits | None = None) -> SeriesResult:
         """Aggregates per time bucket of `step` (e.g. "1d"), or over a moving `window` of
         whole steps ending with each bucket, from start to end; see SeriesSpec."""
-        ds = self.dataset(name)
-        spec = SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points)
-        return self.planner.series(ds, spec, limits or self.limits, explain)
+        return self._asked(name, lambda ds: self.planner.series(
+            ds, SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points),
+            limits or self.limits, explain))
+
+    def _asked(self, name: str, answer):
+        """answer(definition of dataset `name`), asked again with the definition read
+        anew when the dataset was dropped and made again meanwhile; a dataset no longer
+        there is forgotten."""
+        try:
+            return answer(self.dataset(name))
+        except DatasetReplaced:
+            self._datasets.pop(name, None)
+            return answer(self.dataset(name))
+        except UnknownDataset:
+            self._datasets.pop(name, None)
+            self.trees.forget(name)
+            raise
 
     def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
         """query() for a parsed QuerySpec."""

@@ -201,6 +201,11 @@ def _grown_aggs(aggs: AggArrays, n: int, ds: Dataset) -> AggArrays:
     return out
 
 
+class DatasetReplaced(Exception):
+    """The dataset was dropped and made again, with another definition, since the
+    caller read its definition (GridEngine reads it again and asks once more)."""
+
+
 class _Held:
     """A dataset's current TreeState and when its version was last confirmed: at which
     board epoch and after how many announced changes (TreeCache._heard)."""
@@ -294,6 +299,9 @@ class TreeCache:
                 held.confirm(mark)
                 return held.state
         version, incarnation, leaves = self.directory.load_tree(ds)
+        if held is not None and incarnation != held.state.incarnation and self.directory.dataset(ds.name) != ds:
+            self._held.pop(ds.name, None)
+            raise DatasetReplaced(ds.name)
         state = TreeState.build(ds, version, incarnation, leaves, self.store)
         self._held[ds.name] = _Held(state, mark)
         return state

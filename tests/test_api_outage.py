@@ -14,6 +14,7 @@ from gridagg import services as svc
 from gridagg.directory import GridDirectory
 from gridagg.tree import RECONFIRM_SECONDS
 from gridagg.engine import GridEngine
+from gridagg.errors import StoreUnavailable
 from gridagg.store import open_store
 
 DEFINITION = {"dimensions": [{"name": "x", "min": 0, "max": 100}], "measures": [{"name": "v", "min": 0, "max": 9}],
@@ -28,6 +29,19 @@ def wait_for(client, path: str, body: dict, seconds: float = 60):
         if resp.status_code != 503 or time.monotonic() > deadline:
             return resp
         time.sleep(0.5)
+
+
+def _drop_when_ready(engine, name: str, seconds: float = 90) -> None:
+    """Drop the dataset; a server just back may refuse table changes for a while (HBase's
+    master initializing: StoreUnavailable), as a client would, try again."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return engine.drop_dataset(name)
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 @pytest.mark.parametrize("store, stop, start", [
@@ -88,7 +102,7 @@ def test_a_stopped_server_gives_503_then_the_api_recovers(settings, services, un
         assert resp.status_code == 200, resp.get_json()
         assert set(statuses) <= {200, 503} and 503 in statuses
         assert resp.get_json()["results"] == {"count": 18, "sum:v": 81}  # the refused write wrote nothing
-        engine.drop_dataset(unique_name)
+        _drop_when_ready(engine, unique_name)
     finally:
         done.set()
         for t in load:

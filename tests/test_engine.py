@@ -287,3 +287,29 @@ def test_a_writer_on_another_machine_is_heard_through_notify(engine, weather, se
         check_answer(engine.query(weather.name, {}, ["count", "sum:wind_speed"]), encoded)
     finally:
         elsewhere.directory.close()
+
+
+def test_a_dataset_dropped_and_made_again_elsewhere_is_read_anew(engine, settings, unique_name):
+    """Another process drops a dataset and makes it again with another definition: this
+    process's next query reads the new definition and tree (and a dropped one is 'no
+    dataset', never an error)."""
+    other = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    first = {"name": unique_name, "dimensions": [{"name": "x", "min": 0, "max": 100}]}
+    second = {**first, "measures": [{"name": "v", "min": 0, "max": 9}]}
+    try:
+        other.create_dataset(Dataset.from_json(first))
+        other.insert(unique_name, [{"x": i} for i in range(10)])
+        assert engine.query(unique_name, {}, ["count"]).values == {"count": 10}
+        other.drop_dataset(unique_name)
+        with pytest.raises(UnknownDataset):
+            engine.query(unique_name, {}, ["count"])
+        other.create_dataset(Dataset.from_json(second))
+        other.insert(unique_name, [{"x": i, "v": i % 3} for i in range(7)])
+        assert engine.query(unique_name, {}, ["count", "sum:v"]).values == {"count": 7, "sum:v": 6}
+        other.drop_dataset(unique_name)  # and made again at once: no query sees it missing
+        other.create_dataset(Dataset.from_json(first))
+        other.insert(unique_name, [{"x": i} for i in range(4)])
+        assert engine.query(unique_name, {"x": [1, 2]}, ["count", "max:x"]).values == {"count": 2, "max:x": 2}
+    finally:
+        other.drop_dataset(unique_name)
+        other.directory.close()
