@@ -64,14 +64,16 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     result = bench.run(settings, args)
     assert result["disagreements"] == []
     labels = {s.label for s in result["systems"]}
-    assert {"pg-alone", "hbase-alone"} <= labels and len(labels) == 6
-    assert len(result["runs"]) == 6 * 2 * 2
+    assert {"pg-alone", "hbase-alone", "duckdb-alone"} <= labels and len(labels) == 7
+    assert len(result["runs"]) == 7 * 2 * 2
     for r in result["runs"]:
         assert r["failures"] == 0, r
         assert r["requests"] > 0, r
     out = tmp_path / "report"
     text = (out / "report.md").read_text()
-    assert "gridagg / PostgreSQL" in text and "Measured selectivity" in text
+    assert "gridagg / PostgreSQL alone" in text and "gridagg / DuckDB" in text and "Measured selectivity" in text
+    assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
+    assert "In-process: gridagg's planner vs DuckDB" in text
     for name in ("runs.csv", "load.csv", "table3.csv", "throughput_min.png", "throughput_sum.png"):
         assert (out / name).exists(), name
     with open(out / "runs.csv") as f:
