@@ -138,29 +138,14 @@ class Local:
         return result.to_json(self.dataset(name))
 
     def datasets(self) -> dict:
-        return {"datasets": [describe(ds) for ds in self.engine.directory.datasets()]}
+        return {"datasets": [ds.describe() for ds in self.engine.directory.datasets()]}
 
     def describe(self, name: str) -> dict:
         ds = self.dataset(name)
-        out = describe(ds)
+        out = ds.describe()
         out["row_count"] = self.engine.query(name, {}, ["count"]).values["count"]
         out["grid_count"] = self.engine.directory.leaf_count(name)
         return out
-
-
-def describe(ds: Dataset) -> dict:
-    """A dataset as the HTTP API describes it (without its counts)."""
-    from .regions import lonlat_axes
-
-    axes = lonlat_axes(ds)
-    return {
-        "name": ds.name,
-        "dimensions": [c.to_json() for c in ds.dimensions],
-        "measures": [c.to_json() for c in ds.measures],
-        "grid": ds.grid.to_json(),
-        "time_dimension": None if ds.time_axis is None else ds.dimensions[ds.time_axis].name,
-        "region_dimensions": None if axes is None else [ds.dimensions[i].name for i in axes],
-    }
 
 
 class Remote:

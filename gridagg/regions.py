@@ -29,21 +29,10 @@ from .errors import InvalidInput
 from .scan import PolygonTest
 from .schema import Dataset
 
-AXIS_NAMES = (("lon", "lat"), ("longitude", "latitude"))
 
 # Far above the rounding error of the compiled face test (coordinates are degrees, or
 # at least numbers of that size; a double holds them to about 1e-14).
 EPSILON = 1e-9
-
-
-def lonlat_axes(ds: Dataset) -> tuple[int, int] | None:
-    names = {c.name: i for i, c in enumerate(ds.dimensions)}
-    for lon, lat in AXIS_NAMES:
-        if lon in names and lat in names:
-            i, j = names[lon], names[lat]
-            if ds.dimensions[i].kind == "number" and ds.dimensions[j].kind == "number":
-                return i, j
-    return None
 
 
 def _check_coordinates(coords, depth: int, where: str) -> None:
@@ -64,7 +53,7 @@ class Region:
     """A validated polygon bound to a dataset's lon/lat axes."""
 
     def __init__(self, ds: Dataset, geojson: object):
-        axes = lonlat_axes(ds)
+        axes = ds.lonlat_axes
         if axes is None:
             raise InvalidInput(
                 f"dataset {ds.name} has no lon/lat dimensions: a region needs two number "

@@ -389,6 +389,30 @@ class Dataset:
                 return i
         return None
 
+    @property
+    def lonlat_axes(self) -> tuple[int, int] | None:
+        """The dimensions a polygon region is over: two number dimensions named "lon" and
+        "lat" (or "longitude" and "latitude"), as (lon index, lat index); None if none."""
+        names = {c.name: i for i, c in enumerate(self.dimensions)}
+        for lon, lat in (("lon", "lat"), ("longitude", "latitude")):
+            if lon in names and lat in names:
+                i, j = names[lon], names[lat]
+                if self.dimensions[i].kind == "number" and self.dimensions[j].kind == "number":
+                    return i, j
+        return None
+
+    def describe(self) -> dict:
+        """The dataset as the HTTP API and `gridagg datasets` describe it (without counts)."""
+        axes = self.lonlat_axes
+        return {
+            "name": self.name,
+            "dimensions": [c.to_json() for c in self.dimensions],
+            "measures": [c.to_json() for c in self.measures],
+            "grid": self.grid.to_json(),
+            "time_dimension": None if self.time_axis is None else self.dimensions[self.time_axis].name,
+            "region_dimensions": None if axes is None else [self.dimensions[i].name for i in axes],
+        }
+
     def column_index(self, name: object, field_name: str = "column") -> int:
         for i, c in enumerate(self.columns):
             if c.name == name:

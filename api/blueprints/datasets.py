@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from gridagg.errors import InvalidInput, UnknownDataset, WorkLimitExceeded
-from gridagg.regions import lonlat_axes
 from gridagg.schema import Dataset, check_name
 
 from .. import metrics
@@ -37,22 +36,10 @@ def _dataset(name: str) -> Dataset:
     return engine().dataset(name)
 
 
-def _describe(ds: Dataset) -> dict:
-    axes = lonlat_axes(ds)
-    return {
-        "name": ds.name,
-        "dimensions": [c.to_json() for c in ds.dimensions],
-        "measures": [c.to_json() for c in ds.measures],
-        "grid": ds.grid.to_json(),
-        "time_dimension": None if ds.time_axis is None else ds.dimensions[ds.time_axis].name,
-        "region_dimensions": None if axes is None else [ds.dimensions[i].name for i in axes],
-    }
-
-
 @bp.get("")
 @operation(summary="list datasets", answers={200: DatasetList}, problems={503: STORE_DOWN})
 def list_datasets():
-    return jsonify({"datasets": [_describe(ds) for ds in engine().directory.datasets()]})
+    return jsonify({"datasets": [ds.describe() for ds in engine().directory.datasets()]})
 
 
 @bp.post("")
@@ -61,7 +48,7 @@ def list_datasets():
 def create_dataset(body: DatasetDefinition):
     ds = Dataset.from_json(body.model_dump(exclude_unset=True))
     engine().create_dataset(ds)
-    resp = jsonify(_describe(ds))
+    resp = jsonify(ds.describe())
     resp.status_code = 201
     resp.headers["Location"] = f"/v1/datasets/{ds.name}"
     return resp
@@ -74,7 +61,7 @@ def get_dataset(name: str):
     ds = _dataset(name)
     eng = engine()
     count = eng.query(ds.name, {}, ["count"]).values["count"]
-    out = _describe(ds)
+    out = ds.describe()
     out["row_count"] = count
     out["grid_count"] = eng.directory.leaf_count(ds.name)
     return jsonify(out)

@@ -8,6 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from ..aggregate import AggArrays, PartialAggregate
+from ..grid import split_key
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from ..trips import TripCounter
@@ -49,17 +50,20 @@ class CellStore(ABC):
     def drop_dataset(self, name: str) -> None:
         """Remove the dataset's tables and everything in them (idempotent)."""
 
-    @abstractmethod
     def put_rows(self, ds: Dataset, keys: list[bytes], values: np.ndarray) -> None:
-        """Write rows: keys[i] gets values[i] (an int64 row of len(ds.columns))."""
+        """Write rows: keys[i] gets values[i] (an int64 row of len(ds.columns)); a stored
+        element ID's row is replaced. Grouped by grid, then put_grids."""
+        parts = [split_key(k) for k in keys]
+        by_prefix: dict[bytes, list[int]] = {}
+        for i, (prefix, _) in enumerate(parts):
+            by_prefix.setdefault(prefix, []).append(i)
+        values = np.asarray(values)
+        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
 
+    @abstractmethod
     def put_grids(self, ds: Dataset, grids: list[tuple[bytes, list[bytes], np.ndarray]]) -> None:
         """Write rows grid by grid, each grid given as (its key prefix, element IDs,
-        values): row key prefix + eids[i] gets values[i]. The same as put_rows, for a
-        writer that has its rows by grid already (the ingest job)."""
-        if grids:
-            self.put_rows(ds, [prefix + e for prefix, eids, _ in grids for e in eids],
-                          np.concatenate([values for _, _, values in grids]))
+        values): row key prefix + eids[i] gets values[i]."""
 
     @abstractmethod
     def delete_rows(self, ds: Dataset, keys: list[bytes]) -> None:

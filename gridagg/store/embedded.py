@@ -122,14 +122,6 @@ class EmbeddedStore(CellStore):
 
     # -- CellStore ----------------------------------------------------------------------
 
-    def put_rows(self, ds, keys, values):
-        parts = [split_key(k) for k in keys]
-        by_prefix: dict[bytes, list[int]] = {}
-        for i, (prefix, _) in enumerate(parts):
-            by_prefix.setdefault(prefix, []).append(i)
-        values = np.asarray(values)
-        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
-
     def put_grids(self, ds, grids):
         self.round_trips.add()
         db = self._db(ds.name, "s")

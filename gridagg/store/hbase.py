@@ -122,14 +122,6 @@ class HBaseStore(CellStore):
                 out[row.row] = grid_rows.numbered({col: cell.value for col, cell in row.columns.items()})
         return out
 
-    def put_rows(self, ds, keys, values):
-        parts = [split_key(k) for k in keys]
-        by_prefix: dict[bytes, list[int]] = {}
-        for i, (prefix, _) in enumerate(parts):
-            by_prefix.setdefault(prefix, []).append(i)
-        values = np.asarray(values)
-        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
-
     def put_grids(self, ds, grids):
         given: dict[bytes, dict[bytes, np.ndarray]] = {}
         for prefix, eids, values in grids:  # an element ID given twice: the last wins
