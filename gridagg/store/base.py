@@ -8,7 +8,8 @@ from typing import Iterator
 import numpy as np
 
 from ..aggregate import AggArrays, PartialAggregate
-from ..grid import split_key
+from .. import segments
+from ..grid import prefix_range, split_key
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from ..trips import TripCounter
@@ -23,6 +24,32 @@ def matching(values: np.ndarray, where) -> np.ndarray | None:
         inside = (col >= cond.lo) & (col <= cond.hi)
         mask = inside if mask is None else mask & inside
     return mask
+
+
+def segment_rows(prefix: bytes, seg, start: bytes, stop: bytes, where=(), batch_rows: int = 2000,
+                 with_keys: bool = True):
+    """(keys, values) batches of the rows of one of grid `prefix`'s segments with
+    start <= key < stop that satisfy every condition in `where`: how a store's scan_rows
+    reads a segment. Values are copies (a segment's buffer may not outlive the read);
+    keys are None when not with_keys."""
+    values = segments.values(seg)
+    whole = start <= prefix and prefix_range(prefix)[1] <= stop  # gridagg's own ranges always are
+    keys = [prefix + e for e in segments.eids(seg)] if with_keys or not whole else None
+    mask = matching(values, where)
+    if not whole:
+        in_range = np.array([start <= k < stop for k in keys], dtype=bool)
+        mask = in_range if mask is None else mask & in_range
+    if mask is None:
+        values = values.copy()
+    else:
+        idx = np.flatnonzero(mask)
+        values = values[idx]
+        if keys is not None:
+            keys = [keys[i] for i in idx.tolist()]
+    if not with_keys:
+        keys = None
+    for s in range(0, len(values), batch_rows):
+        yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
 
 
 class CellStore(ABC):

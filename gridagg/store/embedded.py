@@ -28,11 +28,11 @@ import numpy as np
 from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..epochs import EpochBoard
-from ..grid import grid_prefix, grid_start, prefix_range, split_key
+from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
-from .base import CellStore, matching
+from .base import CellStore, segment_rows
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
@@ -107,9 +107,7 @@ class EmbeddedStore(CellStore):
 
     @staticmethod
     def _in_range(cursor, start: bytes, stop: bytes):
-        """(grid prefix, segment, whole) of every segment whose grid has keys in
-        [start, stop); whole is False when the range cuts through that grid's rows
-        (never for gridagg's own ranges, which are whole grids and subtrees)."""
+        """(grid prefix, segment) of every segment whose grid has keys in [start, stop)."""
         # Segment keys are grid prefix + sequence number: a start inside a grid's rows
         # (prefix + element ID) must seek that grid's prefix, or its segments are skipped.
         if not cursor.set_range(grid_start(start)):
@@ -118,7 +116,7 @@ class EmbeddedStore(CellStore):
             prefix = bytes(skey[:-4])
             if prefix >= stop:
                 return
-            yield prefix, value, start <= prefix and prefix_range(prefix)[1] <= stop
+            yield prefix, value
 
     # -- CellStore ----------------------------------------------------------------------
 
@@ -176,24 +174,8 @@ class EmbeddedStore(CellStore):
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
-            for prefix, value, whole in self._in_range(txn.cursor(), start, stop):
-                values = segments.values(value)
-                keys = [prefix + e for e in segments.eids(value)] if with_keys or not whole else None
-                mask = matching(values, where)
-                if not whole:  # a range that cuts through this grid's rows
-                    in_range = np.array([start <= k < stop for k in keys], dtype=bool)
-                    mask = in_range if mask is None else mask & in_range
-                if mask is not None:
-                    idx = np.flatnonzero(mask)
-                    values = values[idx]
-                    if keys is not None:
-                        keys = [keys[i] for i in idx.tolist()]
-                else:
-                    values = values.copy()  # the buffer is only valid inside the transaction
-                if not with_keys:
-                    keys = None
-                for s in range(0, len(values), batch_rows):
-                    yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
+            for prefix, value in self._in_range(txn.cursor(), start, stop):
+                yield from segment_rows(prefix, value, start, stop, where, batch_rows, with_keys)
 
     def scan(self, ds, request: ScanRequest) -> ScanAnswer:
         self.round_trips.add()

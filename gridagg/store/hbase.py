@@ -34,14 +34,13 @@ import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thri
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
-from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
-from ..grid import grid_prefix, grid_start, prefix_range, split_key
+from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from . import hbase_rows as grid_rows
-from .base import CellStore, matching
+from .base import CellStore, segment_rows
 from .hbase_gateway import Gateway
 from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, lookup, observer_answers
 
@@ -226,7 +225,7 @@ class HBaseStore(CellStore):
                 if n and n % GRIDS_PER_SCAN_BATCH == 0:
                     self.round_trips.add()
                 for _, seg in grid_rows.live(grid_rows.numbered(cells)):
-                    yield from _rows_in(prefix, seg, start, stop, where, batch_rows, with_keys)
+                    yield from segment_rows(prefix, seg, start, stop, where, batch_rows, with_keys)
 
     # -- queries ------------------------------------------------------------------------
 
@@ -308,23 +307,3 @@ class HBaseStore(CellStore):
 
 def _deletes(prefix: bytes, numbers: list[int]) -> BatchMutation:
     return BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), isDelete=True) for n in numbers])
-
-
-def _rows_in(prefix: bytes, seg: bytes, start: bytes, stop: bytes, where, batch_rows: int, with_keys: bool):
-    """(keys, values) batches of a segment's rows with start <= key < stop matching `where`."""
-    values = segments.values(seg)
-    whole = start <= prefix and prefix_range(prefix)[1] <= stop
-    keys = [prefix + e for e in segments.eids(seg)] if with_keys or not whole else None
-    mask = matching(values, where)
-    if not whole:
-        in_range = np.array([start <= k < stop for k in keys], dtype=bool)
-        mask = in_range if mask is None else mask & in_range
-    if mask is not None:
-        idx = np.flatnonzero(mask)
-        values = values[idx]
-        if keys is not None:
-            keys = [keys[i] for i in idx.tolist()]
-    if not with_keys:
-        keys = None
-    for s in range(0, len(values), batch_rows):
-        yield (keys[s : s + batch_rows] if keys is not None else None), values[s : s + batch_rows]
