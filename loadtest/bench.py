@@ -131,25 +131,30 @@ class System:
         return self.rows / self.load_seconds if self.load_seconds else 0.0
 
 
-def load_gridagg(settings: Settings, spark, store: str, n_size: int, encoded: Path, prefix: str) -> System:
-    """Bulk-load the encoded archive with the Spark job (ingest.job.load_encoded)."""
+def load_gridagg(settings: Settings, spark, store: str, ds, encoded: Path) -> System:
+    """Bulk-load the encoded archive into dataset `ds` (made anew) on `store` with the
+    Spark job (ingest.job.load_encoded)."""
     from ingest.job import Progress, load_encoded
 
-    name = f"{prefix}_{'hb' if store == 'hbase' else 'em'}_n{n_size}"
     s = settings.with_(store=store)
     engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
     try:
-        engine.drop_dataset(name)
+        engine.drop_dataset(ds.name)
     except UnknownDataset:
         pass
     finally:
         engine.store.close()
         engine.directory.close()
-    ds = workload.definition(name, n_size)
     summary = load_encoded(spark, s, ds, spark.read.parquet(str(encoded)), progress=Progress(quiet=True))
-    system = System(f"gridagg-{store} N={n_size}", name, "gridagg", store, n_size, summary.loaded, summary.seconds)
+    n_size = ds.grid.n_size
+    system = System(f"gridagg-{store} N={n_size}", ds.name, "gridagg", store, n_size, summary.loaded, summary.seconds)
     system.stats["grids"] = summary.leaves_after
     return system
+
+
+def dataset_name(prefix: str, store: str, n_size: int | None = None) -> str:
+    """The name a bench run gives its gridagg dataset of a store (and N_size)."""
+    return f"{prefix}_{'hb' if store == 'hbase' else 'em'}" + (f"_n{n_size}" if n_size is not None else "")
 
 
 def load_baseline(settings: Settings, kind: str, source: str, ids, values, batch: int) -> System:
@@ -606,26 +611,10 @@ def run_dashboard(settings: Settings, args) -> dict:
     try:
         log(f"generating and encoding the archive: {args.rows:,} rows")
         encoded = build_archive(spark, args.rows, args.seed, workdir, cfg)
-        from ingest.job import Progress, load_encoded
-
         for store in stores:
-            s = settings.with_(store=store)
-            name = f"{ds.name}_{'hb' if store == 'hbase' else 'em'}"
-            engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
-            try:
-                engine.drop_dataset(name)
-            except UnknownDataset:
-                pass
-            finally:
-                engine.store.close()
-                engine.directory.close()
             log(f"loading gridagg ({store} store) N_size={n_size}")
-            summary = load_encoded(spark, s, replace(ds, name=name), spark.read.parquet(str(encoded)),
-                                   progress=Progress(quiet=True))
-            system = System(f"gridagg-{store} N={n_size}", name, "gridagg", store, n_size, summary.loaded,
-                            summary.seconds)
-            system.stats["grids"] = summary.leaves_after
-            systems.append(system)
+            systems.append(load_gridagg(settings, spark, store, replace(ds, name=dataset_name(ds.name, store)),
+                                        encoded))
         ids, values = read_encoded(encoded)
     finally:
         spark.stop()
@@ -701,7 +690,8 @@ def run(settings: Settings, args) -> dict:
         for store in args.stores:
             for n in args.nsize:
                 log(f"loading gridagg ({store} store) N_size={n}, N_threshold={10 * n}, L_time=360d")
-                s = load_gridagg(settings, spark, store, n, encoded, args.prefix)
+                s = load_gridagg(settings, spark, store, workload.definition(dataset_name(args.prefix, store, n), n),
+                                 encoded)
                 log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s, "
                     f"{s.stats['grids']:,} leaves")
                 systems.append(s)
