@@ -282,6 +282,7 @@ class GridEngine:
         pending = self.directory.pending_intents(ds.name)
         if not pending:
             return
+        self.store.settle()  # the crashed writer's last commit, before reading its rows
         leaves = {g.grid_id for g in self.directory.leaves(ds)}
         for intent_id, grids in pending:
             rebuilt = [g for g in grids if g in leaves]
@@ -354,6 +355,7 @@ class GridEngine:
         leftover intents. Returns the number of leaves rebuilt."""
         ds = self.dataset(name)
         with self.directory.writer_lock(name):
+            self.store.settle()
             leaves = [g.grid_id for g in self.directory.leaves(ds)]
             self._rebuild_aggregates(ds, leaves)
             for intent_id, _ in self.directory.pending_intents(name):

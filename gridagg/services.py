@@ -1,7 +1,9 @@
 """Local servers for development and tests: a PostgreSQL and an Apache HBase.
 
 ``up``/``status``/``down`` manage both; all are idempotent. Each returns one
-:class:`Report` per server, which the CLI prints.
+:class:`Report` per server, which the CLI prints. For fault-injection tests,
+``pg_crash``/``hbase_crash`` crash one server (no clean shutdown) and ``pg_up``/``hbase_up``
+bring it back.
 
 PostgreSQL: Debian's server binaries (``pg_config --bindir`` or the newest
 /usr/lib/postgresql/*/bin) run with initdb/pg_ctl in ``<data_dir>/pg``, listening on
@@ -313,6 +315,23 @@ def pg_down(settings: Settings) -> Report:
     return Report("PostgreSQL", "stopped", url)
 
 
+def pg_crash(settings: Settings) -> Report:
+    """Crash the local PostgreSQL: an immediate shutdown (every server process quits at
+    once, nothing is checkpointed; the next `pg_up` runs crash recovery from the WAL).
+    For fault-injection tests."""
+    if settings.pg_url:
+        raise ServiceError("an external PostgreSQL (GRIDAGG_PG_URL) is not ours to crash")
+    url = settings.local_pg_url
+    p = pg_paths(settings)
+    bindir = pg_bindir()
+    if not _pg_running(settings, bindir):
+        return Report("PostgreSQL", "not running", url)
+    res = _pg_run(settings, [str(bindir / "pg_ctl"), "stop", "-D", str(p.data), "-m", "immediate", "-w", "-t", "30"])
+    if res.returncode != 0:
+        raise ServiceError(f"could not crash PostgreSQL in {p.data}: {(res.stderr or res.stdout).strip()[:200]}")
+    return Report("PostgreSQL", "crashed", url)
+
+
 # --------------------------------------------------------------------------- HBase
 
 
@@ -360,6 +379,19 @@ def hbase_down(settings: Settings) -> Report:
         return Report("HBase", "external, left alone", address)
     stopped = launcher.stop(settings)
     return Report("HBase", "stopped" if stopped else "not running", address)
+
+
+def hbase_crash(settings: Settings, role: str) -> Report:
+    """Crash one JVM of the local HBase with SIGKILL: role "master" (in standalone mode
+    the master, the region server and ZooKeeper) or "thrift" (the gateway). `hbase_up`
+    starts it again. For fault-injection tests."""
+    host, port = _hbase_address(settings)
+    address = f"thrift {host}:{port}"
+    if settings.hbase:
+        raise ServiceError("an external HBase (GRIDAGG_HBASE) is not ours to crash")
+    if role not in ("master", "thrift"):
+        raise ServiceError(f"HBase role must be 'master' or 'thrift', not {role!r}")
+    return Report("HBase", f"{role} killed" if launcher.kill(settings, role) else f"{role} not running", address)
 
 
 # --------------------------------------------------------------------------- both

@@ -493,14 +493,32 @@ def _stop_one(settings, role: str, grace: float) -> bool:
     deadline = time.monotonic() + grace
     while _alive(pid, main_class) and time.monotonic() < deadline:
         time.sleep(0.3)
-    if _alive(pid, main_class):
-        try:
-            os.killpg(pid, signal.SIGKILL)  # the JVM leads its own session/group
-        except OSError:
-            os.kill(pid, signal.SIGKILL)
-        while _alive(pid, main_class):
-            time.sleep(0.1)
+    _kill_now(pid, main_class)
     pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _kill_now(pid: int, main_class: str) -> None:
+    """SIGKILL the JVM `pid` (and its process group) unless it is gone; wait until it is."""
+    if not _alive(pid, main_class):
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the JVM leads its own session/group
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+    while _alive(pid, main_class):
+        time.sleep(0.05)
+
+
+def kill(settings, role: str) -> bool:
+    """Crash the local "master" (in standalone mode also the region server and ZooKeeper)
+    or "thrift" JVM: SIGKILL, no shutdown hook runs, nothing is flushed. Returns whether
+    it was running. `start` brings it back (the master replays its write-ahead log)."""
+    pid = running_pid(settings, role)
+    if pid is None:
+        return False
+    _kill_now(pid, MASTER_CLASS if role == "master" else THRIFT_CLASS)
+    paths(settings).pid_file(role).unlink(missing_ok=True)
     return True
 
 

@@ -135,5 +135,10 @@ class CellStore(ABC):
     def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:
         """Store (replace) the aggregates of these grids."""
 
+    def settle(self) -> None:
+        """Make every write a crashed writer committed visible to this process' reads.
+        Recovery calls it (under the writer lock) before reading what a crashed writer
+        left. Nothing to do unless a store can hide a commit of a dead writer."""
+
     def close(self) -> None:
         """Release connections or file handles."""

@@ -1,0 +1,321 @@
+"""The soak's clients: writer and reader processes that behave like real ones, and the
+crew that keeps them running while the nemesis (loadtest.nemesis) kills some.
+
+A writer inserts batches of BATCH rows that follow from (writer tag, batch number) alone;
+a reader asks random box queries. On gridagg.errors.StoreUnavailable (the clear "try
+again later") a client waits with a growing, jittered backoff and tries the same request
+again, until it succeeds or the run ends. Any other error is a client crash: logged, and
+the process exits (the crew starts another in its place).
+
+Every client appends what it did to its own log, one JSON object a line, written before
+the next step, so the log survives a SIGKILL (a torn last line is ignored):
+
+  writer  {"t": "begin", "b": batch, "at": time}      before the insert's first attempt
+          {"t": "ack", "b": batch, "start": s, "at": time, "stored": n, "duplicates": n}
+  reader  {"t": "answer", "start": s, "end": e, "where": ..., "aggs": [...], "values": {...}}
+  both    {"t": "fail", "start": s, "end": e, "error": "unavailable" | "unclear", "msg": ...}
+          {"t": "ready", "at": time}   connected, about to send requests
+          {"t": "armed", "point": p, "at": time}   a fault point the nemesis asked for
+
+Times are wall-clock seconds (time.time()): every process on the machine shares them. A
+writer's batch counts as begun at its first attempt; an answer's start is the start of
+the attempt that succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing as mp
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from gridagg import faults
+from gridagg.config import Settings
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.errors import StoreUnavailable
+from gridagg.schema import Dataset
+from gridagg.store import open_store
+
+BATCH = 25
+AGGS = ["count", "sum:v", "min:v", "max:v"]
+BACKOFF = (0.05, 2.0)  # first and longest wait before trying again, seconds
+UNCLEAR_EXIT = 3  # exit code of a client that met an error other than StoreUnavailable
+
+
+def definition(name: str) -> Dataset:
+    """The soak's dataset: two dimensions, one measure, small leaves that split often."""
+    return Dataset.from_json({
+        "name": name,
+        "dimensions": [{"name": "x", "min": 0, "max": 9999}, {"name": "y", "min": 0, "max": 9999}],
+        "measures": [{"name": "v", "min": 0, "max": 1000}],
+        "grid": {"n_size": 20, "n_threshold": 60},
+    })
+
+
+def batch_rows(writer: str, batch: int) -> np.ndarray:
+    """The (BATCH, 3) stored rows (x, y, v) of a writer's batch."""
+    rng = np.random.default_rng([*map(int, writer.split(".")), batch])
+    return np.stack([rng.integers(0, 10000, BATCH), rng.integers(0, 10000, BATCH),
+                     rng.integers(0, 1001, BATCH)], axis=1).astype(np.int64)
+
+
+def element_ids(writer: str, batch: int) -> list[bytes]:
+    """The element IDs of a batch's rows: "w<writer>.<batch>.<i>"."""
+    return [f"w{writer}.{batch}.{i}".encode() for i in range(BATCH)]
+
+
+def batch_of(element_id: bytes) -> tuple[str, int]:
+    """(writer tag, batch number) of an element ID made by element_ids."""
+    slot, life, batch, _ = element_id.decode()[1:].split(".")
+    return f"{slot}.{life}", int(batch)
+
+
+@dataclass(frozen=True)
+class Client:
+    """One life of a client process. role: "writer" or "reader"; slot: its place in the
+    crew; life: how many processes held that slot before it; tag: "<slot>.<life>"."""
+
+    settings: Settings
+    dataset: str
+    role: str
+    slot: int
+    life: int
+    deadline: float  # time.time() at which to stop
+    run_dir: Path  # logs and the nemesis' requests
+
+    @property
+    def tag(self) -> str:
+        return f"{self.slot}.{self.life}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / f"{self.role}-{self.tag}.jsonl"
+
+    @property
+    def arm_path(self) -> Path:
+        """A file the nemesis writes a fault point's name into for this slot's writer."""
+        return self.run_dir / f"arm-{self.role}-{self.slot}"
+
+
+class Log:
+    """Appends JSON lines to a file; each line reaches the OS before the call returns."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, **record) -> None:
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of a client's log (a line torn by a SIGKILL is left out)."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return records
+
+
+class Backoff:
+    """Waits between tries: doubling from BACKOFF[0] up to BACKOFF[1], each drawn between
+    half and all of that (jitter, so clients do not retry in step)."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.next = BACKOFF[0]
+
+    def wait(self) -> None:
+        time.sleep(self.next * float(self.rng.uniform(0.5, 1.0)))
+        self.next = min(2 * self.next, BACKOFF[1])
+
+
+def call(client: Client, log: Log, rng: np.random.Generator, request):
+    """request() until it succeeds: (its result, start of the successful try, its end),
+    or None when the run ended first. StoreUnavailable is logged and tried again after
+    a backoff; any other error is logged and raised (the client crashes)."""
+    backoff = Backoff(rng)
+    while time.time() < client.deadline:
+        start = time.time()
+        try:
+            result = request()
+            return result, start, time.time()
+        except StoreUnavailable as exc:
+            log.write(t="fail", start=start, end=time.time(), error="unavailable", msg=str(exc)[:300])
+            backoff.wait()
+        except Exception as exc:
+            log.write(t="fail", start=start, end=time.time(), error="unclear",
+                      msg=f"{type(exc).__module__}.{type(exc).__name__}: {str(exc)[:300]}")
+            raise
+    return None
+
+
+def open_engine(settings: Settings) -> GridEngine:
+    """An engine on the settings' PostgreSQL and store (raises StoreUnavailable while
+    PostgreSQL is away)."""
+    return GridEngine(GridDirectory(settings.effective_pg_url, max_connections=2), open_store(settings))
+
+
+def _connect(client: Client, log: Log, rng: np.random.Generator):
+    """(engine, dataset) once PostgreSQL answers, or None when the run ended first."""
+    engine = call(client, log, rng, lambda: open_engine(client.settings))
+    if engine is None:
+        return None
+    ds = call(client, log, rng, lambda: engine[0].dataset(client.dataset))
+    return None if ds is None else (engine[0], ds[0])
+
+
+def run_writer(client: Client) -> None:
+    """Insert batch after batch until the deadline (the body of a writer process)."""
+    log = Log(client.log_path)
+    rng = np.random.default_rng([client.slot, client.life, 1])
+    connected = _connect(client, log, rng)
+    if connected is None:
+        return
+    engine, ds = connected
+    log.write(t="ready", at=time.time())
+    with contextlib.ExitStack() as armed:
+        batch = 0
+        while time.time() < client.deadline:
+            point = _take_request(client.arm_path)
+            if point:  # the nemesis wants this writer to die at that point of a write
+                armed.enter_context(faults.armed(f"{point}=kill"))
+                log.write(t="armed", point=point, at=time.time())
+            rows, ids = batch_rows(client.tag, batch), element_ids(client.tag, batch)
+            log.write(t="begin", b=batch, at=time.time())
+            done = call(client, log, rng, lambda: engine.insert_encoded(ds, ids, rows))
+            if done is None:
+                return  # the run ended while the store was away: this batch is a maybe
+            result, start, acked = done
+            log.write(t="ack", b=batch, start=start, at=acked, stored=result.stored, duplicates=result.duplicates)
+            batch += 1
+
+
+def _take_request(path: Path) -> str | None:
+    try:
+        point = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    path.unlink(missing_ok=True)
+    return point or None
+
+
+def random_query(rng: np.random.Generator) -> tuple[dict, list[str]]:
+    """A random box and aggregates (a third of them one aggregate alone: min or max
+    alone needs no scan)."""
+    x0, y0 = (int(v) for v in rng.integers(0, 9000, 2))
+    where = {"x": [x0, x0 + int(rng.integers(100, 5000))], "y": [y0, y0 + int(rng.integers(100, 5000))]}
+    aggs = [AGGS[int(rng.integers(0, 4))]] if rng.integers(0, 3) == 0 else AGGS
+    return where, aggs
+
+
+def run_reader(client: Client) -> None:
+    """Ask random queries until the deadline (the body of a reader process)."""
+    log = Log(client.log_path)
+    rng = np.random.default_rng([client.slot, client.life, 2])
+    connected = _connect(client, log, rng)
+    if connected is None:
+        return
+    engine, _ = connected
+    log.write(t="ready", at=time.time())
+    while time.time() < client.deadline:
+        where, aggs = random_query(rng)
+        done = call(client, log, rng, lambda: engine.query(client.dataset, where, aggs))
+        if done is None:
+            return
+        result, start, end = done
+        log.write(t="answer", start=start, end=end, where=where, aggs=aggs, values=result.values)
+
+
+def _main(client: Client) -> None:
+    # The pool's workers warn at every failed reconnection while PostgreSQL is down;
+    # the client's log has each failed request already.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    try:
+        (run_writer if client.role == "writer" else run_reader)(client)
+    except Exception:  # logged by call(); the exit code tells the crew
+        os._exit(UNCLEAR_EXIT)
+
+
+class Crew:
+    """Keeps `writers` writer and `readers` reader processes running until the deadline:
+    a process that died (killed, or crashed on an unclear error) is replaced by a new
+    life in its slot. Every life's Client is kept in `lives`."""
+
+    def __init__(self, settings: Settings, dataset: str, deadline: float, run_dir: Path, writers: int,
+                 readers: int):
+        self.ctx = mp.get_context("spawn")
+        self.lives: list[Client] = []
+        self.exits: dict[str, int | None] = {}  # log file name -> exit code
+        self._procs: dict[tuple[str, int], tuple[Client, mp.Process]] = {}
+        self._lock = threading.Lock()
+        template = Client(settings, dataset, "writer", 0, 0, deadline, run_dir)
+        for role, n in (("writer", writers), ("reader", readers)):
+            for slot in range(n):
+                self._start(replace(template, role=role, slot=slot))
+
+    def _start(self, client: Client) -> None:
+        proc = self.ctx.Process(target=_main, args=(client,), daemon=True)
+        proc.start()
+        self.lives.append(client)
+        self._procs[(client.role, client.slot)] = (client, proc)
+
+    def replace_dead(self, until: float) -> list[Client]:
+        """Start a new life in every slot whose process died (if there is time before
+        `until`); returns the new lives."""
+        started = []
+        with self._lock:
+            for (role, slot), (client, proc) in list(self._procs.items()):
+                if proc.is_alive() or time.time() >= until:
+                    continue
+                proc.join()
+                self.exits[client.log_path.name] = proc.exitcode
+                new = replace(client, life=client.life + 1)
+                self._start(new)
+                started.append(new)
+        return started
+
+    def current(self, role: str, slot: int) -> Client:
+        """The life that holds that slot now."""
+        with self._lock:
+            return self._procs[(role, slot)][0]
+
+    def alive(self, client: Client) -> bool:
+        """Whether that life's process still runs."""
+        with self._lock:
+            held, proc = self._procs[(client.role, client.slot)]
+            return held is client and proc.is_alive()
+
+    def kill(self, client: Client) -> bool:
+        """SIGKILL that life's process if it still runs; returns whether it did."""
+        with self._lock:
+            held, proc = self._procs[(client.role, client.slot)]
+            if held is not client or not proc.is_alive():
+                return False
+            proc.kill()
+            proc.join()
+            return True
+
+    def join(self, timeout: float) -> list[Client]:
+        """Wait for every process to end by itself (they stop at the deadline); kill those
+        still running after `timeout` seconds and return their lives (hung clients)."""
+        hung = []
+        until = time.time() + timeout
+        with self._lock:
+            for client, proc in self._procs.values():
+                proc.join(max(0.0, until - time.time()))
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join()
+                    hung.append(client)
+                self.exits[client.log_path.name] = proc.exitcode
+        return hung

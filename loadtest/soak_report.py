@@ -1,0 +1,74 @@
+"""The soak's report: what a run found, as JSON (the dataclass' fields) and a short table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .soak_check import HUNG
+
+
+@dataclass
+class SoakReport:
+    """What a soak found. The targets: wrong_answers, acked_writes_lost and half_batches
+    0, final_exact, check_problems empty, no unclear error, no hung client (requests
+    that hung, and each fault's unavailability, are measured, not judged)."""
+
+    store: str
+    seconds: float
+    writers: int
+    readers: int
+    inserts: int  # acknowledged rows
+    inserts_per_s: float
+    queries: int  # answers
+    queries_per_s: float
+    splits: int
+    answers_checked: int
+    wrong_answers: int
+    final_exact: bool
+    check_problems: list
+    acked_writes_lost: int = 0  # rows of acknowledged batches missing after recovery
+    half_batches: int = 0  # batches partly stored after recovery
+    batches: dict = field(default_factory=dict)
+    requests: dict = field(default_factory=dict)
+    nemesis: dict = field(default_factory=dict)
+    recovery: dict = field(default_factory=dict)
+    wrong_examples: list = field(default_factory=list)
+    load: str = ""  # the machine's load average when the run ended
+
+    @property
+    def ok(self) -> bool:
+        """Every target holds (and the clients got work done: a run where none could
+        proves nothing)."""
+        worked = (self.requests.get("acks") or not self.writers) and (self.queries or not self.readers)
+        return bool(worked and self.wrong_answers == 0 and self.acked_writes_lost == 0 and self.half_batches == 0
+                    and self.final_exact and not self.check_problems and not self.requests.get("unclear_errors")
+                    and not self.requests.get("hung_clients"))
+
+    def table(self) -> str:
+        """The report as a short table: one line per fault kind, then the totals."""
+        lines = []
+        if self.nemesis.get("by_kind"):
+            lines.append(f"{'fault':<8}{'n':>4}  {'unavailable s':<20}{'answer after back s':<22}"
+                         f"{'failed':>7}{'hung':>6}{'longest s':>11}")
+            lines.append(f"{'':<14}{'min / median / max':<20}{'min / median / max':<22}")
+            for kind, k in self.nemesis["by_kind"].items():
+                lines.append(f"{kind:<8}{k['n']:>4}  {_span(k['unavailable']):<20}{_span(k['recovery']):<22}"
+                             f"{k['failed']:>7}{k['hung']:>6}{k['longest']:>11.1f}")
+        r = self.requests
+        lines += [
+            f"answers {self.queries} ({self.answers_checked} checked), wrong {self.wrong_answers}; "
+            f"acknowledged rows {self.inserts}, lost {self.acked_writes_lost}; splits {self.splits}",
+            f"maybe-batches {self.batches.get('maybe', 0)}: wholly in {self.batches.get('maybe_in', 0)}, "
+            f"wholly out {self.batches.get('maybe_out', 0)}, half in {self.half_batches}",
+            f"failed requests {r.get('failed', 0)} (retried {r.get('retries', 0)}), unclear errors "
+            f"{r.get('unclear_errors', 0)}, longest failed {r.get('longest_failed', 0)} s, "
+            f"longest answered {r.get('longest_ok', 0)} s, over 5 s {r.get('over_5s', 0)}, "
+            f"over {HUNG:g} s (hung) {r.get('hung', 0)}",
+            f"recovery: {self.recovery.get('by', '-')}; check {'clean' if not self.check_problems else self.check_problems[:3]}; "
+            f"final queries exact: {self.final_exact}",
+        ]
+        return "\n".join(lines)
+
+
+def _span(s: dict) -> str:
+    return "-" if not s.get("n") else f"{s['min']:.1f} / {s['median']:.1f} / {s['max']:.1f}"

@@ -1,0 +1,197 @@
+"""A short soak under a nemesis, on both stores: servers killed with -9 and started again,
+writers and readers killed and replaced, while every answer is checked (loadtest.soak).
+
+The nemesis kills servers, so it gets servers of its own: a PostgreSQL and an HBase in a
+data dir and on ports of this module's, started and stopped here through the project's
+service code. The suite's shared servers are never touched.
+
+Then what the nemesis found, on the shared servers (nothing is killed but clients):
+- embedded store: a writer killed while LMDB writes its commit's meta page leaves a
+  commit no reader sees until the next write transaction; the next writer's recovery
+  must not read before that (CellStore.settle);
+- HBase: a killed writer's request, held by the Thrift gateway while HBase was away,
+  lands after the next writer's recovery (the gateway keeps retrying for its client
+  after the client is gone). Shown step by step; xfail until the crash protocol fences
+  such late writes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+import pytest
+
+from engine_support import open_engine
+from gridagg import services
+from gridagg.aggregate import PartialAggregate
+from gridagg.grid import ancestors, row_key
+from gridagg.schema import Dataset
+from loadtest import soak
+from loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def own_servers(settings):
+    """Settings of a PostgreSQL and an HBase of this module's own, running."""
+    # A short path: PostgreSQL's unix socket lives in the data dir.
+    data_dir = Path(tempfile.mkdtemp(prefix="gridagg-nemesis-"))
+    pg_port, hbase_port, zk_port = _free_ports(3)
+    own = settings.with_(data_dir=data_dir, pg_url=None, hbase=None, pg_port=pg_port, hbase_port=hbase_port,
+                         zk_port=zk_port)
+    try:
+        services.up(own)
+        yield own
+    finally:
+        services.down(own)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _assert_targets(report: soak.SoakReport, kinds: tuple[str, ...]) -> None:
+    assert report.nemesis["kinds"] == sorted(kinds), report.nemesis["schedule"]  # each kind came
+    assert report.inserts > 0 and report.queries > 0 and report.splits > 0
+    assert report.wrong_answers == 0, report.wrong_examples
+    assert report.acked_writes_lost == 0
+    assert report.half_batches == 0, report.batches
+    assert report.check_problems == [], report.recovery
+    assert report.final_exact
+    assert report.requests["unclear_errors"] == 0, report.requests["unclear_samples"]
+    assert report.requests["hung_clients"] == []
+    assert report.ok
+
+
+def test_nemesis_on_the_embedded_store(own_servers):
+    kinds = ("pg", "writer", "reader")
+    report = soak.run(own_servers.with_(store="embedded"), seconds=60, writers=2, readers=2,
+                      progress=lambda _: None, kinds=kinds, seed=3, every=(3, 6))
+    _assert_targets(report, kinds)
+
+
+def test_nemesis_on_hbase(own_servers):
+    kinds = ("hbase", "thrift", "pg", "writer", "reader")
+    report = soak.run(own_servers.with_(store="hbase"), seconds=120, writers=2, readers=2,
+                      progress=lambda _: None, kinds=kinds, seed=4, every=(3, 6))
+    _assert_targets(report, kinds)
+
+
+DYING_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from gridagg.config import Settings
+    from gridagg.directory import GridDirectory
+    from gridagg.grid import row_key
+    from gridagg.store.embedded import EmbeddedStore
+    directory = GridDirectory(Settings.from_env().effective_pg_url, max_connections=1)
+    store = EmbeddedStore(sys.argv[2])
+    ds = directory.dataset(sys.argv[1])
+    leaves = directory.leaves(ds)
+    directory.begin_intent(ds.name, [g.grid_id for g in leaves])
+    print("writing", flush=True)
+    for i in range(10**9):  # a commit a row, leaf after leaf, until killed: mostly inside a commit
+        g = leaves[i % len(leaves)]
+        store.put_rows(ds, [row_key(g.grid_id, f"{sys.argv[3]}.{i}".encode())], np.array([[g.box[0][0], 1]]))
+""")
+
+
+def test_the_next_writer_recovers_every_commit_of_a_writer_killed_while_committing(settings, services,
+                                                                                   unique_name, tmp_path):
+    # The LMDB file stays open in this process throughout, as in a server.
+    engine = open_engine(settings, "embedded", tmp_path)
+    ds = engine.create_dataset(Dataset.from_json({
+        "name": unique_name, "dimensions": [{"name": "x", "min": 0, "max": 100000}],
+        "measures": [{"name": "v", "min": 0, "max": 1000}], "grid": {"n_size": 10, "n_threshold": 100}}))
+    x = np.arange(0, 100000, 100)
+    engine.insert_encoded(ds, [f"base{i}".encode() for i in range(len(x))], np.stack([x, x % 7], axis=1))
+    rng = np.random.default_rng(8)
+    try:
+        # About a third of these kills land while LMDB writes a commit's meta page: without
+        # CellStore.settle, recovery read the rows before that commit showed.
+        for round_ in range(10):
+            writer = subprocess.Popen([sys.executable, "-c", DYING_WRITER, ds.name, str(tmp_path), str(round_)],
+                                      stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+            assert writer.stdout.readline().strip() == "writing"
+            try:
+                writer.wait(float(rng.uniform(0.05, 0.3)))
+            except subprocess.TimeoutExpired:
+                writer.send_signal(signal.SIGKILL)
+            writer.wait()
+            engine.insert_encoded(ds, [f"next{round_}".encode()], np.array([[50, 1]]))  # recovers first
+            assert engine.check(ds.name) == [], f"round {round_}"
+    finally:
+        engine.drop_dataset(ds.name)
+        engine.store.close()
+
+
+LATE_WRITE = ("issue 30: the writer lock (a PostgreSQL advisory lock) dies with the writer's connection, "
+              "but requests it sent through the Thrift gateway may still land after the next writer's "
+              "recovery; nothing fences them")
+
+
+@pytest.fixture
+def hbase_engine(settings, services, unique_name):
+    if settings.hbase:
+        pytest.skip("the late write is the local gateway's")
+    engine = open_engine(settings, "hbase", None)
+    ds = engine.create_dataset(definition(unique_name))
+    engine.insert_encoded(ds, element_ids("0.0", 0), batch_rows("0.0", 0))
+    yield engine, ds
+    engine.drop_dataset(ds.name)
+
+
+@pytest.mark.xfail(strict=True, reason=LATE_WRITE)
+def test_rows_of_a_dead_writer_that_land_after_recovery_are_counted(hbase_engine):
+    engine, ds = hbase_engine
+    # Writer A records its intent and sends its rows; HBase is away, the gateway holds
+    # the request and retries it; A is killed.
+    rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
+    leaf_of = engine.directory.locate(ds, rows[:, :2])
+    engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+    # HBase is back: the next writer recovers A's intent (no rows of A yet) and writes.
+    engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))
+    # Then the gateway's retry of A's request goes through.
+    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows)
+    # No intent is left: no later writer will look at those rows again.
+    assert engine.check(ds.name) == []  # fails: A's 25 rows are stored, counted in no aggregate
+
+
+@pytest.mark.xfail(strict=True, reason=LATE_WRITE)
+def test_aggregates_a_dead_writer_sends_late_do_not_hide_acknowledged_rows(hbase_engine):
+    engine, ds = hbase_engine
+    # Writer A stores its rows, reads the aggregates and sends them merged with its
+    # delta; HBase is away, the gateway holds that request; A is killed.
+    rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
+    leaf_of = engine.directory.locate(ds, rows[:, :2])
+    engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows)
+    ncols = len(ds.columns)
+    grids = sorted({a for g in leaf_of for a in [*ancestors(g), g]})
+    held = engine.store.get_aggregates(ds, grids)
+    for g, row in zip(leaf_of, rows):
+        for a in [*ancestors(g), g]:
+            held.setdefault(a, PartialAggregate.empty(ncols)).merge(PartialAggregate.of_rows(row[None, :], ncols))
+    # HBase is back: the next writer recovers A's intent and writes a batch: acknowledged.
+    engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))
+    # Then the gateway's retry of A's aggregates goes through.
+    engine.store.put_aggregates(ds, held)
+    count = engine.query(ds.name, {}, ["count"]).values["count"]
+    assert count == 3 * BATCH  # fails: 2 * BATCH, the acknowledged batch of the next writer is gone
