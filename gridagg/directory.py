@@ -30,6 +30,7 @@ from psycopg_pool import ConnectionPool
 from .errors import DatasetExists, StoreUnavailable, UnknownDataset
 from .grid import Box, Grid
 from .schema import Dataset
+from .stamps import SPAN, WriteStamps
 from .trips import TripCounter
 
 
@@ -373,13 +374,27 @@ class GridDirectory:
     @contextmanager
     def writer_lock(self, name: str):
         """Hold the dataset's writer lock (a PostgreSQL advisory lock, so it spans
-        processes and dies with a crashed writer's connection)."""
+        processes and dies with a crashed writer's connection). Gives the holder's
+        WriteStamps: every write of the holder is stamped later than any of earlier
+        holders (gridagg.stamps)."""
         with self.connection() as conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
             try:
-                yield
+                yield WriteStamps(lambda: self._reserve_stamps(name))
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
+
+    def _reserve_stamps(self, name: str) -> tuple[int, int]:
+        with self.connection() as conn:
+            self.round_trips.add()
+            end = conn.execute(
+                "WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::bigint AS ns) "
+                "INSERT INTO gridagg_stamps AS s (dataset, reserved) SELECT %(n)s, ns + %(span)s FROM now "
+                "ON CONFLICT (dataset) DO UPDATE SET reserved = greatest(s.reserved, excluded.reserved - %(span)s) "
+                "+ %(span)s RETURNING reserved",
+                {"n": name, "span": SPAN},
+            ).fetchone()[0]
+        return end - SPAN, end
 
     def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid]) -> None:
         """Replace leaves by others in one transaction: delete the leaves `old` (each
@@ -417,6 +432,13 @@ class GridDirectory:
             return conn.execute(
                 "INSERT INTO gridagg_intents (dataset, grids) VALUES (%s, %s) RETURNING id", (name, grid_ids)
             ).fetchone()[0]
+
+    def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:
+        """Add grids a write is about to put rows under (a split's new grids) to its
+        intent, so that recovery fences them off too."""
+        with self.connection() as conn:
+            self.round_trips.add()
+            conn.execute("UPDATE gridagg_intents SET grids = grids || %s WHERE id = %s", (grid_ids, intent_id))
 
     def end_intent(self, intent_id: int, ds: Dataset | None = None, changed: list[str] | None = None) -> None:
         """Clear an intent; with `ds`, log in the same transaction that the leaves

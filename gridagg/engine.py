@@ -11,12 +11,17 @@ Concurrency and crashes:
   in place: they are purged only after 2 x max_query_seconds. A query that listed the
   old leaf finishes (or is aborted) within max_query_seconds, so it always finds every
   row it expects, counted once.
-- Each write records an intent (the leaves it touches: an insert's leaves, every leaf
-  for a bulk load) before writing and clears it after, with the directory change. The
-  next writer (or `repair`) finds intents left by a crashed writer and recomputes those
-  leaves' aggregates from their rows, and their ancestors from their children, after
-  deleting any rows under grids below them that never made it into the directory: a
-  crashed write's rows end up either fully counted or, if never stored, not at all.
+- Each write records an intent (the leaves it touches: an insert's leaves and the new
+  grids of its splits, every leaf for a bulk load) before writing and clears it after,
+  with the directory change. The next writer (or `repair`) finds intents left by a
+  crashed writer and recomputes those leaves' aggregates from their rows, and their
+  ancestors from their children, after deleting any rows under grids below them that
+  never made it into the directory: a crashed write's rows end up either fully counted
+  or, if never stored, not at all.
+- A crashed writer's requests may still land after that (held by the HBase Thrift
+  gateway): every write is stamped (gridagg.stamps), and recovery first seals the
+  crashed writer's leaves and clears its new grids with later stamps, so what lands
+  late changes nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from .planner import Planner
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
 from .split import split_rows
+from .stamps import WriteStamps
 from .store import CellStore
 from .tree import DatasetReplaced, TreeCache
 
@@ -148,8 +154,8 @@ class GridEngine:
     def insert_encoded(self, ds: Dataset, element_ids: list[bytes], values: np.ndarray) -> InsertResult:
         """Insert already encoded rows (an (m, ncols) int64 array inside the domain)."""
         result = InsertResult()
-        with self.directory.writer_lock(ds.name):
-            self.recover(ds)
+        with self.directory.writer_lock(ds.name) as stamps:
+            self.recover(ds, stamps)
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
@@ -165,7 +171,7 @@ class GridEngine:
             keys = [keys[i] for i in keep]
             leaf_of = [leaf_of[i] for i in keep]
             intent = self.directory.begin_intent(ds.name, sorted(set(leaf_of)))
-            self.store.put_rows(ds, keys, values)
+            self.store.put_rows(ds, keys, values, stamps)
             faults.hit("insert.rows_written")
             result.stored = len(keep)
 
@@ -181,27 +187,28 @@ class GridEngine:
                     deltas.setdefault(a, PartialAggregate.empty(ncols)).merge(d)
             current = self.store.get_aggregates(ds, list(deltas))
             merged = {g: current.get(g, PartialAggregate.empty(ncols)).merge(d) for g, d in deltas.items()}
-            self.store.put_aggregates(ds, merged)
+            self.store.put_aggregates(ds, merged, stamps)
 
             for g in by_leaf:
                 if merged[g].count > ds.grid.n_threshold:
-                    result.splits += self._split(ds, g, merged[g])
+                    result.splits += self._split(ds, g, merged[g], intent, stamps)
             self.directory.end_intent(intent, ds, sorted(by_leaf))
-            self.purge_retired(ds)
+            self.purge_retired(ds, stamps)
         return result
 
     # -- Algorithm 2: split ------------------------------------------------------------
 
-    def _split(self, ds: Dataset, grid_id: str, agg: PartialAggregate) -> int:
+    def _split(self, ds: Dataset, grid_id: str, agg: PartialAggregate, intent: int, stamps: WriteStamps) -> int:
         """Split leaf grid_id (gridagg.split), recursing while a child holds more than
-        N_size rows. Returns the number of grids split (0 when every row is the same point)."""
+        N_size rows, as part of the write of `intent`. Returns the number of grids split
+        (0 when every row is the same point)."""
         grid = self.directory.grid(ds, grid_id)
         if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
             return 0
         # Rows a crashed earlier split left under this leaf's descendants would be
         # counted twice once a child with that ID exists: clear them first.
-        self._delete_range_rows(ds, *subtree_range(grid_id + "0"))
-        self._delete_range_rows(ds, *subtree_range(grid_id + "1"))
+        self._delete_range_rows(ds, *subtree_range(grid_id + "0"), stamps)
+        self._delete_range_rows(ds, *subtree_range(grid_id + "1"), stamps)
         keys: list[bytes] = []
         parts: list[np.ndarray] = []
         for k, v in self.store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
@@ -216,8 +223,9 @@ class GridEngine:
                 new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
         # New rows and aggregates first, then the directory switch; the old rows stay
         # for queries that still see the old leaf, and are purged later.
-        self.store.put_rows(ds, new_keys, values)
-        self.store.put_aggregates(ds, {**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
+        self.directory.extend_intent(intent, [*done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
+        self.store.put_rows(ds, new_keys, values, stamps)
+        self.store.put_aggregates(ds, {**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}}, stamps)
         faults.hit("split.children_written")
         self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _, _ in done.leaves])
         return done.splits
@@ -276,53 +284,56 @@ class GridEngine:
 
     # -- crash safety -------------------------------------------------------------------
 
-    def recover(self, ds: Dataset) -> None:
-        """Finish what crashed writers left: recompute the aggregates of the leaves their
-        intents name (the caller holds the writer lock)."""
+    def recover(self, ds: Dataset, stamps: WriteStamps) -> None:
+        """Finish what crashed writers left: seal the leaves their intents name and
+        recompute their aggregates; clear the rows of grids they meant to make that
+        never became leaves (the caller holds the writer lock and its stamps)."""
         pending = self.directory.pending_intents(ds.name)
         if not pending:
             return
         self.store.settle()  # the crashed writer's last commit, before reading its rows
         leaves = {g.grid_id for g in self.directory.leaves(ds)}
+        retired = set(self.directory.retired_before(ds.name, 0))  # their purge clears them
         for intent_id, grids in pending:
-            rebuilt = [g for g in grids if g in leaves]
-            self._rebuild_aggregates(ds, rebuilt)
+            rebuilt = sorted({g for g in grids if g in leaves})
+            self.store.seal_grids(ds, rebuilt, stamps)
+            self.store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
+            self._rebuild_aggregates(ds, rebuilt, stamps)
             self.directory.end_intent(intent_id, ds, rebuilt)
 
-    def _rebuild_aggregates(self, ds: Dataset, leaf_ids: list[str]) -> None:
+    def _rebuild_aggregates(self, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps) -> None:
         """Recompute these leaves' aggregates from their rows, then every ancestor's
         from its two children, deepest first."""
         ncols = len(ds.columns)
         fresh: dict[str, PartialAggregate] = {}
         for g in leaf_ids:
-            self._delete_range_rows(ds, *subtree_range(g + "0"))
-            self._delete_range_rows(ds, *subtree_range(g + "1"))
+            self._delete_range_rows(ds, *subtree_range(g + "0"), stamps)
+            self._delete_range_rows(ds, *subtree_range(g + "1"), stamps)
             agg = PartialAggregate.empty(ncols)
             for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g))):
                 agg.merge(PartialAggregate.of_rows(rows, ncols))
             fresh[g] = agg
-        self.store.put_aggregates(ds, fresh)
+        self.store.put_aggregates(ds, fresh, stamps)
         for a in sorted({a for g in leaf_ids for a in ancestors(g)}, key=len, reverse=True):
             kids = self.store.get_aggregates(ds, [a + "0", a + "1"])
             merged = PartialAggregate.empty(ncols)
             for k in kids.values():
                 merged.merge(k)
-            self.store.put_aggregates(ds, {a: merged})
+            self.store.put_aggregates(ds, {a: merged}, stamps)
 
-    def purge_retired(self, ds: Dataset) -> None:
+    def purge_retired(self, ds: Dataset, stamps: WriteStamps) -> None:
         """Delete the rows of leaves split long enough ago that no query needs them
-        (the caller holds the writer lock; every write does this at its end)."""
+        (the caller holds the writer lock and its stamps; every write does this at its end)."""
         due = self.directory.retired_before(ds.name, self.purge_after_seconds)
-        for g in due:
-            self._delete_range_rows(ds, *prefix_range(grid_prefix(g)))
         if due:
+            self.store.clear_grids(ds, due, stamps)
             self.directory.forget_retired(ds.name, due)
         self.directory.prune_changes(ds.name)
 
-    def _delete_range_rows(self, ds: Dataset, start: bytes, stop: bytes) -> int:
+    def _delete_range_rows(self, ds: Dataset, start: bytes, stop: bytes, stamps: WriteStamps) -> int:
         keys = [k for batch, _ in self.store.scan_rows(ds, start, stop) for k in batch]
         if keys:
-            self.store.delete_rows(ds, keys)
+            self.store.delete_rows(ds, keys, stamps)
         return len(keys)
 
     def check(self, name: str) -> list[str]:
@@ -354,12 +365,11 @@ class GridEngine:
         """Recompute every aggregate from the rows (under the writer lock) and clear
         leftover intents. Returns the number of leaves rebuilt."""
         ds = self.dataset(name)
-        with self.directory.writer_lock(name):
+        with self.directory.writer_lock(name) as stamps:
+            self.recover(ds, stamps)
             self.store.settle()
             leaves = [g.grid_id for g in self.directory.leaves(ds)]
-            self._rebuild_aggregates(ds, leaves)
-            for intent_id, _ in self.directory.pending_intents(name):
-                self.directory.end_intent(intent_id)
+            self._rebuild_aggregates(ds, leaves, stamps)
             self.directory.record_change(ds, None)
         return len(leaves)
 

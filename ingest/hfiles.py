@@ -42,7 +42,7 @@ class BulkLoad:
     aggregates as HFiles under a staging directory, load() them into the table, close()
     removes what is left of the staging."""
 
-    def __init__(self, spark, settings, ds, new_table=None):
+    def __init__(self, spark, settings, ds, stamp: int, new_table=None):
         from hbase.launcher import paths
 
         from gridagg.store import bulk_format
@@ -58,6 +58,7 @@ class BulkLoad:
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
         self.new_table = new_table
+        self.stamp = stamp  # every cell's timestamp (gridagg.stamps)
         self._starts = None
 
     def region_starts(self) -> list[bytes]:
@@ -82,7 +83,7 @@ class BulkLoad:
         from pyspark.sql import DataFrame
 
         family = self.format.rows_family.decode()
-        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, self.dir.as_uri()), self.spark)
+        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, self.dir.as_uri(), self.stamp), self.spark)
 
     def write_aggregates(self, aggregates) -> None:
         """Aggregates (grid ID -> PartialAggregate), as the store's cells, into an HFile
@@ -103,7 +104,7 @@ class BulkLoad:
                     + struct.pack(">I", len(value)) + value for row, value in cells[a:b]))
                 try:
                     self.jvm.HFileBulkLoad.writeCells(path.as_uri(), self.dir.as_uri(), family.decode(),
-                                                      f"aggregates-r{r}")
+                                                      f"aggregates-r{r}", self.stamp)
                 finally:
                     path.unlink()
 
@@ -135,10 +136,10 @@ def available(spark, settings) -> bool:
     return applies(settings, spark.sparkContext.master) and isinstance(spark._jvm.HFileBulkLoad, JavaClass)
 
 
-def open_bulk_load(spark, settings, ds, new_table=None) -> BulkLoad | None:
-    """A BulkLoad when one is available, else None. `new_table`: the Future of ds's
-    table being made (create_table_later), if it is."""
-    return BulkLoad(spark, settings, ds, new_table) if available(spark, settings) else None
+def open_bulk_load(spark, settings, ds, stamp: int, new_table=None) -> BulkLoad | None:
+    """A BulkLoad whose cells are stamped `stamp` when one is available, else None.
+    `new_table`: the Future of ds's table being made (create_table_later), if it is."""
+    return BulkLoad(spark, settings, ds, stamp, new_table) if available(spark, settings) else None
 
 
 def warm_up(spark, settings) -> None:

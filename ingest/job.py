@@ -63,6 +63,7 @@ from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
 from gridagg.schema import Dataset
+from gridagg.stamps import WriteStamps
 from gridagg.grid import Grid
 from gridagg.store import open_store
 
@@ -245,13 +246,13 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         engine = GridEngine(directory, store)
         created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
-        with directory.writer_lock(ds.name):
+        with directory.writer_lock(ds.name) as stamps:
             # 1. read + encode + locate, one pass.
-            leaves, btree = _current_tree(spark, engine, ds)
+            leaves, btree = _current_tree(spark, engine, ds, stamps)
             n = _bucket_count(spark)
             located = encode(read_source(spark, cfg, paths), cfg, btree,
                              then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, stamps, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
             bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
@@ -305,8 +306,8 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     try:
         engine = GridEngine(directory, store)
         _, new_table = _ensure_dataset(spark, settings, engine, ds)
-        with directory.writer_lock(ds.name):
-            leaves, btree = _current_tree(spark, engine, ds)
+        with directory.writer_lock(ds.name) as stamps:
+            leaves, btree = _current_tree(spark, engine, ds, stamps)
             n = _bucket_count(spark)
             to_buckets = tasks.to_eid_buckets(n, cols)
 
@@ -314,7 +315,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
                 return to_buckets(with_leaf(batch, btree.value, ds.ndim) for batch in batches)
 
             located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, new_table)
+            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, stamps, new_table)
     finally:
         store.close()
         directory.close()
@@ -349,12 +350,12 @@ def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset):
     return ensure_dataset(engine, ds), None
 
 
-def _current_tree(spark, engine: GridEngine, ds: Dataset):
+def _current_tree(spark, engine: GridEngine, ds: Dataset, stamps: WriteStamps):
     """(leaves, their SplitTree broadcast) of the dataset now, after finishing what a
     crashed writer left and purging the rows of retired leaves. The caller holds the
     writer lock, so neither changes until it lets go."""
-    engine.recover(ds)
-    engine.purge_retired(ds)
+    engine.recover(ds, stamps)
+    engine.purge_retired(ds, stamps)
     leaves = engine.directory.leaves(ds)
     return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
 
@@ -366,23 +367,26 @@ def _bucket_count(spark) -> int:
 
 
 def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree, engine: GridEngine,
-          summary: Summary, progress, new_table=None) -> None:
+          summary: Summary, progress, stamps: WriteStamps, new_table=None) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
     ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
-    `new_table`: see _ensure_dataset. The caller holds the writer lock."""
-    bulk = hfiles.open_bulk_load(spark, settings, ds, new_table)
+    `new_table`: see _ensure_dataset. The caller holds the writer lock and its `stamps`:
+    every row and aggregate the job writes gets one stamp of them (each task writes
+    grids of its own, so they never mask each other)."""
+    stamp = stamps.next()
+    bulk = hfiles.open_bulk_load(spark, settings, ds, stamp, new_table)
     if settings.store == "hbase":
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")
     try:
-        _load_with(spark, settings, ds, located, n_buckets, leaves, btree, engine, summary, progress, bulk)
+        _load_with(spark, settings, ds, located, n_buckets, leaves, btree, engine, summary, progress, bulk, stamp)
     finally:
         if bulk:
             bulk.close()
 
 
 def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree,
-               engine: GridEngine, summary: Summary, progress, bulk: hfiles.BulkLoad | None) -> None:
+               engine: GridEngine, summary: Summary, progress, bulk: hfiles.BulkLoad | None, stamp: int) -> None:
     directory, store = engine.directory, engine.store
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
@@ -396,7 +400,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     intent = directory.begin_intent(ds.name, [g.grid_id for g in leaves])
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
     build = tasks.build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
-                      scan=not (bulk and bulk.new_table))
+                           scan=not (bulk and bulk.new_table), stamp=stamp)
     built = rows.groupBy("bucket").applyInArrow(build, "leaf string, info string, region int, cells binary")
     built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
     final: dict[str, PartialAggregate] = {}
@@ -445,7 +449,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
         bulk.write_aggregates({**final, **anc})
         bulk.load()  # rows and aggregates
     else:
-        store.put_aggregates(ds, {**final, **anc})
+        store.put_aggregates(ds, {**final, **anc}, WriteStamps.fixed(stamp))
     progress(f"aggregates written: {len(final)} leaves, {len(anc)} ancestors")
 
     # 7. directory switch.

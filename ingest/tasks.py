@@ -17,6 +17,7 @@ import numpy as np
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import Grid, grid_prefix, prefix_range
 from gridagg.split import split_rows
+from gridagg.stamps import WriteStamps
 from gridagg.store import bulk_format, open_store
 
 from . import buckets, hfiles
@@ -94,7 +95,7 @@ def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eid
     return info, rows
 
 
-def write_grids(store, ds, leaf_rows: list, write_batch: int) -> None:
+def write_grids(store, ds, leaf_rows: list, write_batch: int, stamps: WriteStamps) -> None:
     """Write build_leaf's rows (leaf key prefix, element IDs, values per resulting leaf)
     to the store, about `write_batch` rows per put_grids: a few writes per built leaf,
     each one LMDB commit in the embedded store, where one per resulting leaf made 15,600
@@ -104,10 +105,10 @@ def write_grids(store, ds, leaf_rows: list, write_batch: int) -> None:
         batch.append((prefix, eids.to_pylist(), values))
         n += len(values)
         if n >= write_batch:
-            store.put_grids(ds, batch)
+            store.put_grids(ds, batch, stamps)
             batch, n = [], 0
     if batch:
-        store.put_grids(ds, batch)
+        store.put_grids(ds, batch, stamps)
 
 
 def rounded_bucket(column: int) -> int:
@@ -184,14 +185,15 @@ def dedupe_fn(n_buckets: int, cols: list[str]):
     return fn
 
 
-def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool):
+def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool,
+             stamp: int):
     """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
     build_leaf (with the leaf's stored rows unless not `scan`: a new table has none;
     only with an HBase bulk load).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
     the store's cells of its resulting leaves in order (gridagg.store.bulk_format);
-    else the task writes them to the store."""
+    else the task writes them to the store, stamped `stamp` (gridagg.stamps)."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 
@@ -239,7 +241,7 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))
                 if region_starts is None:
-                    write_grids(store, ds, leaf_rows, write_batch)
+                    write_grids(store, ds, leaf_rows, write_batch, WriteStamps.fixed(stamp))
                 else:
                     for prefix, leaf_eids, leaf_values in leaf_rows:
                         cells.extend(fmt.grid_cells(prefix, leaf_eids, leaf_values,

@@ -1,12 +1,14 @@
-"""Reproduce a late write on the local HBase: a writer killed while its rows wait in the
-Thrift gateway lands them after the next writer's recovery (issue 30).
+"""A late write on the local HBase: a writer killed while its rows wait in the Thrift
+gateway may have them land after the next writer's recovery (issue 30). Recovery seals
+the dead writer's leaves with later write stamps (gridagg.stamps), so they change
+nothing; this shows it on the real gateway.
 
-Each round: the HBase master is killed; a writer records its intent and sends a batch's
-rows, as GridEngine.insert_encoded does, and the gateway holds the request (HBase is
-away) and retries it; the writer is killed; HBase is started; the next writer inserts a
-batch at once (recovering the dead writer's intent first). `check` right after, and again
-once the gateway has had time to retry: rows stored after the recovery are counted in no
-aggregate, and no intent is left to make a later writer look at them.
+Each round: the HBase master is killed; a writer takes the writer lock, records its
+intent and sends a batch's rows, as GridEngine.insert_encoded does, and the gateway holds
+the request (HBase is away) and retries it; the writer is killed; HBase is started; the
+next writer inserts a batch at once (recovering the dead writer's intent first). `check`
+right after, and again once the gateway has had time to retry: without the fence, rows
+stored after the recovery were counted in no aggregate.
 
     python -m loadtest.late_write --rounds 3      # kills and starts the local HBase: own servers only
 
@@ -36,9 +38,10 @@ def _doomed_writer(settings: Settings, name: str, tag: str, sending) -> None:
     ds = engine.dataset(name)
     rows, ids = batch_rows(tag, 0), element_ids(tag, 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
-    sending.set()
-    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows)  # held: HBase is away
+    with engine.directory.writer_lock(ds.name) as stamps:
+        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+        sending.set()
+        engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows, stamps)  # held: HBase is away
 
 
 def run(settings: Settings, rounds: int, progress=print) -> int:

@@ -42,5 +42,12 @@ CREATE TABLE IF NOT EXISTS gridagg_intents (
     started_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- Write stamps (gridagg.stamps): the end of the last span of stamps reserved by a
+-- holder of the dataset's writer lock, in nanoseconds.
+CREATE TABLE IF NOT EXISTS gridagg_stamps (
+    dataset     text PRIMARY KEY,
+    reserved    bigint NOT NULL
+);
+
 -- Catalogs made before the change log.
 ALTER TABLE gridagg_datasets ADD COLUMN IF NOT EXISTS pruned bigint NOT NULL DEFAULT 0;

@@ -360,8 +360,8 @@ def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
     try:
         ds = engine.dataset(unique_name)
         assert engine.directory.pending_intents(unique_name), "the job left no intent"
-        with engine.directory.writer_lock(unique_name):
-            engine.recover(ds)
+        with engine.directory.writer_lock(unique_name) as stamps:
+            engine.recover(ds, stamps)
         assert engine.check(unique_name) == []
         rerun = load(spark, s, engine, cfg, FILES)
         rows, _ = expected_rows(cfg, FILES)

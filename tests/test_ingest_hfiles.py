@@ -13,6 +13,7 @@ from gridagg.scan import ScanRequest
 from gridagg.schema import Column, Dataset
 from gridagg.store import hbase_rows
 from gridagg.store.hbase import HBaseStore
+from gridagg.stamps import WriteStamps
 from gridagg.store.hbase_bulk import HBaseBulkFormat
 from ingest import hfiles
 from ingest.job import spark_session
@@ -48,7 +49,7 @@ def loaded(s, unique_name):
 
 def bulk_load(spark, s, ds, cells: list[tuple]) -> None:
     """The cells through HFileBulkLoad.write and a bulk load, as the ingest job does."""
-    bulk = hfiles.BulkLoad(spark, s, ds)
+    bulk = hfiles.BulkLoad(spark, s, ds, WriteStamps.local().next())
     try:
         cells.sort(key=lambda c: (c[0], -c[1], c[2]))
         df = spark.createDataFrame([(None, None, 0, FORMAT.pack_cells(cells))],

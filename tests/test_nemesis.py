@@ -11,8 +11,8 @@ Then what the nemesis found, on the shared servers (nothing is killed but client
   must not read before that (CellStore.settle);
 - HBase: a killed writer's request, held by the Thrift gateway while HBase was away,
   lands after the next writer's recovery (the gateway keeps retrying for its client
-  after the client is gone). Shown step by step; xfail until the crash protocol fences
-  such late writes.
+  after the client is gone). Shown step by step: the write stamps (gridagg.stamps) and
+  recovery's seal fence such late writes off.
 """
 
 from __future__ import annotations
@@ -142,11 +142,6 @@ def test_the_next_writer_recovers_every_commit_of_a_writer_killed_while_committi
         engine.store.close()
 
 
-LATE_WRITE = ("issue 30: the writer lock (a PostgreSQL advisory lock) dies with the writer's connection, "
-              "but requests it sent through the Thrift gateway may still land after the next writer's "
-              "recovery; nothing fences them")
-
-
 @pytest.fixture
 def hbase_engine(settings, services, unique_name):
     if settings.hbase:
@@ -158,31 +153,31 @@ def hbase_engine(settings, services, unique_name):
     engine.drop_dataset(ds.name)
 
 
-@pytest.mark.xfail(strict=True, reason=LATE_WRITE)
-def test_rows_of_a_dead_writer_that_land_after_recovery_are_counted(hbase_engine):
+def test_rows_of_a_dead_writer_that_land_after_recovery_change_nothing(hbase_engine):
     engine, ds = hbase_engine
-    # Writer A records its intent and sends its rows; HBase is away, the gateway holds
-    # the request and retries it; A is killed.
+    # Writer A takes the lock, records its intent and sends its rows; HBase is away, the
+    # gateway holds the request and retries it; A is killed (its lock goes with it).
     rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+    with engine.directory.writer_lock(ds.name) as stamps_of_a:
+        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
     # HBase is back: the next writer recovers A's intent (no rows of A yet) and writes.
     engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))
     # Then the gateway's retry of A's request goes through.
-    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows)
-    # No intent is left: no later writer will look at those rows again.
-    assert engine.check(ds.name) == []  # fails: A's 25 rows are stored, counted in no aggregate
+    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows, stamps_of_a)
+    assert engine.check(ds.name) == []  # A's rows are fenced off: not stored, not counted
+    assert engine.query(ds.name, {}, ["count"]).values["count"] == 2 * BATCH
 
 
-@pytest.mark.xfail(strict=True, reason=LATE_WRITE)
 def test_aggregates_a_dead_writer_sends_late_do_not_hide_acknowledged_rows(hbase_engine):
     engine, ds = hbase_engine
     # Writer A stores its rows, reads the aggregates and sends them merged with its
     # delta; HBase is away, the gateway holds that request; A is killed.
     rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
-    engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows)
+    with engine.directory.writer_lock(ds.name) as stamps_of_a:
+        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+        engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows, stamps_of_a)
     ncols = len(ds.columns)
     grids = sorted({a for g in leaf_of for a in [*ancestors(g), g]})
     held = engine.store.get_aggregates(ds, grids)
@@ -192,6 +187,20 @@ def test_aggregates_a_dead_writer_sends_late_do_not_hide_acknowledged_rows(hbase
     # HBase is back: the next writer recovers A's intent and writes a batch: acknowledged.
     engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))
     # Then the gateway's retry of A's aggregates goes through.
-    engine.store.put_aggregates(ds, held)
-    count = engine.query(ds.name, {}, ["count"]).values["count"]
-    assert count == 3 * BATCH  # fails: 2 * BATCH, the acknowledged batch of the next writer is gone
+    engine.store.put_aggregates(ds, held, stamps_of_a)
+    assert engine.check(ds.name) == []
+    assert engine.query(ds.name, {}, ["count"]).values["count"] == 3 * BATCH  # A's rows counted once, B's kept
+
+
+def test_a_dead_writers_split_that_lands_late_leaves_no_rows_behind(hbase_engine):
+    engine, ds = hbase_engine
+    # Writer A splits a leaf: it names the new grids in its intent, then its rows for
+    # them are held by the gateway; A is killed before the directory switch.
+    leaf = engine.directory.leaves(ds)[0].grid_id
+    rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
+    with engine.directory.writer_lock(ds.name) as stamps_of_a:
+        intent = engine.directory.begin_intent(ds.name, [leaf])
+        engine.directory.extend_intent(intent, [leaf + "0", leaf + "1"])
+    engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))  # recovers A's intent
+    engine.store.put_rows(ds, [row_key(leaf + "0", e) for e in ids], rows, stamps_of_a)
+    assert engine.check(ds.name) == []  # no rows under a grid that is no leaf

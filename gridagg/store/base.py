@@ -12,6 +12,7 @@ from .. import segments
 from ..grid import prefix_range, split_key
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
+from ..stamps import WriteStamps
 from ..trips import TripCounter
 
 
@@ -59,6 +60,11 @@ class CellStore(ABC):
     hold one stored integer per dataset column. Partial aggregates are keyed by grid ID.
     Every method is one round trip or a bounded number of them, counted per thread in
     `round_trips`, so a query can report what it cost.
+
+    Writes take `stamps`, the writer's gridagg.stamps.WriteStamps (None: stamps of the
+    local clock). A store whose writes can land after their writer died (HBase, through
+    the Thrift gateway) stamps its cells with them, so that recovery can fence such late
+    writes off (seal_grids); the embedded store cannot get late writes and ignores them.
     """
 
     kind: str
@@ -77,7 +83,7 @@ class CellStore(ABC):
     def drop_dataset(self, name: str) -> None:
         """Remove the dataset's tables and everything in them (idempotent)."""
 
-    def put_rows(self, ds: Dataset, keys: list[bytes], values: np.ndarray) -> None:
+    def put_rows(self, ds: Dataset, keys: list[bytes], values: np.ndarray, stamps: WriteStamps | None = None) -> None:
         """Write rows: keys[i] gets values[i] (an int64 row of len(ds.columns)); a stored
         element ID's row is replaced. Grouped by grid, then put_grids."""
         parts = [split_key(k) for k in keys]
@@ -85,16 +91,29 @@ class CellStore(ABC):
         for i, (prefix, _) in enumerate(parts):
             by_prefix.setdefault(prefix, []).append(i)
         values = np.asarray(values)
-        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()])
+        self.put_grids(ds, [(prefix, [parts[i][1] for i in idx], values[idx]) for prefix, idx in by_prefix.items()],
+                       stamps)
 
     @abstractmethod
-    def put_grids(self, ds: Dataset, grids: list[tuple[bytes, list[bytes], np.ndarray]]) -> None:
+    def put_grids(self, ds: Dataset, grids: list[tuple[bytes, list[bytes], np.ndarray]],
+                  stamps: WriteStamps | None = None) -> None:
         """Write rows grid by grid, each grid given as (its key prefix, element IDs,
         values): row key prefix + eids[i] gets values[i]."""
 
     @abstractmethod
-    def delete_rows(self, ds: Dataset, keys: list[bytes]) -> None:
+    def delete_rows(self, ds: Dataset, keys: list[bytes], stamps: WriteStamps | None = None) -> None:
         """Delete rows by key; missing keys are ignored."""
+
+    @abstractmethod
+    def clear_grids(self, ds: Dataset, grid_ids: list[str], stamps: WriteStamps | None = None) -> None:
+        """Delete every row stored under these grids (their own rows, not their
+        descendants'), and whatever a writer with earlier stamps lands there later."""
+
+    def seal_grids(self, ds: Dataset, grid_ids: list[str], stamps: WriteStamps) -> None:
+        """Fence off the rows of these grids from writers with earlier stamps: what such
+        a writer lands here later changes nothing. Rows stored now stay. Recovery calls
+        it for a dead writer's leaves before reading their rows. Nothing to do unless a
+        store can get writes after their writer died."""
 
     @abstractmethod
     def existing_keys(self, ds: Dataset, keys: list[bytes]) -> set[bytes]:
@@ -132,8 +151,10 @@ class CellStore(ABC):
         return AggArrays.of_aggregates([found.get(g, empty) for g in grid_ids], len(ds.columns))
 
     @abstractmethod
-    def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate]) -> None:
-        """Store (replace) the aggregates of these grids."""
+    def put_aggregates(self, ds: Dataset, aggregates: dict[str, PartialAggregate],
+                       stamps: WriteStamps | None = None) -> None:
+        """Store (replace) the aggregates of these grids (an aggregate stored with a
+        later stamp is never replaced by one with an earlier stamp)."""
 
     def settle(self) -> None:
         """Make every write a crashed writer committed visible to this process' reads.

@@ -120,7 +120,7 @@ class EmbeddedStore(CellStore):
 
     # -- CellStore ----------------------------------------------------------------------
 
-    def put_grids(self, ds, grids):
+    def put_grids(self, ds, grids, stamps=None):
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(write=True, db=db) as txn:  # one commit (and fsync) for all
@@ -142,7 +142,7 @@ class EmbeddedStore(CellStore):
         seq = struct.unpack(">I", present[-1][0][-4:])[0] + 1 if present else 0
         txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values))
 
-    def delete_rows(self, ds, keys):
+    def delete_rows(self, ds, keys, stamps=None):
         self.round_trips.add()
         db = self._db(ds.name, "s")
         by_prefix: dict[bytes, set[bytes]] = {}
@@ -155,6 +155,14 @@ class EmbeddedStore(CellStore):
                 if present:
                     rows = self._rows_of(present)
                     self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone})
+
+    def clear_grids(self, ds, grid_ids, stamps=None):
+        self.round_trips.add()
+        db = self._db(ds.name, "s")
+        with self.env.begin(write=True, db=db) as txn:
+            for g in grid_ids:
+                for key, _ in self._segments(txn, grid_prefix(g)):
+                    txn.delete(key)
 
     def existing_keys(self, ds, keys):
         self.round_trips.add()
@@ -213,7 +221,7 @@ class EmbeddedStore(CellStore):
             found = dict(txn.cursor().getmulti([g.encode() for g in grid_ids]))
             return AggArrays.unpack([found.get(g.encode()) for g in grid_ids], len(ds.columns))
 
-    def put_aggregates(self, ds, aggregates):
+    def put_aggregates(self, ds, aggregates, stamps=None):
         self.round_trips.add()
         db = self._db(ds.name, "a")
         with self.env.begin(write=True, db=db) as txn:

@@ -39,6 +39,7 @@ from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
+from ..stamps import WriteStamps
 from . import hbase_rows as grid_rows
 from .base import CellStore, segment_rows
 from .hbase_gateway import Gateway
@@ -121,7 +122,8 @@ class HBaseStore(CellStore):
                 out[row.row] = grid_rows.numbered({col: cell.value for col, cell in row.columns.items()})
         return out
 
-    def put_grids(self, ds, grids):
+    def put_grids(self, ds, grids, stamps=None):
+        stamps = stamps or WriteStamps.local()
         given: dict[bytes, dict[bytes, np.ndarray]] = {}
         for prefix, eids, values in grids:  # an element ID given twice: the last wins
             given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
@@ -146,9 +148,10 @@ class HBaseStore(CellStore):
                 writes[prefix] = (numbered, replaced)
             puts = [BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), value=seg)
                                                          for n, seg in writes[prefix][0]]) for prefix in sorted(writes)]
-            self._mutate(client, table, puts)
+            self._mutate(client, table, puts, stamps.next())
             # The replaced cells after the puts: readers pass over them meanwhile.
-            self._mutate(client, table, [_deletes(p, dead) for p, (_, dead) in sorted(writes.items()) if dead])
+            self._mutate(client, table, [_deletes(p, dead) for p, (_, dead) in sorted(writes.items()) if dead],
+                         stamps.next())
 
     def _lookup(self, client, table: bytes, grids: dict[bytes, list[bytes]]) -> dict[bytes, tuple[list, set]]:
         """For each grid row: its cells as (segment number, size) in number order, and
@@ -169,22 +172,24 @@ class HBaseStore(CellStore):
             out[k] = ([(n, len(seg)) for n, seg in old], {e for e in grids[k] if e in held})
         return out
 
-    def _mutate(self, client, table: bytes, batch: list) -> None:
-        """BatchMutations in mutateRows calls of about WRITE_BYTES each (each row's
-        mutations stay in one call: one atomic Put or Delete per row)."""
+    def _mutate(self, client, table: bytes, batch: list, stamp: int) -> None:
+        """BatchMutations in mutateRowsTs calls of about WRITE_BYTES each, their cells
+        (and delete markers) stamped `stamp` (each row's mutations stay in one call: one
+        atomic Put or Delete per row)."""
         chunk, size = [], 0
         for m in batch:
             chunk.append(m)
             size += sum(len(x.value or b"") for x in m.mutations)
             if size >= WRITE_BYTES:
                 self.round_trips.add()
-                client.mutateRows(table, chunk, {})
+                client.mutateRowsTs(table, chunk, stamp, {})
                 chunk, size = [], 0
         if chunk:
             self.round_trips.add()
-            client.mutateRows(table, chunk, {})
+            client.mutateRowsTs(table, chunk, stamp, {})
 
-    def delete_rows(self, ds, keys):
+    def delete_rows(self, ds, keys, stamps=None):
+        stamps = stamps or WriteStamps.local()
         gone: dict[bytes, set[bytes]] = {}
         for k in keys:
             prefix, eid = split_key(k)
@@ -203,8 +208,37 @@ class HBaseStore(CellStore):
                     puts.append(BatchMutation(row=prefix, mutations=[
                         Mutation(column=grid_rows.column(n), value=s) for n, s in zip(numbers, segs)]))
                 replaced.append(_deletes(prefix, [n for n, _ in old]))  # one atomic Delete when nothing is left
-            self._mutate(client, table, puts)
-            self._mutate(client, table, replaced)
+            self._mutate(client, table, puts, stamps.next())
+            self._mutate(client, table, replaced, stamps.next())
+
+    def clear_grids(self, ds, grid_ids, stamps=None):
+        stamps = stamps or WriteStamps.local()
+        with self._client(ds.name) as (client, table):
+            # A delete marker on the whole family: it hides every cell stamped before it,
+            # also those landing later.
+            self._mutate(client, table, [_clears(grid_prefix(g)) for g in sorted(grid_ids)], stamps.next())
+
+    def seal_grids(self, ds, grid_ids, stamps):
+        if not grid_ids:
+            return
+        marker, base = stamps.next(), stamps.next()
+        keys = [grid_prefix(g) for g in sorted(grid_ids)]
+        with self._client(ds.name) as (client, table):
+            stored = self._read(client, table, keys)
+            # The live rows again, as a base segment (it replaces every cell before it),
+            # stamped after the marker; then the marker hides every earlier cell, those
+            # a dead writer may still land too. Readers see the old live rows or the same
+            # rows anew, never neither.
+            puts = []
+            for key, cells in stored.items():
+                rows = grid_rows.rows_of(grid_rows.live(cells))
+                eids = list(rows)
+                segs = grid_rows.pack(eids, np.array([rows[e] for e in eids]).reshape(len(eids), len(ds.columns)))
+                puts.append(BatchMutation(row=key, mutations=[
+                    Mutation(column=grid_rows.column(n), value=seg)
+                    for n, seg in zip(grid_rows.next_numbers(cells, len(segs), base=True), segs)]))
+            self._mutate(client, table, puts, base)
+            self._mutate(client, table, [_clears(k) for k in keys], marker)
 
     def existing_keys(self, ds, keys):
         by_prefix: dict[bytes, list[bytes]] = {}
@@ -291,18 +325,24 @@ class HBaseStore(CellStore):
         them; the ingest job's bulk load writes the same cells as an HFile."""
         return [(grid_prefix(gid), agg.pack()) for gid, agg in aggregates.items()]
 
-    def put_aggregates(self, ds, aggregates):
+    def put_aggregates(self, ds, aggregates, stamps=None):
         items = self.aggregate_cells(aggregates)
+        stamp = (stamps or WriteStamps.local()).next()  # a later version of a cell hides an earlier one
         with self.pool.connection() as conn:
             table = conn.table(table_name(ds.name))
             for start in range(0, len(items), CHUNK):
                 self.round_trips.add()
-                with table.batch() as b:
+                with table.batch(timestamp=stamp) as b:
                     for key, value in items[start : start + CHUNK]:
                         b.put(key, {self.AGG: value})
 
     def close(self):
         self.pool.close()
+
+
+def _clears(prefix: bytes) -> BatchMutation:
+    """A delete marker on the whole rows family of grid row `prefix`."""
+    return BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.FAMILY, isDelete=True)])
 
 
 def _deletes(prefix: bytes, numbers: list[int]) -> BatchMutation:
