@@ -19,7 +19,6 @@ from api import create_app
 from archives_support import brute, null_aware_queries
 from engine_support import check_tree, open_engine
 from gridagg.aggregate import NULL, PartialAggregate
-from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput
 from gridagg.query import QuerySpec
 from gridagg.schema import Column, Dataset
@@ -273,8 +272,6 @@ def test_polygons_skip_absent_values(stations):
                                "sum:pressure": sum(inside) / 10}, body
 
 
-@pytest.mark.xfail(not hasattr(GridEngine, "series"), strict=True,
-                   reason="api/execute.py group_by_bucket (before GridEngine.series) takes NULL for a value")
 def test_series_skip_absent_values(stations):
     client, name, rows = stations
     body = client.post(f"/v1/datasets/{name}/series", json={
