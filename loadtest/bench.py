@@ -131,6 +131,13 @@ class System:
         return self.rows / self.load_seconds if self.load_seconds else 0.0
 
 
+def bench_settings(settings: Settings, stores: list[str]) -> Settings:
+    """The settings the bench's Spark session is made for: with the HBase store among
+    `stores`, its loads into HBase bulk-load HFiles (the Java half is on the session's
+    classpath only when the session is made for it)."""
+    return settings.with_(store="hbase") if "hbase" in stores else settings
+
+
 def load_gridagg(settings: Settings, spark, store: str, ds, encoded: Path) -> System:
     """Bulk-load the encoded archive into dataset `ds` (made anew) on `store` with the
     Spark job (ingest.job.load_encoded)."""
@@ -605,7 +612,7 @@ def run_dashboard(settings: Settings, args) -> dict:
                                   grid=GridParams(n_size, 10 * n_size, cfg.dataset.grid.l_time)))
     ds = cfg.dataset
     stores = args.stores or ["embedded"]
-    spark = spark_session()
+    spark = spark_session(settings=bench_settings(settings, stores))
     workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
     systems: list[System] = []
     try:
@@ -679,7 +686,7 @@ def run(settings: Settings, args) -> dict:
     from ingest.job import spark_session
 
     systems: list[System] = []
-    spark = spark_session()
+    spark = spark_session(settings=bench_settings(settings, args.stores or ["embedded"]))
     workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
     try:
         log(f"generating and encoding the archive: {args.rows:,} rows")
