@@ -35,7 +35,7 @@ def default_threads(store: str) -> int:
 
 def server_argv(host: str, port: int, workers: int, threads: int, log_level: str = "info",
                 access_log: bool = True) -> list[str]:
-    """The command that serves api.wsgi:app: `workers` processes, each answering up to
+    """The command that serves gridagg_api.wsgi:app: `workers` processes, each answering up to
     `threads` requests at once. Each worker builds its own engine on its first request,
     so no connection or LMDB handle crosses a process boundary. A worker that dies is
     started again; on SIGTERM, requests in flight get 20 s to finish."""
@@ -45,7 +45,7 @@ def server_argv(host: str, port: int, workers: int, threads: int, log_level: str
         "--workers", str(workers), "--blocking-threads", str(threads),
         "--respawn-failed-workers", "--workers-kill-timeout", "20",
         "--log-level", log_level, "--access-log" if access_log else "--no-access-log",
-        "api.wsgi:app",
+        "gridagg_api.wsgi:app",
     ]
 
 

@@ -1,4 +1,4 @@
-"""WSGI entry point: `granian --interface wsgi api.wsgi:app`. Settings come from the environment."""
+"""WSGI entry point: `granian --interface wsgi gridagg_api.wsgi:app`. Settings come from the environment."""
 
 from .app import create_app
 

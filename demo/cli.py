@@ -153,9 +153,9 @@ def _demo(settings, args: argparse.Namespace) -> int:
         _say("   " + report.line())
 
     _say(f"\n== Bulk load of {args.input} with Spark (store: {settings.store})")
-    from ingest.cli import example_config
-    from ingest.config import load_config
-    from ingest.job import Progress, run_ingest, spark_session
+    from gridagg_ingest.cli import example_config
+    from gridagg_ingest.config import load_config
+    from gridagg_ingest.job import Progress, run_ingest, spark_session
 
     spark = spark_session(None)
     progress = Progress(spark=spark, quiet=False)

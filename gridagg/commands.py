@@ -68,7 +68,7 @@ def add_services(sub) -> None:
 
 
 def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
-    from hbase.launcher import OBSERVER_CLASS, LauncherError, observer_jar
+    from gridagg_hbase.launcher import OBSERVER_CLASS, LauncherError, observer_jar
 
     try:
         out = observer_jar(settings, args.out)

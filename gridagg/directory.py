@@ -106,7 +106,7 @@ class GridDirectory:
         self._stop_listening = threading.Event()
         self.listening = threading.Event()
         with self.connection() as conn:
-            conn.execute(resources.files("sql").joinpath("catalog.sql").read_text())
+            conn.execute(resources.files("gridagg_sql").joinpath("catalog.sql").read_text())
 
     @contextmanager
     def connection(self):
@@ -160,7 +160,7 @@ class GridDirectory:
     def create_dataset(self, ds: Dataset, leaves: list[Grid]) -> None:
         """Record the definition and create the grid table holding these leaves."""
         cols = _box_columns(ds.ndim)
-        ddl = resources.files("sql").joinpath("grid_table.sql").read_text()
+        ddl = resources.files("gridagg_sql").joinpath("grid_table.sql").read_text()
         ddl = sql.SQL(ddl).format(
             table=self.table(ds.name),
             box_columns=sql.SQL(", ").join(sql.SQL("{} box NOT NULL").format(sql.Identifier(c)) for c in cols),

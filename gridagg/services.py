@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridagg.config import Settings
-from hbase import launcher
+from gridagg_hbase import launcher
 
 PG_USER_WHEN_ROOT = "nobody"
 PG_START_TIMEOUT = 60

@@ -1,4 +1,4 @@
-"""python -m ingest CONFIG INPUT... (the same as `gridagg ingest`)."""
+"""python -m gridagg_ingest CONFIG INPUT... (the same as `gridagg ingest`)."""
 
 import sys
 

@@ -1,8 +1,8 @@
 """Bulk-ingest benchmark: end-to-end rows/s of the job next to loading the same rows into
 each store alone, measured in one run.
 
-    python -m ingest.generate --rows 1000000 --out /tmp/gen-1m
-    python -m ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
+    python -m gridagg_ingest.generate --rows 1000000 --out /tmp/gen-1m
+    python -m gridagg_ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
 
 1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry
    (--repeat N: N rounds over the stores, each into a fresh dataset):
@@ -115,7 +115,7 @@ def baseline_load(settings: Settings, kind: str, ds, ids: list[bytes], values: n
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ingest.bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m gridagg_ingest.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("config", help="dataset config (TOML), e.g. ingest/examples/weather_generated.toml")

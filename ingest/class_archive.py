@@ -45,7 +45,7 @@ def _key(extra_classpath: str | None) -> str:
     """What the archive depends on: the JVM and every classpath entry, with their times."""
     import pyspark
 
-    from hbase.launcher import java_bin
+    from gridagg_hbase.launcher import java_bin
 
     java = Path(java_bin()).resolve()
     entries = [java, java.parent.parent / "lib" / "server" / "libjvm.so", Path(pyspark.__file__).parent / "jars"]

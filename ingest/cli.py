@@ -1,7 +1,7 @@
 """`gridagg ingest`: the bulk ingest job from the command line.
 
 ``register(subparsers)`` adds the subcommand to `gridagg` (entry point in
-pyproject.toml); the same command runs as ``python -m ingest CONFIG INPUT...`` or under
+pyproject.toml); the same command runs as ``python -m gridagg_ingest CONFIG INPUT...`` or under
 spark-submit as ``spark-submit ingest/spark_job.py CONFIG INPUT...``.
 """
 

@@ -3,7 +3,7 @@ every real station-year replicated into each year of a span (the paper: 2011-203
 more stations made by replicating the real ones at shifted coordinates. Deterministic:
 the same seed and size give the same bytes.
 
-    python -m ingest.generate --rows 10000000 --out /tmp/weather-10m --format parquet
+    python -m gridagg_ingest.generate --rows 10000000 --out /tmp/weather-10m --format parquet
 
 A copy puts each source station-year into every year of --years, keeping each row's
 local month, day and hour (TMY3 months come from different real years; a copy makes
@@ -112,7 +112,7 @@ def generate(sources: list[str], rows: int, out: str, fmt: str = "csv", seed: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ingest.generate", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m gridagg_ingest.generate", description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--out", required=True, help="output directory")

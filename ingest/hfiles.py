@@ -32,7 +32,7 @@ def classpath(settings, master: str) -> str | None:
     """What spark.driver.extraClassPath needs for a bulk load, None when none applies."""
     if not applies(settings, master):
         return None
-    from hbase.launcher import spark_bulk_load_classpath
+    from gridagg_hbase.launcher import spark_bulk_load_classpath
 
     return spark_bulk_load_classpath(settings)
 
@@ -43,7 +43,7 @@ class BulkLoad:
     removes what is left of the staging."""
 
     def __init__(self, spark, settings, ds, stamp: int, new_table=None):
-        from hbase.launcher import paths
+        from gridagg_hbase.launcher import paths
 
         from gridagg.store import bulk_format
 
@@ -147,7 +147,7 @@ def warm_up(spark, settings) -> None:
     start cold in Spark's JVM: HBase's connection, the HFile writer and the bulk-load tool
     (HFileBulkLoad.warmUp). A session's first 1M-row job into HBase took about 0.5 s less.
     Best effort: a failure here only leaves them cold."""
-    from hbase.launcher import paths, running_pid
+    from gridagg_hbase.launcher import paths, running_pid
 
     if not available(spark, settings) or running_pid(settings, "master") is None:
         return

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from api.cli import default_threads, default_workers, server_argv
+from gridagg_api.cli import default_threads, default_workers, server_argv
 from gridagg.baselines import BaselineRegistry, open_backend
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
@@ -74,9 +74,9 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None) -> Path:
     quarantined: every system must get every row."""
     from pyspark.sql import functions as F
 
-    from ingest.encode import encode
-    from ingest.generate import generate
-    from ingest.readers import read_source
+    from gridagg_ingest.encode import encode
+    from gridagg_ingest.generate import generate
+    from gridagg_ingest.readers import read_source
 
     files = generate([str(WEATHER)], rows, str(workdir / "generated"), "parquet", seed,
                      progress=lambda m: log(f"  generate: {m}"))
@@ -141,7 +141,7 @@ def bench_settings(settings: Settings, stores: list[str]) -> Settings:
 def load_gridagg(settings: Settings, spark, store: str, ds, encoded: Path) -> System:
     """Bulk-load the encoded archive into dataset `ds` (made anew) on `store` with the
     Spark job (ingest.job.load_encoded)."""
-    from ingest.job import Progress, load_encoded
+    from gridagg_ingest.job import Progress, load_encoded
 
     s = settings.with_(store=store)
     engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
@@ -253,7 +253,7 @@ def free_port() -> int:
 
 
 class Server:
-    """api.wsgi:app served on 127.0.0.1 as `gridagg serve --no-access-log` serves it."""
+    """gridagg_api.wsgi:app served on 127.0.0.1 as `gridagg serve --no-access-log` serves it."""
 
     def __init__(self, settings: Settings, store: str, workers: int, threads: int, logdir: Path):
         self.port = free_port()
@@ -484,7 +484,7 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                  "written from the executors, directory switched once; Spark start excluded); PostgreSQL "
                  "alone with COPY then CREATE INDEX + ANALYZE; HBase alone with batched puts and a major "
                  "compaction request. The baselines get the rows in time order. Reading and encoding the "
-                 "archive is not timed here: `python -m ingest.bench` measures the job end to end.")
+                 "archive is not timed here: `python -m gridagg_ingest.bench` measures the job end to end.")
     if grid_systems and t3_keys:
         labels = {
             "selected_rows": "selected rows", "selectivity_pct": "selectivity %",
@@ -597,8 +597,8 @@ def run_dashboard(settings: Settings, args) -> dict:
 
     from gridagg.baselines.duck import DuckDBBaseline, path_of
     from gridagg.schema import GridParams
-    from ingest.config import load_config
-    from ingest.job import spark_session
+    from gridagg_ingest.config import load_config
+    from gridagg_ingest.job import spark_session
 
     from . import dashboard
 
@@ -683,7 +683,7 @@ def run(settings: Settings, args) -> dict:
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from ingest.job import spark_session
+    from gridagg_ingest.job import spark_session
 
     systems: list[System] = []
     spark = spark_session(settings=bench_settings(settings, args.stores or ["embedded"]))

@@ -10,7 +10,7 @@ next writer inserts a batch at once (recovering the dead writer's intent first).
 right after, and again once the gateway has had time to retry: without the fence, rows
 stored after the recovery were counted in no aggregate.
 
-    python -m loadtest.late_write --rounds 3      # kills and starts the local HBase: own servers only
+    python -m gridagg_loadtest.late_write --rounds 3      # kills and starts the local HBase: own servers only
 
 Prints each round's two checks and how many rounds ended with uncounted rows; `repair`
 mends each before the next round. Exit code 1 when some did.
@@ -79,7 +79,7 @@ def run(settings: Settings, rounds: int, progress=print) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m loadtest.late_write", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.late_write", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3), about 30-60 s each")
     args = ap.parse_args(argv)

@@ -24,8 +24,6 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import sys
-from pathlib import Path
 from urllib.parse import urlparse
 
 import json
@@ -35,8 +33,7 @@ import gevent
 import numpy as np
 from locust import FastHttpUser, events, task
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from loadtest import workload  # noqa: E402
+from gridagg_loadtest import workload
 
 DATASET = os.environ.get("LOADTEST_DATASET", "bench_n250")
 MIX = os.environ.get("LOADTEST_MIX", "paper")

@@ -16,8 +16,8 @@ acknowledged) wholly stored or wholly absent, and every final query must equal b
 force. The protocol needs no `repair`: problems `check` still finds after that write are
 reported and left in place to be looked at.
 
-    python -m loadtest.soak --seconds 1800 --writers 2 --readers 2 [--store hbase]
-    python -m loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
+    python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 [--store hbase]
+    python -m gridagg_loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
 
 The JSON report goes to stdout, progress and a short table to stderr; exit code 0 when
 every target holds. Logs of the clients are kept under <data dir>/soak/<dataset> when
@@ -184,7 +184,7 @@ def _recover(engine, ds, history: soak_check.History, writers: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m loadtest.soak", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.soak", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60, help="how long writers and readers run (default 60)")
     ap.add_argument("--writers", type=int, default=2, help="writer processes (default 2)")
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         ap.error(f"--every must be MIN,MAX seconds, not {args.every!r}")
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # each reconnection while PostgreSQL is down
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    command = "python -m loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m gridagg_loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     say(command)
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
                  kinds=kinds, seed=args.seed, every=(low, high))

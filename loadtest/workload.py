@@ -23,7 +23,7 @@ from typing import Iterator
 import numpy as np
 
 from gridagg.schema import Dataset, GridParams
-from ingest.config import IngestConfig, load_config
+from gridagg_ingest.config import IngestConfig, load_config
 
 PAPER_CONFIG = Path(__file__).with_name("paper.toml")
 START = datetime(2011, 1, 1, tzinfo=timezone.utc)

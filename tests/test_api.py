@@ -14,9 +14,9 @@ import pytest
 import shapely
 from shapely.geometry import shape
 
-from api import create_app
-from api.models.datasets import DatasetDetail, DatasetList, GridList, IngestResponse
-from api.models.queries import QueryResponse, SeriesResponse
+from gridagg_api import create_app
+from gridagg_api.models.datasets import DatasetDetail, DatasetList, GridList, IngestResponse
+from gridagg_api.models.queries import QueryResponse, SeriesResponse
 from engine_support import open_engine
 from gridagg.query import QuerySpec
 

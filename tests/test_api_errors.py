@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from thriftpy2.transport import TTransportException
 
-from api import create_app
-from api.models.datasets import DatasetDefinition, Rows
-from api.models.leaves import LeavesRequest
-from api.models.queries import QueryRequest, QueryString, SeriesRequest
-from api.openapi import document
-from api.validation import _schema, _Spot
+from gridagg_api import create_app
+from gridagg_api.models.datasets import DatasetDefinition, Rows
+from gridagg_api.models.leaves import LeavesRequest
+from gridagg_api.models.queries import QueryRequest, QueryString, SeriesRequest
+from gridagg_api.openapi import document
+from gridagg_api.validation import _schema, _Spot
 from engine_support import open_engine
 from gridagg.errors import StoreUnavailable
 from gridagg.schema import Dataset

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from api import create_app
+from gridagg_api import create_app
 from gridagg import services as svc
 from gridagg.directory import GridDirectory
 from gridagg.tree import RECONFIRM_SECONDS

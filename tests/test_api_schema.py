@@ -11,7 +11,7 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings as hsettings  # noqa: E402
 
-from api import create_app  # noqa: E402
+from gridagg_api import create_app  # noqa: E402
 from engine_support import open_engine  # noqa: E402
 from gridagg.schema import Dataset  # noqa: E402
 

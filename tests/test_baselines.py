@@ -15,7 +15,7 @@ from engine_support import check_answer, open_engine, oracle  # noqa: E402
 
 from gridagg.baselines import BaselineRegistry, open_backend, view_name  # noqa: E402
 from gridagg.query import QuerySpec  # noqa: E402
-from loadtest.workload import definition  # noqa: E402
+from gridagg_loadtest.workload import definition  # noqa: E402
 
 YEAR = 365 * 86400
 
@@ -115,7 +115,7 @@ def test_gridagg_and_baselines_agree(settings, services, data, unique_name, tmp_
 
 
 def test_api_serves_baseline_views_with_the_same_shapes(loaded, data, settings):
-    from api import create_app
+    from gridagg_api import create_app
 
     kind, backend, ds, src = loaded
     _, rows = data

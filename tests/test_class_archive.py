@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gridagg.config import Settings
-from ingest import class_archive
+from gridagg_ingest import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -74,7 +74,7 @@ def test_an_installed_demo_asks_for_its_archives(tmp_path, monkeypatch):
     """Where no checkout's archives lie beside the package, --input has no default."""
     import argparse
 
-    from demo import cli as demo_cli
+    from gridagg_demo import cli as demo_cli
     from gridagg.config import Settings
     from gridagg.errors import InvalidInput
 

@@ -18,7 +18,7 @@ from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 from gridagg.schema import Column, Dataset
 from gridagg.store import hbase_rows, hbase_scan
 from gridagg.store.hbase import HBaseStore, table_name
-from hbase import launcher
+from gridagg_hbase import launcher
 
 NCOLS = 4  # x, y (dimensions), m, n (measures; n nullable)
 COLUMNS = [0, 2, 3]

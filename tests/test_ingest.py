@@ -25,11 +25,11 @@ from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import GridParams
 from gridagg.store import open_store
-from ingest import hfiles
-from ingest.config import load_config, parse_config
-from ingest.encode import element_id, encode_value
-from ingest.job import Progress, run_ingest, spark_session
-from ingest.readers import parse_tmy3
+from gridagg_ingest import hfiles
+from gridagg_ingest.config import load_config, parse_config
+from gridagg_ingest.encode import element_id, encode_value
+from gridagg_ingest.job import Progress, run_ingest, spark_session
+from gridagg_ingest.readers import parse_tmy3
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = Path("/work/shared/data/weather")
@@ -310,7 +310,7 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
     generator wrote, encoded by the reference encoder."""
     import pandas as pd
 
-    from ingest.generate import generate
+    from gridagg_ingest.generate import generate
 
     s, engine = embedded
     files = generate([str(WEATHER)], 30000, str(tmp_path / "in"), fmt, seed=2)
@@ -336,7 +336,7 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
 
 @pytest.mark.parametrize("point", ["ingest.rows_written", "ingest.directory_switched"])
 def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
-    """Kill a real `python -m ingest` (the `gridagg ingest` command) at a fault point
+    """Kill a real `python -m gridagg_ingest` (the `gridagg ingest` command) at a fault point
     (gridagg.faults): the next writer's recovery alone leaves every aggregate exact (the
     engine's one crash protocol), and a rerun adds the rest: exact, no duplicate rows."""
     s, engine = embedded
@@ -345,7 +345,7 @@ def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
                         .replace("n_size = 1000", "n_size = 300").replace("n_threshold = 10000", "n_threshold = 1200"))
     env = {**s.environ(), "GRIDAGG_FAULTS": f"{point}=kill", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ingest", str(cfg_path), *map(str, FILES), "--master", "local[2]",
+        [sys.executable, "-m", "gridagg_ingest", str(cfg_path), *map(str, FILES), "--master", "local[2]",
          "--shuffle-partitions", "2"],
         cwd=tmp_path, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
@@ -384,8 +384,8 @@ def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
 def test_spark_encoding_equals_column_encode(spark):
     """Both encoding paths (Spark SQL and the Python fallback) give exactly what
     gridagg.schema.Column.encode gives, value by value."""
-    from ingest.encode import encode
-    from ingest.readers import Source
+    from gridagg_ingest.encode import encode
+    from gridagg_ingest.readers import Source
 
     data = {
         "dataset": {"name": "enc_check"},
@@ -441,7 +441,7 @@ def test_local_paths_and_file_uris_read_alike(spark, tmp_path, fmt):
     """Local inputs are read by the executors themselves; inputs given as URIs (here
     file://, standing for hdfs:// or s3a://) come through Spark. Both give the same raw
     records, file names included, even for a name with a space and a '#'."""
-    from ingest.readers import expand_inputs, raw_schema, read_source
+    from gridagg_ingest.readers import expand_inputs, raw_schema, read_source
 
     if fmt == "tmy3":
         cfg, src = load_config(EXAMPLE), FILES[0]

@@ -31,9 +31,9 @@ from gridagg.engine import GridEngine
 from gridagg.query import QuerySpec
 from gridagg.schema import GridParams
 from gridagg.store import open_store
-from ingest.config import load_config, parse_config
-from ingest.encode import encode_value
-from ingest.job import Progress, run_ingest, spark_session
+from gridagg_ingest.config import load_config, parse_config
+from gridagg_ingest.encode import encode_value
+from gridagg_ingest.job import Progress, run_ingest, spark_session
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = Path("/work/shared/data/weather")
@@ -253,7 +253,7 @@ def text_parquet(csv_path: Path, out: Path) -> None:
 
 @pytest.mark.skipif(not WEATHER.exists(), reason="weather samples not found")
 def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded, tmp_path):
-    from ingest.generate import generate
+    from gridagg_ingest.generate import generate
 
     typed = generate([str(WEATHER)], 20000, str(tmp_path / "typed"), "parquet", seed=2)
     assert pq.read_schema(typed[0]).field("temperature").type == pa.float64()
@@ -285,7 +285,7 @@ def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded,
 def test_typed_floats_read_as_their_shortest_text(doubles, singles):
     """typed_to_text writes a float64 as the decimal Python's repr writes (what the rows
     API takes a JSON number for), a float32 as its own shortest decimal."""
-    from ingest.readers import typed_to_text
+    from gridagg_ingest.readers import typed_to_text
 
     n = max(len(doubles), len(singles))
     doubles, singles = (doubles * n)[:n], (singles * n)[:n]

@@ -9,9 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest import buckets
+from gridagg_ingest import buckets
 from gridagg.store.hbase_bulk import HBaseBulkFormat, pack_segments
-from ingest.hfiles import region_bounds
+from gridagg_ingest.hfiles import region_bounds
 
 pack_cells = HBaseBulkFormat().pack_cells
 

@@ -7,8 +7,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.config import parse_config
-from ingest.encode import encode_batch, encode_value
+from gridagg_ingest.config import parse_config
+from gridagg_ingest.encode import encode_batch, encode_value
 
 CFG = parse_config({
     "dataset": {"name": "enc_prop"},

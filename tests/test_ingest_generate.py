@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.config import load_config
-from ingest.generate import generate
+from gridagg_ingest.config import load_config
+from gridagg_ingest.generate import generate
 
 WEATHER = Path("/work/shared/data/weather")
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def test_every_copy_puts_each_station_year_into_every_year(tmp_path):
     local month, day and hour kept, no repeated element ID."""
     import pandas as pd
 
-    from ingest.generate import load_station_years
+    from gridagg_ingest.generate import load_station_years
 
     sources = {s["station"]: s for s in load_station_years([str(WEATHER)])}
     files = generate([str(WEATHER)], 2 * 21 * 8760 + 5000, str(tmp_path), "parquet", years=(2011, 2031))

@@ -15,8 +15,8 @@ from gridagg.store import hbase_rows
 from gridagg.store.hbase import HBaseStore
 from gridagg.stamps import WriteStamps
 from gridagg.store.hbase_bulk import HBaseBulkFormat
-from ingest import hfiles
-from ingest.job import spark_session
+from gridagg_ingest import hfiles
+from gridagg_ingest.job import spark_session
 
 FORMAT = HBaseBulkFormat()
 

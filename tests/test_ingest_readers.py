@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.readers import parse_csv
+from gridagg_ingest.readers import parse_csv
 
 
 def rows_of(data: bytes, fields=("a", "c"), header=True, sep=","):

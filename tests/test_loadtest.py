@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import csv
 
-from loadtest import bench, workload
-from loadtest.cli import register
+from gridagg_loadtest import bench, workload
+from gridagg_loadtest.cli import register
 
 
 def test_bench_cli_parses_and_defaults_follow_the_paper():
@@ -37,8 +37,8 @@ def test_the_paper_data_space_holds_every_generated_row(tmp_path):
     import pandas as pd
 
     from gridagg.schema import parse_timestamp
-    from ingest.encode import encode_value
-    from ingest.generate import generate
+    from gridagg_ingest.encode import encode_value
+    from gridagg_ingest.generate import generate
 
     files = generate([str(bench.WEATHER)], 20_000, str(tmp_path), "parquet", seed=1)
     df = pd.concat(pd.read_parquet(p) for p in files)

@@ -36,8 +36,8 @@ from gridagg import services
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import ancestors, row_key
 from gridagg.schema import Dataset
-from loadtest import soak
-from loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
+from gridagg_loadtest import soak
+from gridagg_loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
 
 
 def _free_ports(n: int) -> list[int]:

@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api import create_app
+from gridagg_api import create_app
 from archives_support import brute, null_aware_queries
 from engine_support import check_tree, open_engine
 from gridagg.aggregate import NULL, PartialAggregate
 from gridagg.errors import InvalidInput
 from gridagg.query import QuerySpec
 from gridagg.schema import Column, Dataset
-from ingest.config import parse_config
-from ingest.encode import encode_batch, encode_field
+from gridagg_ingest.config import parse_config
+from gridagg_ingest.encode import encode_batch, encode_field
 
 
 # --------------------------------------------------------------------------- definitions

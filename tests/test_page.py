@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from werkzeug.serving import make_server
 
-from api import create_app
-from api.blueprints.page import DIST_DIR
+from gridagg_api import create_app
+from gridagg_api.blueprints.page import DIST_DIR
 from engine_support import open_engine
 from test_api import DEFINITION, brute, make_rows
 

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api import create_app
+from gridagg_api import create_app
 from archives_support import MODES, brute, decimal_rounded
 from engine_support import open_engine
 from gridagg.errors import InvalidInput
 from gridagg.query import QuerySpec
 from gridagg.schema import Column, Dataset
-from ingest.config import parse_config
-from ingest.encode import encode_batch, encode_field
+from gridagg_ingest.config import parse_config
+from gridagg_ingest.encode import encode_batch, encode_field
 
 ROUNDINGS = sorted(MODES)
 digits = st.text("0123456789", min_size=0, max_size=22)
@@ -167,7 +167,7 @@ def test_encode_batch_rounds_as_the_reference(rows):
 def test_float_text_in_full_is_rounded_by_the_vectorized_path(monkeypatch):
     """Float text as archives write it (17 significant digits) never takes the per-row
     Python path."""
-    import ingest.encode as enc
+    import gridagg_ingest.encode as enc
 
     def no_exact_path(*args):
         raise AssertionError("the exact path was taken")

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from hbase import launcher
+from gridagg_hbase import launcher
 
 SPLITS = [b"\x40", b"\x80", b"\xc0"]  # first key byte: 4 regions
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest import soak
+from gridagg_loadtest import soak
 
 
 @pytest.mark.parametrize("store", ["embedded", "hbase"])

@@ -68,7 +68,7 @@ class HBaseBaseline(BaselineBackend):
         lo, hi = t.enc_lo, t.enc_hi
         splits = [time_key(lo + (hi - lo) * k // REGIONS) for k in range(1, REGIONS)]
         if self.settings.hbase is None:
-            from hbase.launcher import create_presplit_table
+            from gridagg_hbase.launcher import create_presplit_table
 
             create_presplit_table(self.settings, table_name(ds.name), families, splits)
         else:

@@ -92,7 +92,7 @@ class HBaseStore(CellStore):
             return
         with self.pool.connection() as conn:
             if self.settings.hbase is None:
-                from hbase.launcher import create_presplit_table
+                from gridagg_hbase.launcher import create_presplit_table
 
                 create_presplit_table(self.settings, table_name(ds.name), FAMILIES, SPLITS)
             else:
