@@ -174,15 +174,24 @@ def _connect(client: Client, log: Log, rng: np.random.Generator):
     return None if ds is None else (engine[0], ds[0])
 
 
-def run_writer(client: Client) -> None:
-    """Insert batch after batch until the deadline (the body of a writer process)."""
+def _started(client: Client, kind: int):
+    """(log, rng, engine, dataset) of a client process (kind 1: a writer, 2: a reader),
+    its readiness logged; None when the run ended before it could connect."""
     log = Log(client.log_path)
-    rng = np.random.default_rng([client.slot, client.life, 1])
+    rng = np.random.default_rng([client.slot, client.life, kind])
     connected = _connect(client, log, rng)
     if connected is None:
-        return
-    engine, ds = connected
+        return None
     log.write(t="ready", at=time.time())
+    return log, rng, *connected
+
+
+def run_writer(client: Client) -> None:
+    """Insert batch after batch until the deadline (the body of a writer process)."""
+    started = _started(client, 1)
+    if started is None:
+        return
+    log, rng, engine, ds = started
     with contextlib.ExitStack() as armed:
         batch = 0
         while time.time() < client.deadline:
@@ -220,13 +229,10 @@ def random_query(rng: np.random.Generator) -> tuple[dict, list[str]]:
 
 def run_reader(client: Client) -> None:
     """Ask random queries until the deadline (the body of a reader process)."""
-    log = Log(client.log_path)
-    rng = np.random.default_rng([client.slot, client.life, 2])
-    connected = _connect(client, log, rng)
-    if connected is None:
+    started = _started(client, 2)
+    if started is None:
         return
-    engine, _ = connected
-    log.write(t="ready", at=time.time())
+    log, rng, engine, _ = started
     while time.time() < client.deadline:
         where, aggs = random_query(rng)
         done = call(client, log, rng, lambda: engine.query(client.dataset, where, aggs))
