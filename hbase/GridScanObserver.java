@@ -584,7 +584,87 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       int at = base + 8;
       int a = q.lo0 == Long.MIN_VALUE ? 0 : lowerBound(b, at, rowsIn, q.lo0);
       int z = q.hi0 == Long.MAX_VALUE ? rowsIn : lowerBound(b, at, rowsIn, q.hi0 + 1);
-      rows(i, b, at, rowsIn, a, z);
+      if (q.rowsOf[i]) {
+        rows(i, b, at, rowsIn, a, z);
+      } else {
+        columns(i, b, at, rowsIn, a, z);
+      }
+    }
+
+    /** Scratch arrays for columns(): a column's rows, the rows that pass, their groups. */
+    long[] values = new long[0];
+    boolean[] pass = new boolean[0];
+    int[] groupOf = new int[0];
+
+    /** Rows a..z-1 of column `col` of a segment's block of n rows at `at`, into `values`. */
+    long[] column(ByteBuffer b, int at, int n, int col, int a, int z) {
+      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      from.position(at + 8 * (col * n + a));
+      from.asLongBuffer().get(values, 0, z - a); // one bulk copy, not a bounds-checked read a value
+      return values;
+    }
+
+    /**
+     * What rows() does for an aggregate, a column at a time: each column the request needs
+     * is copied out of the segment once, then filtered and aggregated over plain arrays
+     * (several times faster than reading the buffer value by value, row by row).
+     */
+    void columns(int i, ByteBuffer b, int at, int n, int a, int z) {
+      int m = z - a;
+      if (m <= 0) {
+        return;
+      }
+      if (values.length < m) {
+        values = new long[m];
+        pass = new boolean[m];
+        groupOf = new int[m];
+      }
+      Arrays.fill(pass, 0, m, true);
+      for (int j = 0; j < q.condCol.length; j++) {
+        long[] v = column(b, at, n, q.condCol[j], a, z);
+        long lo = q.condLo[j], hi = q.condHi[j];
+        for (int r = 0; r < m; r++) {
+          pass[r] &= v[r] >= lo && v[r] <= hi;
+        }
+      }
+      int g = q.group[i];
+      Arrays.fill(groupOf, 0, m, g);
+      if (q.bucketCol >= 0) {
+        long[] t = column(b, at, n, q.bucketCol, a, z);
+        for (int r = 0; r < m; r++) {
+          long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
+          if (bucket < 0 || bucket >= q.nbuckets) {
+            pass[r] = false;
+          } else {
+            groupOf[r] = (int) bucket;
+          }
+        }
+      }
+      for (int r = 0; r < m; r++) {
+        if (pass[r]) {
+          rowsMatched++;
+          count[groupOf[r]]++;
+        }
+      }
+      for (int j = 0; j < k; j++) {
+        long[] v = column(b, at, n, q.aggCol[j], a, z);
+        for (int r = 0; r < m; r++) {
+          long x = v[r];
+          if (!pass[r] || x == Long.MIN_VALUE) {
+            continue; // not in the box, or NULL: an absent value
+          }
+          int slot = groupOf[r] * k + j;
+          present[slot]++;
+          if (x < min[slot]) {
+            min[slot] = x;
+          }
+          if (x > max[slot]) {
+            max[slot] = x;
+          }
+          hi[slot] += x >> 32;
+          lo[slot] += x & 0xFFFFFFFFL;
+        }
+      }
     }
 
     /** First row index whose column 0 is >= v (rows are ordered by column 0). */
@@ -638,7 +718,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /**
      * Rows a..z-1 of item i's block of n rows held as columns of n int64s one after
-     * another from `at` (a segment's columns; one row is a block of n = 1).
+     * another from `at`, row by row: for blocks of one row (layout 1) and for items whose
+     * rows are asked back; segments' aggregates go through columns().
      */
     void rows(int i, ByteBuffer b, int at, int n, int a, int z) throws IOException {
       int[] cc = q.condCol;
