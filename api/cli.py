@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 
 from gridagg import config
 
@@ -18,6 +19,7 @@ ENDPOINTS = """\
 endpoints: /v1/datasets, /v1/datasets/NAME{,/query,/series,/rows,/grids}, /healthz,
 /metrics, /openapi.json
 """
+WORKERS_KILL_SECONDS = 20  # on SIGTERM, requests in flight get this long to finish
 
 
 def default_workers() -> int:
@@ -38,12 +40,12 @@ def server_argv(host: str, port: int, workers: int, threads: int, log_level: str
     """The command that serves gridagg_api.wsgi:app: `workers` processes, each answering up to
     `threads` requests at once. Each worker builds its own engine on its first request,
     so no connection or LMDB handle crosses a process boundary. A worker that dies is
-    started again; on SIGTERM, requests in flight get 20 s to finish."""
+    started again; on SIGTERM, requests in flight get WORKERS_KILL_SECONDS to finish."""
     return [
         sys.executable, "-m", "granian", "--interface", "wsgi",
         "--host", host, "--port", str(port),
         "--workers", str(workers), "--blocking-threads", str(threads),
-        "--respawn-failed-workers", "--workers-kill-timeout", "20",
+        "--respawn-failed-workers", "--workers-kill-timeout", str(WORKERS_KILL_SECONDS),
         "--log-level", log_level, "--access-log" if access_log else "--no-access-log",
         "gridagg_api.wsgi:app",
     ]
@@ -62,17 +64,28 @@ def _serve(settings, args: argparse.Namespace) -> int:
     print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers x {threads} thread(s), "
           f"store {settings.store}); Ctrl-C stops it", file=sys.stderr)
     proc = subprocess.Popen(argv, env=env)
-    # A SIGTERM to `gridagg serve` stops the server gracefully too.
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
+    stopping: list[float] = []  # when a stop was asked for
+    interrupted = False
+
+    def stop(*_) -> None:
         proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        return 130
+        stopping.append(time.monotonic())
+
+    # A SIGTERM to `gridagg serve` stops the server gracefully too.
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=1)
+                return 130 if interrupted else code
+            except KeyboardInterrupt:
+                interrupted = True
+                stop()
+            except subprocess.TimeoutExpired:
+                # granian kills workers that do not stop within WORKERS_KILL_SECONDS; its
+                # own process was seen to hang on after its workers were gone.
+                if stopping and time.monotonic() - stopping[0] > WORKERS_KILL_SECONDS + 5:
+                    proc.kill()
     finally:
         signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(metrics_dir, ignore_errors=True)

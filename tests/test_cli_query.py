@@ -267,7 +267,7 @@ def test_url_gives_the_same_answers(stations, tmp_path):
         assert out.returncode == 2 and out.stderr == "gridagg query: error: no dataset named 'nope' (HTTP 404)\n"
     finally:
         os.killpg(server.pid, 15)
-        server.wait(60)  # a worker that does not stop gets killed after 20 s (api.cli); a busy machine adds more
+        server.wait(60)  # workers get 20 s, granian 5 s more (api.cli); a busy machine adds some
 
 
 @needs_core
