@@ -653,18 +653,22 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           if (!pass[r] || x == Long.MIN_VALUE) {
             continue; // not in the box, or NULL: an absent value
           }
-          int slot = groupOf[r] * k + j;
-          present[slot]++;
-          if (x < min[slot]) {
-            min[slot] = x;
-          }
-          if (x > max[slot]) {
-            max[slot] = x;
-          }
-          hi[slot] += x >> 32;
-          lo[slot] += x & 0xFFFFFFFFL;
+          add(groupOf[r] * k + j, x);
         }
       }
+    }
+
+    /** Value x (present) into the aggregate at `slot`: sums as two halves, exact. */
+    void add(int slot, long x) {
+      present[slot]++;
+      if (x < min[slot]) {
+        min[slot] = x;
+      }
+      if (x > max[slot]) {
+        max[slot] = x;
+      }
+      hi[slot] += x >> 32;
+      lo[slot] += x & 0xFFFFFFFFL;
     }
 
     /** First row index whose column 0 is >= v (rows are ordered by column 0). */
@@ -758,15 +762,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           if (v == Long.MIN_VALUE) {
             continue; // NULL: an absent value
           }
-          present[slot]++;
-          if (v < min[slot]) {
-            min[slot] = v;
-          }
-          if (v > max[slot]) {
-            max[slot] = v;
-          }
-          hi[slot] += v >> 32;
-          lo[slot] += v & 0xFFFFFFFFL;
+          add(slot, v);
         }
       }
     }

@@ -7,11 +7,24 @@ from fractions import Fraction
 
 import numpy as np
 
+from gridagg.aggregate import NULL, PartialAggregate
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.query import QuerySpec
 from gridagg.store import open_store
 from gridagg.store.embedded import EmbeddedStore
+
+
+def column_aggregate(rows: np.ndarray, columns, ncols: int) -> PartialAggregate:
+    """The aggregate of `rows` (an (m, ncols) int64 array) over `columns`, brute force:
+    count of rows, then per column values present (NULL = -2**63 is absent), sum, min, max."""
+    agg = PartialAggregate.empty(ncols)
+    agg.count = len(rows)
+    for c in columns:
+        vals = [int(v) for v in rows[:, c] if v != NULL]
+        agg.present[c], agg.sums[c] = len(vals), sum(vals)
+        agg.mins[c], agg.maxs[c] = (min(vals), max(vals)) if vals else (None, None)
+    return agg
 
 
 def open_engine(settings, store: str, tmp_path) -> GridEngine:

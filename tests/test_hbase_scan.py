@@ -20,6 +20,8 @@ from gridagg.store import hbase_rows, hbase_scan
 from gridagg.store.hbase import HBaseStore, table_name
 from gridagg_hbase import launcher
 
+from engine_support import column_aggregate
+
 NCOLS = 4  # x, y (dimensions), m, n (measures; n nullable)
 COLUMNS = [0, 2, 3]
 HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -101,13 +103,7 @@ def matching(rows: np.ndarray, conds) -> np.ndarray:
 
 
 def brute(rows: np.ndarray, columns) -> PartialAggregate:
-    agg = PartialAggregate.empty(NCOLS)
-    agg.count = len(rows)
-    for c in columns:
-        vals = [int(v) for v in rows[:, c] if v != NULL]
-        agg.present[c], agg.sums[c] = len(vals), sum(vals)
-        agg.mins[c], agg.maxs[c] = (min(vals), max(vals)) if vals else (None, None)
-    return agg
+    return column_aggregate(rows, columns, NCOLS)
 
 
 def sorted_rows(rows: np.ndarray) -> list:
@@ -304,17 +300,7 @@ def test_row_cell_ranges_match_brute_force(store, row_cells, lo, hi, box, bucket
         return
     for g in range(request.ngroups):
         part = sel if buckets is None else sel[(sel[:, 1] + 1000) // 250 == g]
-        assert answer.aggs.aggregate(g, [0, 2], ROW_NCOLS) == brute_n(part, [0, 2], ROW_NCOLS)
-
-
-def brute_n(rows, columns, ncols):
-    agg = PartialAggregate.empty(ncols)
-    agg.count = len(rows)
-    for c in columns:
-        vals = [int(v) for v in rows[:, c] if v != NULL]
-        agg.present[c], agg.sums[c] = len(vals), sum(vals)
-        agg.mins[c], agg.maxs[c] = (min(vals), max(vals)) if vals else (None, None)
-    return agg
+        assert answer.aggs.aggregate(g, [0, 2], ROW_NCOLS) == column_aggregate(part, [0, 2], ROW_NCOLS)
 
 
 def test_a_table_without_the_observer_is_read_client_side(settings, store, fresh_ds, caplog):

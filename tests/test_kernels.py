@@ -11,6 +11,8 @@ from gridagg.aggregate import NULL, AggArrays, PartialAggregate
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 
+from engine_support import column_aggregate
+
 NCOLS = 4  # two dimensions, two measures (the last one nullable)
 
 
@@ -35,13 +37,7 @@ def _rows(segs) -> np.ndarray:
 
 
 def _agg(rows: np.ndarray, columns) -> PartialAggregate:
-    agg = PartialAggregate.empty(NCOLS)
-    agg.count = len(rows)
-    for c in columns:
-        vals = [int(v) for v in rows[:, c] if v != NULL]
-        agg.present[c], agg.sums[c] = len(vals), sum(vals)
-        agg.mins[c], agg.maxs[c] = (min(vals), max(vals)) if vals else (None, None)
-    return agg
+    return column_aggregate(rows, columns, NCOLS)
 
 
 boxes = st.lists(st.tuples(st.integers(0, 1), st.integers(-60, 60), st.integers(-60, 60)), max_size=3)
