@@ -141,8 +141,11 @@ class Settings:
         topic="servers")
     hbase_port: int = _setting(9090, "Thrift port of the local HBase", _port, topic="servers")
     hbase_timeout: float = _setting(
-        60.0, "seconds one call to the HBase Thrift gateway may take (connecting gets 3)", _seconds,
-        topic="store")
+        60.0, "seconds a call to HBase whose work grows with the rows (a scan, grid rows) may take, as "
+              "long as HBase answers probes meanwhile", _seconds, topic="store")
+    hbase_call_timeout: float = _setting(
+        5.0, "seconds any call to HBase may wait for an answer before HBase is probed (or, for small "
+             "calls, counts as unavailable: a 503)", _seconds, topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",

@@ -72,12 +72,12 @@ class HBaseBaseline(BaselineBackend):
 
             create_presplit_table(self.settings, table_name(ds.name), families, splits)
         else:
-            with self.pool.connection() as conn:
+            with self.pool.connection(slow=True) as conn:
                 conn.create_table(table_name(ds.name), families)
         self.regions.forget(table_name(ds.name).encode())
 
     def drop(self, name: str) -> None:
-        with self.pool.connection() as conn:
+        with self.pool.connection(slow=True) as conn:
             if table_name(name).encode() in conn.tables():
                 conn.delete_table(table_name(name), disable=True)
         self.regions.forget(table_name(name).encode())
@@ -87,7 +87,7 @@ class HBaseBaseline(BaselineBackend):
         request (Thrift1 has no flush; the memstore serves reads too)."""
         t = self._time_axis(ds)
         n = 0
-        with self.pool.connection() as conn:
+        with self.pool.connection(slow=True) as conn:
             table = table_name(ds.name).encode()
             for ids, rows in batches:
                 rows = np.ascontiguousarray(rows, dtype="<i8")
@@ -123,7 +123,7 @@ class HBaseBaseline(BaselineBackend):
             columns = sorted(needed(spec))
             request = ScanRequest(["window"], conditions, columns)
             item = Item(time_key(tlo), time_key(thi + 1))  # every key of the window: time + element ID
-            with self.pool.connection() as conn:
+            with self.pool.connection(slow=True) as conn:
                 answer = ask(conn.client, table_name(ds.name).encode(), ROW_CELLS, ncols, request, [item],
                              self.regions, self.round_trips)
             total = answer.aggs.aggregate(0, columns, ncols)

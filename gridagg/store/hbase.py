@@ -77,9 +77,9 @@ class HBaseStore(CellStore):
         self._observed: dict[bytes, bool] = {}  # table -> whether its regions answer scans
 
     @contextmanager
-    def _client(self, ds_name: str):
-        """(raw Thrift client, table name) for one block."""
-        with self.pool.connection() as conn:
+    def _client(self, ds_name: str, slow: bool = False):
+        """(raw Thrift client, table name) for one block (slow: see Gateway.connection)."""
+        with self.pool.connection(slow) as conn:
             yield conn.client, table_name(ds_name).encode()
 
     def has_table(self, name: str) -> bool:
@@ -90,7 +90,7 @@ class HBaseStore(CellStore):
     def create_dataset(self, ds: Dataset) -> None:
         if self.has_table(ds.name):
             return
-        with self.pool.connection() as conn:
+        with self.pool.connection(slow=True) as conn:
             if self.settings.hbase is None:
                 from gridagg_hbase.launcher import create_presplit_table
 
@@ -101,7 +101,7 @@ class HBaseStore(CellStore):
 
     def drop_dataset(self, name: str) -> None:
         if self.has_table(name):
-            with self.pool.connection() as conn:
+            with self.pool.connection(slow=True) as conn:
                 conn.delete_table(table_name(name), disable=True)
         self.regions.forget(table_name(name).encode())
         self._observed.pop(table_name(name).encode(), None)
@@ -111,7 +111,7 @@ class HBaseStore(CellStore):
     def grid_segments(self, ds: Dataset, prefixes: list[bytes]) -> dict[bytes, list[tuple[int, bytes]]]:
         """Every stored (number, segment) of these grids' rows, in number order (see
         gridagg.store.hbase_rows); a grid without rows is left out."""
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             return self._read(client, table, prefixes)
 
     def _read(self, client, table: bytes, prefixes: list[bytes]) -> dict[bytes, list[tuple[int, bytes]]]:
@@ -129,7 +129,7 @@ class HBaseStore(CellStore):
             given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
         if not given:
             return
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             known = self._lookup(client, table, {prefix: list(new) for prefix, new in given.items()})
             writes, rewrites = {}, []
             for prefix in sorted(given):
@@ -194,7 +194,7 @@ class HBaseStore(CellStore):
         for k in keys:
             prefix, eid = split_key(k)
             gone.setdefault(prefix, set()).add(eid)
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             stored = self._read(client, table, sorted(gone))
             puts, replaced = [], []
             for prefix, old in stored.items():
@@ -223,7 +223,7 @@ class HBaseStore(CellStore):
             return
         marker, base = stamps.next(), stamps.next()
         keys = [grid_prefix(g) for g in sorted(grid_ids)]
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             stored = self._read(client, table, keys)
             # The live rows again, as a base segment (it replaces every cell before it),
             # stamped after the marker; then the marker hides every earlier cell, those
@@ -244,14 +244,14 @@ class HBaseStore(CellStore):
         by_prefix: dict[bytes, list[bytes]] = {}
         for k in keys:
             by_prefix.setdefault(split_key(k)[0], []).append(k)
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             found = self._lookup(client, table, {p: [split_key(k)[1] for k in ks] for p, ks in by_prefix.items()})
         return {k for p, ks in by_prefix.items() for k in ks if split_key(k)[1] in found[p][1]}
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
         first = grid_start(start)  # a start inside a grid's rows starts at that grid's row
-        with self.pool.connection() as conn:
+        with self.pool.connection(slow=True) as conn:
             table = conn.table(table_name(ds.name))
             self.round_trips.add(2)  # opening and closing the scanner
             for n, (prefix, cells) in enumerate(table.scan(row_start=first, row_stop=stop, columns=[grid_rows.FAMILY],
@@ -268,7 +268,7 @@ class HBaseStore(CellStore):
         if not request.grids:
             return scan_segments(request, [], ncols)
         keys = [grid_prefix(g) for g in request.grids]
-        with self._client(ds.name) as (client, table):
+        with self._client(ds.name, slow=True) as (client, table):
             if self._observer_answers(client, table):
                 try:
                     return ask(client, table, SEGMENTS, ncols, request, items_of(request, keys), self.regions,

@@ -1,12 +1,18 @@
 """Connections to an HBase Thrift1 gateway that fail fast when HBase is down.
 
-A pool of happybase connections whose sockets get two timeouts: connecting gets
-CONNECT_SECONDS (a gateway that is down refuses or never answers a connection: that is
-known at once), a call gets settings.hbase_timeout (a long scan on the region servers is
-legitimate and must not be cut short). A region server or ZooKeeper that is down is
-reported by the gateway itself, which the local launcher configures to give up within a
-few seconds (hbase/launcher.py, THRIFT_CLIENT_OPTIONS; an external gateway needs the same
-options to fail as fast).
+A pool of happybase connections whose sockets get timeouts. Connecting gets
+CONNECT_SECONDS: a gateway that is down refuses or never answers a connection, that is
+known at once. A call waits settings.hbase_call_timeout seconds for its answer: any
+call takes milliseconds when HBase is up, but when HBase is away the gateway's client
+may spend seconds per row locating its region before giving up (a multi-get of 180
+partial aggregates took 20 s), and the caller hears "unavailable" within seconds
+instead. A call whose work grows with the rows it reads or writes (scans on the region
+servers, grid rows; creating or dropping tables) waits longer, up to
+settings.hbase_timeout, but only while HBase answers a probe each hbase_call_timeout
+seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
+is away is not. The gateway itself gives up within a few seconds on a single row
+(hbase/launcher.py, THRIFT_CLIENT_OPTIONS; an external gateway needs the same options to
+fail as fast).
 
 Every failure reaches the caller as StoreUnavailable naming the gateway and the cause; a
 connection whose transport failed is dropped, the next call opens a new one.
@@ -30,16 +36,47 @@ CONNECT_SECONDS = 3.0
 # Idle connections older than this are not reused: a gateway drops idle clients after
 # hbase.thrift.server.socket.read.timeout (60 s by default), and a dropped one fails its next call.
 IDLE_SECONDS = 30.0
+PROBE_ROW = b"gridagg-probe"  # a row of hbase:meta that is never there
+
+
+class _PatientSocket(TSocket):
+    """A socket whose reads wait for an answer in steps of `step` seconds: after a step
+    without one, the read goes on waiting only while alive() says HBase still answers,
+    and for `patience` seconds at most; else it raises TimeoutError."""
+
+    step = patience = 0.0  # until wait() is called: a timeout fails the read
+    alive = staticmethod(lambda: False)
+
+    def read(self, sz):
+        began = time.monotonic()
+        while True:
+            try:
+                return super().read(sz)
+            except TimeoutError:
+                waited = time.monotonic() - began
+                if waited + self.step > self.patience:
+                    raise TimeoutError(f"did not answer within {waited:.1f} s") from None
+                if not self.alive():
+                    raise TimeoutError(f"did not answer within {waited:.1f} s, nor a probe "
+                                       f"within {self.step:g} s") from None
 
 
 class _Connection(happybase.Connection):
-    """happybase's connection, with a connect timeout of its own."""
+    """happybase's connection, with a connect timeout of its own and a patient socket."""
 
     def _refresh_thrift_client(self):
-        sock = TSocket(host=self.host, port=self.port, socket_timeout=self.timeout,
-                       connect_timeout=int(CONNECT_SECONDS * 1000))
-        self.transport = self._transport_class(sock)
+        self.socket = _PatientSocket(host=self.host, port=self.port, socket_timeout=self.timeout,
+                                     connect_timeout=int(CONNECT_SECONDS * 1000))
+        self.transport = self._transport_class(self.socket)
         self.client = TClient(Hbase, self._protocol_class(self.transport, decode_response=False))
+
+    def wait(self, step: float, patience: float, alive) -> None:
+        """How its calls wait for answers (see _PatientSocket)."""
+        sock = self.socket
+        sock.step, sock.patience, sock.alive = step, patience, alive
+        sock.socket_timeout = step
+        if sock.sock is not None:
+            sock.sock.settimeout(step)
 
 
 class Gateway:
@@ -48,7 +85,9 @@ class Gateway:
     def __init__(self, settings, size: int):
         host, port = settings.effective_hbase
         self.address = f"{host}:{port}"
-        self._open = lambda: _Connection(host, port, timeout=int(settings.hbase_timeout * 1000), autoconnect=False)
+        self._open = lambda: _Connection(host, port, timeout=int(settings.hbase_call_timeout * 1000),
+                                         autoconnect=False)
+        self.step, self.patience = settings.hbase_call_timeout, settings.hbase_timeout
         self._idle: queue.LifoQueue = queue.LifoQueue()  # (connection, when it was last used)
         self._slots = threading.BoundedSemaphore(size)
 
@@ -63,12 +102,18 @@ class Gateway:
             conn.close()
 
     @contextmanager
-    def connection(self):
-        """A happybase connection for the duration of the block."""
+    def connection(self, slow: bool = False):
+        """A happybase connection for the duration of the block. slow: whether its calls
+        may legitimately take long (scans and grid rows, whose work grows with the rows;
+        creating and dropping tables): each call of the block then waits up to
+        settings.hbase_timeout seconds while HBase answers probes, else up to
+        settings.hbase_call_timeout."""
         self._slots.acquire()
         conn, healthy = None, False
+        seconds = self.patience if slow else self.step
         try:
             conn = self._take()
+            conn.wait(self.step, seconds, self.answers)
             conn.open()
             yield conn
             healthy = True
@@ -76,6 +121,8 @@ class Gateway:
             healthy = True
             raise StoreUnavailable(f"HBase (through the Thrift gateway at {self.address}) failed: "
                                    f"{_first_line(exc.message)}") from exc
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"HBase (through the Thrift gateway at {self.address}) {exc}") from exc
         except (TException, OSError) as exc:
             raise StoreUnavailable(f"HBase Thrift gateway at {self.address} failed: "
                                    f"{type(exc).__name__}: {exc}") from exc
@@ -86,6 +133,20 @@ class Gateway:
                 else:  # its transport may hold half a reply
                     conn.close()
             self._slots.release()
+
+    def answers(self) -> bool:
+        """Whether HBase answers a one-row read of hbase:meta within a step (on a
+        connection of its own): the region servers and ZooKeeper are there."""
+        conn = self._open()
+        conn.wait(self.step, self.step, lambda: False)
+        try:
+            conn.open()
+            conn.client.getRowWithColumns(b"hbase:meta", PROBE_ROW, [b"info:regioninfo"], {})
+            return True
+        except (TException, OSError):
+            return False
+        finally:
+            conn.close()
 
     def close(self) -> None:
         while True:
