@@ -8,8 +8,8 @@ may spend seconds per row locating its region before giving up (a multi-get of 1
 partial aggregates took 20 s), and the caller hears "unavailable" within seconds
 instead. A call whose work grows with the rows it reads or writes (scans on the region
 servers, grid rows; creating or dropping tables) waits longer, up to
-settings.hbase_timeout, but only while HBase answers a probe each hbase_call_timeout
-seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
+settings.hbase_timeout, but only while HBase answers a probe (within PROBE_SECONDS) each
+hbase_call_timeout seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
 is away is not. The gateway itself gives up within a few seconds on a single row
 (hbase/launcher.py, THRIFT_CLIENT_OPTIONS; an external gateway needs the same options to
 fail as fast).
@@ -37,6 +37,9 @@ CONNECT_SECONDS = 3.0
 # hbase.thrift.server.socket.read.timeout (60 s by default), and a dropped one fails its next call.
 IDLE_SECONDS = 30.0
 PROBE_ROW = b"gridagg-probe"  # a row of hbase:meta that is never there
+# A probe is a one-row read: milliseconds when HBase is up; when it is away the gateway
+# takes seconds to say so, and the call waiting on the probe must not wait that long.
+PROBE_SECONDS = 1.0
 
 
 class _PatientSocket(TSocket):
@@ -58,7 +61,7 @@ class _PatientSocket(TSocket):
                     raise TimeoutError(f"did not answer within {waited:.1f} s") from None
                 if not self.alive():
                     raise TimeoutError(f"did not answer within {waited:.1f} s, nor a probe "
-                                       f"within {self.step:g} s") from None
+                                       f"within {PROBE_SECONDS:g} s") from None
 
 
 class _Connection(happybase.Connection):
@@ -135,10 +138,10 @@ class Gateway:
             self._slots.release()
 
     def answers(self) -> bool:
-        """Whether HBase answers a one-row read of hbase:meta within a step (on a
+        """Whether HBase answers a one-row read of hbase:meta within PROBE_SECONDS (on a
         connection of its own): the region servers and ZooKeeper are there."""
         conn = self._open()
-        conn.wait(self.step, self.step, lambda: False)
+        conn.wait(PROBE_SECONDS, PROBE_SECONDS, lambda: False)
         try:
             conn.open()
             conn.client.getRowWithColumns(b"hbase:meta", PROBE_ROW, [b"info:regioninfo"], {})
