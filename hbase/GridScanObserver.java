@@ -624,22 +624,20 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         long[] v = column(b, at, n, q.condCol[j], a, z);
         long lo = q.condLo[j], hi = q.condHi[j];
         for (int r = 0; r < m; r++) {
-          pass[r] &= (v[r] >= lo) & (v[r] <= hi);
+          pass[r] &= v[r] >= lo && v[r] <= hi;
         }
       }
       int g = q.group[i];
-      if (q.bucketCol < 0) {
-        oneGroup(g, b, at, n, a, z);
-        return;
-      }
       Arrays.fill(groupOf, 0, m, g);
-      long[] t = column(b, at, n, q.bucketCol, a, z);
-      for (int r = 0; r < m; r++) {
-        long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
-        if (bucket < 0 || bucket >= q.nbuckets) {
-          pass[r] = false;
-        } else {
-          groupOf[r] = (int) bucket;
+      if (q.bucketCol >= 0) {
+        long[] t = column(b, at, n, q.bucketCol, a, z);
+        for (int r = 0; r < m; r++) {
+          long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
+          if (bucket < 0 || bucket >= q.nbuckets) {
+            pass[r] = false;
+          } else {
+            groupOf[r] = (int) bucket;
+          }
         }
       }
       for (int r = 0; r < m; r++) {
@@ -657,41 +655,6 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           }
           add(groupOf[r] * k + j, x);
         }
-      }
-    }
-
-    /**
-     * columns() when every passing row goes to group g (no time buckets): each aggregate
-     * is kept in locals over the column, without a branch per row (what makes the
-     * loop several times faster than adding a value at a time into the arrays).
-     */
-    void oneGroup(int g, ByteBuffer b, int at, int n, int a, int z) {
-      int m = z - a;
-      long matched = 0;
-      for (int r = 0; r < m; r++) {
-        matched += pass[r] ? 1 : 0;
-      }
-      rowsMatched += matched;
-      count[g] += matched;
-      for (int j = 0; j < k; j++) {
-        long[] v = column(b, at, n, q.aggCol[j], a, z);
-        int slot = g * k + j;
-        long pr = 0, mn = min[slot], mx = max[slot], h = 0, l = 0;
-        for (int r = 0; r < m; r++) {
-          long x = v[r];
-          boolean ok = pass[r] & x != Long.MIN_VALUE; // in the box and not NULL
-          long y = ok ? x : 0;
-          pr += ok ? 1 : 0;
-          mn = Math.min(mn, ok ? x : Long.MAX_VALUE);
-          mx = Math.max(mx, ok ? x : Long.MIN_VALUE);
-          h += y >> 32;
-          l += y & 0xFFFFFFFFL;
-        }
-        present[slot] += pr;
-        min[slot] = mn;
-        max[slot] = mx;
-        hi[slot] += h;
-        lo[slot] += l;
       }
     }
 
