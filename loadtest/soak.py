@@ -51,10 +51,11 @@ JOIN_SECONDS = 60.0  # how long clients may take to stop after the deadline befo
 
 def run(settings: Settings, seconds: float, writers: int, readers: int, progress=print,
         check_at_most: int | None = None, kinds: tuple[str, ...] = (), seed: int = 0,
-        every: tuple[float, float] = (20.0, 40.0)) -> SoakReport:
+        every: tuple[float, float] = (20.0, 40.0), keep: bool = False) -> SoakReport:
     """Run the soak on settings.store for `seconds` with these clients; with `kinds`
     (loadtest.nemesis.KINDS), faults of those kinds every `every` seconds (drawn from
-    `seed`). Checks every answer, or a random sample of check_at_most of them."""
+    `seed`). Checks every answer, or a random sample of check_at_most of them. The
+    dataset and the clients' logs are dropped after a run that holds, unless `keep`."""
     name = "soak_" + uuid.uuid4().hex[:8]
     engine = open_engine(settings)  # this process' own: creates, recovers, judges, drops
     try:
@@ -86,7 +87,7 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
             raise nem.error
         report = _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, check_at_most, progress)
         report.nemesis["schedule"] = [f.line() for f in plan]
-        if report.ok:
+        if report.ok and not keep:
             _retry(lambda: engine.drop_dataset(name))
             shutil.rmtree(run_dir, ignore_errors=True)
         else:
@@ -198,6 +199,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the fault schedule (default 0)")
     ap.add_argument("--every", default="20,40", metavar="MIN,MAX",
                     help="seconds between one fault's healing and the next fault (default 20,40)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the dataset and the clients' logs (<data dir>/soak/<name>/*.jsonl) also "
+                         "after a run that holds (one that does not keeps them anyway)")
     args = ap.parse_args(argv)
     settings = Settings.from_env()
     if args.store:
@@ -215,7 +219,7 @@ def main(argv=None) -> int:
     command = "python -m gridagg_loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     say(command)
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
-                 kinds=kinds, seed=args.seed, every=(low, high))
+                 kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep)
     print(json.dumps({"command": command, "ok": report.ok, **report.__dict__}, indent=2, default=str))
     say(report.table())
     return 0 if report.ok else 1

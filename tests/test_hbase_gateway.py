@@ -60,10 +60,18 @@ def test_a_read_gives_up_after_its_patience_even_while_probes_answer(late_server
         sock.read(4)
 
 
-def test_the_probe_finds_a_running_hbase(settings, services):
+def test_the_probe_finds_a_running_hbase(settings, services, unique_name):
+    """A probe reads a row of hbase:meta, or of the table a call works on."""
     gateway = Gateway(settings, 1)
     try:
-        assert gateway.answers()
+        assert gateway.answers(b"hbase:meta")
+        with gateway.connection(slow=True) as conn:
+            conn.create_table(unique_name, {"f": {}})
+        try:
+            assert gateway.answers(unique_name.encode())
+        finally:
+            with gateway.connection(slow=True) as conn:
+                conn.delete_table(unique_name, disable=True)
     finally:
         gateway.close()
 

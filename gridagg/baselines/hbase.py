@@ -87,8 +87,8 @@ class HBaseBaseline(BaselineBackend):
         request (Thrift1 has no flush; the memstore serves reads too)."""
         t = self._time_axis(ds)
         n = 0
-        with self.pool.connection(slow=True) as conn:
-            table = table_name(ds.name).encode()
+        table = table_name(ds.name).encode()
+        with self.pool.connection(slow=True, table=table) as conn:
             for ids, rows in batches:
                 rows = np.ascontiguousarray(rows, dtype="<i8")
                 keys = time_keys(rows[:, t]).tobytes()
@@ -123,8 +123,9 @@ class HBaseBaseline(BaselineBackend):
             columns = sorted(needed(spec))
             request = ScanRequest(["window"], conditions, columns)
             item = Item(time_key(tlo), time_key(thi + 1))  # every key of the window: time + element ID
-            with self.pool.connection(slow=True) as conn:
-                answer = ask(conn.client, table_name(ds.name).encode(), ROW_CELLS, ncols, request, [item],
+            table = table_name(ds.name).encode()
+            with self.pool.connection(slow=True, table=table) as conn:
+                answer = ask(conn.client, table, ROW_CELLS, ncols, request, [item],
                              self.regions, self.round_trips)
             total = answer.aggs.aggregate(0, columns, ncols)
             plan.rows_matched_by_scans = total.count

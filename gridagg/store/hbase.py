@@ -79,7 +79,7 @@ class HBaseStore(CellStore):
     @contextmanager
     def _client(self, ds_name: str, slow: bool = False):
         """(raw Thrift client, table name) for one block (slow: see Gateway.connection)."""
-        with self.pool.connection(slow) as conn:
+        with self.pool.connection(slow, table_name(ds_name).encode()) as conn:
             yield conn.client, table_name(ds_name).encode()
 
     def has_table(self, name: str) -> bool:
@@ -251,7 +251,7 @@ class HBaseStore(CellStore):
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
         first = grid_start(start)  # a start inside a grid's rows starts at that grid's row
-        with self.pool.connection(slow=True) as conn:
+        with self.pool.connection(slow=True, table=table_name(ds.name).encode()) as conn:
             table = conn.table(table_name(ds.name))
             self.round_trips.add(2)  # opening and closing the scanner
             for n, (prefix, cells) in enumerate(table.scan(row_start=first, row_stop=stop, columns=[grid_rows.FAMILY],

@@ -8,8 +8,8 @@ may spend seconds per row locating its region before giving up (a multi-get of 1
 partial aggregates took 20 s), and the caller hears "unavailable" within seconds
 instead. A call whose work grows with the rows it reads or writes (scans on the region
 servers, grid rows; creating or dropping tables) waits longer, up to
-settings.hbase_timeout, but only while HBase answers a probe (within PROBE_SECONDS) each
-hbase_call_timeout seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
+settings.hbase_timeout, but only while HBase answers a probe (a one-row read of the table,
+within PROBE_SECONDS) each hbase_call_timeout seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
 is away is not. The gateway itself gives up within a few seconds on a single row
 (hbase/launcher.py, THRIFT_CLIENT_OPTIONS; an external gateway needs the same options to
 fail as fast).
@@ -36,7 +36,8 @@ CONNECT_SECONDS = 3.0
 # Idle connections older than this are not reused: a gateway drops idle clients after
 # hbase.thrift.server.socket.read.timeout (60 s by default), and a dropped one fails its next call.
 IDLE_SECONDS = 30.0
-PROBE_ROW = b"gridagg-probe"  # a row of hbase:meta that is never there
+PROBE_ROW = b"gridagg-probe"  # a row key no table holds (grid row keys and time keys never spell it)
+META = b"hbase:meta"
 # A probe is a one-row read: milliseconds when HBase is up; when it is away the gateway
 # takes seconds to say so, and the call waiting on the probe must not wait that long.
 PROBE_SECONDS = 1.0
@@ -105,18 +106,19 @@ class Gateway:
             conn.close()
 
     @contextmanager
-    def connection(self, slow: bool = False):
+    def connection(self, slow: bool = False, table: bytes | None = None):
         """A happybase connection for the duration of the block. slow: whether its calls
         may legitimately take long (scans and grid rows, whose work grows with the rows;
         creating and dropping tables): each call of the block then waits up to
-        settings.hbase_timeout seconds while HBase answers probes, else up to
+        settings.hbase_timeout seconds while HBase answers probes (a read of `table`, the
+        table the block works on, else of hbase:meta), else up to
         settings.hbase_call_timeout."""
         self._slots.acquire()
         conn, healthy = None, False
         seconds = self.patience if slow else self.step
         try:
             conn = self._take()
-            conn.wait(self.step, seconds, self.answers)
+            conn.wait(self.step, seconds, lambda: self.answers(table or META))
             conn.open()
             yield conn
             healthy = True
@@ -137,14 +139,16 @@ class Gateway:
                     conn.close()
             self._slots.release()
 
-    def answers(self) -> bool:
-        """Whether HBase answers a one-row read of hbase:meta within PROBE_SECONDS (on a
-        connection of its own): the region servers and ZooKeeper are there."""
+    def answers(self, table: bytes) -> bool:
+        """Whether HBase answers a one-row read of `table` within PROBE_SECONDS (on a
+        connection of its own). Of the table a call works on rather than hbase:meta:
+        while a restarted HBase opens its regions, meta answers long before the
+        table's regions do."""
         conn = self._open()
         conn.wait(PROBE_SECONDS, PROBE_SECONDS, lambda: False)
         try:
             conn.open()
-            conn.client.getRowWithColumns(b"hbase:meta", PROBE_ROW, [b"info:regioninfo"], {})
+            conn.client.getRowWithColumns(table, PROBE_ROW, [], {})
             return True
         except (TException, OSError):
             return False
