@@ -79,8 +79,9 @@ class HBaseStore(CellStore):
     @contextmanager
     def _client(self, ds_name: str, slow: bool = False):
         """(raw Thrift client, table name) for one block (slow: see Gateway.connection)."""
-        with self.pool.connection(slow, table_name(ds_name).encode()) as conn:
-            yield conn.client, table_name(ds_name).encode()
+        table = table_name(ds_name).encode()
+        with self.pool.connection(slow, table) as conn:
+            yield conn.client, table
 
     def has_table(self, name: str) -> bool:
         """Whether dataset `name` has its table in HBase."""

@@ -8,11 +8,11 @@ may spend seconds per row locating its region before giving up (a multi-get of 1
 partial aggregates took 20 s), and the caller hears "unavailable" within seconds
 instead. A call whose work grows with the rows it reads or writes (scans on the region
 servers, grid rows; creating or dropping tables) waits longer, up to
-settings.hbase_timeout, but only while HBase answers a probe (a one-row read of the table,
-within PROBE_SECONDS) each hbase_call_timeout seconds: a long scan is legitimate and must not be cut short, a wait on an HBase that
-is away is not. The gateway itself gives up within a few seconds on a single row
-(hbase/launcher.py, THRIFT_CLIENT_OPTIONS; an external gateway needs the same options to
-fail as fast).
+settings.hbase_timeout, but only while HBase answers a probe (a one-row read of the
+table, within PROBE_SECONDS) each hbase_call_timeout seconds: a long scan is legitimate
+and must not be cut short, a wait on an HBase that is away is not. The gateway itself
+gives up within a few seconds on a single row (hbase/launcher.py, THRIFT_CLIENT_OPTIONS;
+an external gateway needs the same options to fail as fast).
 
 Every failure reaches the caller as StoreUnavailable naming the gateway and the cause; a
 connection whose transport failed is dropped, the next call opens a new one.
