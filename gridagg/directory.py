@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from importlib import resources
 
@@ -68,6 +69,8 @@ CHANNEL = "gridagg_changes"
 # How long the change log keeps an entry. A process that has not looked at a dataset for
 # longer reloads its tree instead of catching up.
 CHANGE_LOG_SECONDS = 600
+# A writer waiting for the writer lock looks at the store's health this often.
+LOCK_STEP_SECONDS = 1.0
 
 
 def check_pool(pool: ConnectionPool) -> None:
@@ -372,17 +375,47 @@ class GridDirectory:
                 {"n": name, "s": CHANGE_LOG_SECONDS})
 
     @contextmanager
-    def writer_lock(self, name: str):
+    def writer_lock(self, name: str, wait: float | None = None, healthy=None):
         """Hold the dataset's writer lock (a PostgreSQL advisory lock, so it spans
         processes and dies with a crashed writer's connection). Gives the holder's
         WriteStamps: every write of the holder is stamped later than any of earlier
-        holders (gridagg.stamps)."""
+        holders (gridagg.stamps).
+
+        wait: None waits as long as another writer holds the lock (bulk loads,
+        repair); else the seconds to wait before StoreUnavailable. healthy: called
+        after each second of waiting; False (the store the holder writes to does not
+        answer, so the holder is failing too) ends the wait at once with
+        StoreUnavailable instead of queueing behind a failing writer."""
+        key = f"gridagg:{name}"
         with self.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
+            if not conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()[0]:
+                self._wait_for_lock(conn, name, key, wait, healthy)
             try:
                 yield WriteStamps(lambda: self._reserve_stamps(name))
             finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"gridagg:{name}",))
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    @staticmethod
+    def _wait_for_lock(conn, name: str, key: str, wait: float | None, healthy) -> None:
+        started = time.monotonic()
+        while True:
+            try:
+                # A session lock taken in a transaction outlives it; the timeout does not.
+                with conn.transaction():
+                    conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                                 (f"{LOCK_STEP_SECONDS * 1000:.0f}ms",))
+                    conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+                return
+            except psycopg.errors.LockNotAvailable:
+                waited = time.monotonic() - started
+                if healthy is not None and not healthy():
+                    raise StoreUnavailable(
+                        f"another writer holds dataset {name!r}'s writer lock and the store does not "
+                        f"answer (waited {waited:.1f} s); retry later") from None
+                if wait is not None and waited >= wait:
+                    raise StoreUnavailable(
+                        f"another writer has held dataset {name!r}'s writer lock for the {wait:g} s "
+                        "this write may wait; retry later") from None
 
     def _reserve_stamps(self, name: str) -> tuple[int, int]:
         with self.connection() as conn:

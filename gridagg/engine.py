@@ -75,7 +75,8 @@ class GridEngine:
     """directory: a GridDirectory; store: a CellStore. Both stay owned by the caller.
     Work limits (None: none): max_scan_rows, the rows a query may read from the store;
     max_grids, the grids a query may use (answered from aggregates or read);
-    max_query_seconds, how long a query may run."""
+    max_query_seconds, how long a query may run. writer_wait: how long an insert waits
+    for the dataset's writer lock while another writer holds it."""
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class GridEngine:
         max_scan_rows: int | None = None,
         max_query_seconds: float = 60.0,
         max_grids: int | None = None,
+        writer_wait: float = 60.0,
     ):
         self.directory = directory
         self.store = store
@@ -93,6 +95,7 @@ class GridEngine:
         self.max_scan_rows = max_scan_rows
         self.max_grids = max_grids
         self.max_query_seconds = max_query_seconds
+        self.writer_wait = writer_wait
         self._datasets: dict[str, Dataset] = {}
 
     @property
@@ -154,7 +157,9 @@ class GridEngine:
     def insert_encoded(self, ds: Dataset, element_ids: list[bytes], values: np.ndarray) -> InsertResult:
         """Insert already encoded rows (an (m, ncols) int64 array inside the domain)."""
         result = InsertResult()
-        with self.directory.writer_lock(ds.name) as stamps:
+        # Bounded, and short while the store does not answer: an insert is a request
+        # someone waits for; behind a failing writer it would only fail later.
+        with self.directory.writer_lock(ds.name, self.writer_wait, lambda: self.store.answers(ds)) as stamps:
             self.recover(ds, stamps)
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]

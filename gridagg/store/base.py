@@ -156,6 +156,13 @@ class CellStore(ABC):
         """Store (replace) the aggregates of these grids (an aggregate stored with a
         later stamp is never replaced by one with an earlier stamp)."""
 
+    def answers(self, ds: Dataset) -> bool:
+        """Whether the store answers a quick probe of the dataset now (within about a
+        second). A writer waiting for the writer lock asks it: a holder writing to a
+        store that does not answer is failing, and so would the waiter. The embedded
+        store is in this process: it always answers."""
+        return True
+
     def settle(self) -> None:
         """Make every write a crashed writer committed visible to this process' reads.
         Recovery calls it (under the writer lock) before reading what a crashed writer

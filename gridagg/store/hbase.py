@@ -83,6 +83,9 @@ class HBaseStore(CellStore):
         with self.pool.connection(slow, table) as conn:
             yield conn.client, table
 
+    def answers(self, ds: Dataset) -> bool:
+        return self.pool.answers(table_name(ds.name).encode())
+
     def has_table(self, name: str) -> bool:
         """Whether dataset `name` has its table in HBase."""
         with self.pool.connection() as conn:
