@@ -410,11 +410,11 @@ class GridDirectory:
                 waited = time.monotonic() - started
                 if healthy is not None and not healthy():
                     raise StoreUnavailable(
-                        f"another writer holds dataset {name!r}'s writer lock and the store does not "
+                        f"another writer holds the writer lock of dataset {name!r} and the store does not "
                         f"answer (waited {waited:.1f} s); retry later") from None
                 if wait is not None and waited >= wait:
                     raise StoreUnavailable(
-                        f"another writer has held dataset {name!r}'s writer lock for the {wait:g} s "
+                        f"another writer has held the writer lock of dataset {name!r} for the {wait:g} s "
                         "this write may wait; retry later") from None
 
     def _reserve_stamps(self, name: str) -> tuple[int, int]:

@@ -63,7 +63,7 @@ def test_a_writer_gets_the_lock_once_its_holder_lets_go(engine, dataset):
 def test_a_writer_behind_a_holder_whose_store_does_not_answer_gives_up_at_once(engine, dataset):
     holder = Holder(engine.directory, dataset.name)
     try:
-        with pytest.raises(StoreUnavailable, match="writer lock and the store does not answer"):
+        with pytest.raises(StoreUnavailable, match="writer lock of dataset '.+' and the store does not answer"):
             with engine.directory.writer_lock(dataset.name, wait=30, healthy=lambda: False):
                 pass
     finally:
@@ -79,7 +79,7 @@ def test_an_insert_waits_for_the_lock_no_longer_than_writer_wait(engine, dataset
     holder = Holder(engine.directory, dataset.name)
     engine.writer_wait = 1.0
     try:
-        with pytest.raises(StoreUnavailable, match=r"held dataset '.+'s writer lock for the 1 s"):
+        with pytest.raises(StoreUnavailable, match=r"held the writer lock of dataset '.+' for the 1 s"):
             engine.insert_encoded(dataset, ids, rows)
     finally:
         engine.writer_wait = 60.0
