@@ -13,7 +13,8 @@ NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every star
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -51,15 +52,6 @@ def address_of(buffer):
     """The address of a bytes-like object's first byte (a quarter of the cost of
     numpy's .ctypes.data: a query takes one per segment)."""
     return _buffer_address(buffer)
-
-
-@numba.njit(cache=True, nogil=True)
-def _rows(addresses):
-    """Rows of each segment (its header's first word)."""
-    out = np.empty(addresses.shape[0], np.int64)
-    for k in range(addresses.shape[0]):
-        out[k] = numba.carray(_pointer(addresses[k]), (1,), np.uint32)[0]
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -262,37 +254,41 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     return back[:nback], back_grid[:nback]
 
 
-# Below this many rows a scan runs in the calling thread: handing work to another costs
-# more than it saves.
+# Rows of a part of a scan: below this many a scan runs in the calling thread (handing
+# work to another costs more than it saves).
 PARALLEL_ROWS = 200_000
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def scan_segments(request: ScanRequest, grid_segments: list[list], ncols: int, threads: int = 1) -> ScanAnswer:
-    """Answer `request` over segments in memory: grid_segments[i] holds the segments
-    (bytes-like, alive during the call) of request.grids[i]. A large scan without skipping
-    is split by rows over up to `threads` threads (the kernel runs without the GIL)."""
-    addresses: list[int] = []
-    first = [0]
-    for segs in grid_segments:
-        for data in segs:
-            addresses.append(address_of(data))
-        first.append(len(addresses))
-    addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
-    parts = [(0, len(grid_segments))]
-    if threads > 1 and request.skip is None and len(grid_segments) > 1:
-        rows = np.concatenate([[0], np.cumsum(_rows(addresses))])[first]  # rows before each grid
-        if rows[-1] >= PARALLEL_ROWS:
-            cuts = np.searchsorted(rows, rows[-1] * np.arange(1, threads) / threads)
-            bounds = [0, *sorted(set(cuts.tolist()) - {0, len(grid_segments)}), len(grid_segments)]
-            parts = list(zip(bounds[:-1], bounds[1:]))
-    if len(parts) == 1:
-        return _scan_part(request, addresses, first, 0, len(grid_segments), ncols)
-    answers = list(_executor(threads).map(lambda p: _scan_part(request, addresses, first, *p, ncols), parts))
-    out = answers[0]
-    for other in answers[1:]:
-        out.merge(other)
+def scan_segments(request: ScanRequest, grid_segments: Iterable[list], ncols: int, threads: int = 1) -> ScanAnswer:
+    """Answer `request` over segments in memory: grid_segments yields, for each of
+    request.grids in order, its segments (bytes-like, alive until this returns; a
+    generator reading them from a store is welcome). A large scan without skipping is
+    cut into parts of about PARALLEL_ROWS rows, each handed to one of `threads` threads
+    as soon as its segments are known: the kernel runs without the GIL, so finding the
+    next part's segments overlaps scanning the last. The final part runs in the calling
+    thread (all of a small scan)."""
+    parallel = threads > 1 and request.skip is None
+    row_bytes = 8 * ncols
+    pending: list[Future] = []
+    g0, addresses, first, rows = 0, [], [0], 0
+    try:
+        for g, segs in enumerate(grid_segments):
+            for data in segs:
+                addresses.append(address_of(data))
+                rows += len(data) // row_bytes  # about: a segment also holds its element IDs
+            first.append(len(addresses))
+            if parallel and rows >= PARALLEL_ROWS:
+                pending.append(_executor(threads).submit(_scan_part, request, np.array(addresses, np.int64),
+                                                         np.array(first, np.int64), g0, ncols))
+                g0, addresses, first, rows = g + 1, [], [0], 0
+        out = _scan_part(request, np.array(addresses, np.int64), np.array(first, np.int64), g0, ncols)
+    except BaseException:
+        wait(pending)  # the parts read the caller's segments: not past their lifetime
+        raise
+    for part in pending:
+        out.merge(part.result())
     return out
 
 
@@ -304,13 +300,14 @@ def _executor(threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, g1: int,
-               ncols: int) -> ScanAnswer:
-    """The answer over grids g0..g1-1 of the request (rows handed back keyed by their
-    index in the whole request)."""
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, ncols: int) -> ScanAnswer:
+    """The answer over the grids g0.. of the request whose segments are
+    addresses[first[i]:first[i + 1]] (rows handed back keyed by their index in the whole
+    request)."""
     out = AggArrays.empty(request.ngroups, len(request.columns))
     answer = ScanAnswer(out)
-    ngrids = g1 - g0
+    ngrids = len(first) - 1
+    g1 = g0 + ngrids
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
@@ -326,7 +323,7 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g
             else np.ascontiguousarray(request.rows_of[g0:g1], np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        addresses, first[g0:g1 + 1], request.group_of_grids()[g0:g1].astype(np.int64), edge,
+        addresses, first, request.group_of_grids()[g0:g1].astype(np.int64), edge,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from gridagg import segments
 from gridagg.aggregate import NULL, AggArrays, PartialAggregate
+from gridagg import kernels
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 
@@ -62,6 +63,27 @@ def test_scan_matches_brute_force(data, box, by_grid):
         assert answer.aggs.aggregate(g, columns, NCOLS) == expected[g]
     assert answer.rows_visited == sum(len(_rows(s)) for s in data)
     assert answer.rows_matched == sum(e.count for e in expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(grids(), boxes, st.integers(1, 80))
+def test_a_scan_cut_into_parts_over_threads_gives_the_same_answer(data, box, part_rows):
+    """Parts of about part_rows rows, handed to threads as their segments come (a
+    generator), add up to the one-pass answer; rows handed back keep their grid's index."""
+    conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
+    request = ScanRequest([f"g{i}" for i in range(len(data))], conds, [0, 2, 3], np.arange(len(data)),
+                          max(1, len(data)), rows_of=np.arange(len(data)) % 2 == 1)
+    whole = scan_segments(request, data, NCOLS)
+    saved, kernels.PARALLEL_ROWS = kernels.PARALLEL_ROWS, part_rows
+    try:
+        parts = scan_segments(request, iter(data), NCOLS, threads=2)
+    finally:
+        kernels.PARALLEL_ROWS = saved
+    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+        assert (getattr(parts.aggs, name) == getattr(whole.aggs, name)).all()
+    assert sorted(parts.rows) == sorted(whole.rows)
+    assert all((parts.rows[g] == whole.rows[g]).all() for g in whole.rows)
+    assert (parts.rows_visited, parts.rows_matched) == (whole.rows_visited, whole.rows_matched)
 
 
 @settings(max_examples=200, deadline=None)

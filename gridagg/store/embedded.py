@@ -93,6 +93,19 @@ class EmbeddedStore(CellStore):
         return out
 
     @staticmethod
+    def _each_grid(cursor, grid_ids: list[str]) -> Iterator[list]:
+        """The segments (values in the map) of each of these grids, in turn."""
+        for gid in grid_ids:
+            prefix = grid_prefix(gid)
+            grid = []
+            if cursor.set_range(prefix):
+                for key, value in cursor:
+                    if key[:-4] != prefix:
+                        break
+                    grid.append(value)
+            yield grid
+
+    @staticmethod
     def _rewrite(txn, prefix: bytes, stored, rows: dict[bytes, np.ndarray]) -> None:
         """Replace a grid's segments by one holding `rows` (element ID -> row)."""
         for key, _ in stored:
@@ -189,18 +202,8 @@ class EmbeddedStore(CellStore):
         self.round_trips.add()
         db = self._db(ds.name, "s")
         with self.env.begin(db=db, buffers=True) as txn:
-            cursor = txn.cursor()
-            found = []
-            for gid in request.grids:
-                prefix = grid_prefix(gid)
-                grid = []
-                if cursor.set_range(prefix):
-                    for key, value in cursor:
-                        if key[:-4] != prefix:
-                            break
-                        grid.append(value)
-                found.append(grid)
-            return scan_segments(request, found, len(ds.columns), self.scan_threads)
+            return scan_segments(request, self._each_grid(txn.cursor(), request.grids), len(ds.columns),
+                                 self.scan_threads)
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
