@@ -53,6 +53,15 @@ def hbase_conn(hbase_address, services):
     conn.close()
 
 
+@pytest.fixture(params=["embedded", "hbase"], scope="module")
+def engine(request, settings, services, tmp_path_factory):
+    """A GridEngine on each store in turn, shared by a module's tests (a module may
+    define an engine of its own instead)."""
+    from engine_support import open_engine
+
+    return open_engine(settings, request.param, tmp_path_factory.mktemp("store"))
+
+
 @pytest.fixture
 def unique_name() -> str:
     """A fresh lowercase identifier (valid as SQL and HBase table name)."""

@@ -13,15 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from engine_support import check_tree, open_engine
+from engine_support import check_tree
 from gridagg import faults
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import Dataset
-
-
-@pytest.fixture(params=["embedded", "hbase"], scope="module")
-def engine(request, settings, services, tmp_path_factory):
-    return open_engine(settings, request.param, tmp_path_factory.mktemp("store"))
 
 
 SPEC = {

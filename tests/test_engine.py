@@ -7,16 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from engine_support import check_answer, check_tree, open_engine
+from engine_support import check_answer, check_tree
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput, UnknownDataset
 from gridagg.schema import Dataset
-
-
-@pytest.fixture(params=["embedded", "hbase"], scope="module")
-def engine(request, settings, services, tmp_path_factory):
-    return open_engine(settings, request.param, tmp_path_factory.mktemp("store"))
 
 
 @pytest.fixture

@@ -9,14 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from engine_support import check_tree, open_engine
+from engine_support import check_tree
 from gridagg.errors import StoreUnavailable
 from gridagg.schema import Dataset
-
-
-@pytest.fixture(params=["embedded", "hbase"], scope="module")
-def engine(request, settings, services, tmp_path_factory):
-    return open_engine(settings, request.param, tmp_path_factory.mktemp("store"))
 
 
 @pytest.fixture
