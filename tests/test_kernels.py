@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from gridagg import segments
+from gridagg import kernels, segments
 from gridagg.aggregate import NULL, AggArrays, PartialAggregate
-from gridagg import kernels
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 

@@ -81,9 +81,9 @@ class EmbeddedStore(CellStore):
     # -- segments of one grid prefix, inside a transaction ------------------------------
 
     @staticmethod
-    def _segments(txn, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        """(segment key, value) of every segment under this grid prefix."""
-        cursor = txn.cursor()
+    def _segments(cursor, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """(segment key, value) of every segment under this grid prefix (the cursor is
+        moved there: one cursor may serve many grids)."""
         out = []
         if cursor.set_range(prefix):
             for key, value in cursor:
@@ -92,18 +92,11 @@ class EmbeddedStore(CellStore):
                 out.append((key, value))
         return out
 
-    @staticmethod
-    def _each_grid(cursor, grid_ids: list[str]) -> Iterator[list]:
+    @classmethod
+    def _each_grid(cls, cursor, grid_ids: list[str]) -> Iterator[list]:
         """The segments (values in the map) of each of these grids, in turn."""
         for gid in grid_ids:
-            prefix = grid_prefix(gid)
-            grid = []
-            if cursor.set_range(prefix):
-                for key, value in cursor:
-                    if key[:-4] != prefix:
-                        break
-                    grid.append(value)
-            yield grid
+            yield [value for _, value in cls._segments(cursor, grid_prefix(gid))]
 
     @staticmethod
     def _rewrite(txn, prefix: bytes, stored, rows: dict[bytes, np.ndarray]) -> None:
@@ -143,7 +136,7 @@ class EmbeddedStore(CellStore):
     def _append(self, txn, prefix: bytes, eids: list[bytes], values: np.ndarray) -> None:
         """Add rows to a grid: a segment of their own, unless the grid has too many
         segments or some element IDs are stored already (then one rewritten segment)."""
-        present = self._segments(txn, prefix)
+        present = self._segments(txn.cursor(), prefix)
         stored = self._rows_of(present) if present else {}
         if stored and (len(present) >= MAX_SEGMENTS or any(e in stored for e in eids)):
             stored.update(zip(eids, values))
@@ -164,7 +157,7 @@ class EmbeddedStore(CellStore):
             by_prefix.setdefault(prefix, set()).add(eid)
         with self.env.begin(write=True, db=db) as txn:
             for prefix, gone in by_prefix.items():
-                present = self._segments(txn, prefix)
+                present = self._segments(txn.cursor(), prefix)
                 if present:
                     rows = self._rows_of(present)
                     self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone})
@@ -174,7 +167,7 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "s")
         with self.env.begin(write=True, db=db) as txn:
             for g in grid_ids:
-                for key, _ in self._segments(txn, grid_prefix(g)):
+                for key, _ in self._segments(txn.cursor(), grid_prefix(g)):
                     txn.delete(key)
 
     def existing_keys(self, ds, keys):
@@ -186,7 +179,7 @@ class EmbeddedStore(CellStore):
         out = set()
         with self.env.begin(db=db, buffers=True) as txn:
             for prefix, ks in by_prefix.items():
-                stored = {e for _, v in self._segments(txn, prefix) for e in segments.eids(v)}
+                stored = {e for _, v in self._segments(txn.cursor(), prefix) for e in segments.eids(v)}
                 out.update(k for k in ks if split_key(k)[1] in stored)
         return out
 

@@ -255,8 +255,9 @@ class HBaseStore(CellStore):
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
         first = grid_start(start)  # a start inside a grid's rows starts at that grid's row
-        with self.pool.connection(slow=True, table=table_name(ds.name).encode()) as conn:
-            table = conn.table(table_name(ds.name))
+        name = table_name(ds.name)
+        with self.pool.connection(slow=True, table=name.encode()) as conn:
+            table = conn.table(name)
             self.round_trips.add(2)  # opening and closing the scanner
             for n, (prefix, cells) in enumerate(table.scan(row_start=first, row_stop=stop, columns=[grid_rows.FAMILY],
                                                            batch_size=GRIDS_PER_SCAN_BATCH)):
