@@ -591,9 +591,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** Scratch arrays for columns(): a column's rows, the rows that pass, their groups. */
+    /** Scratch arrays for columns(): a column's rows, the offsets of the rows that pass, their groups. */
     long[] values = new long[0];
-    boolean[] pass = new boolean[0];
+    int[] selected = new int[0];
     int[] groupOf = new int[0];
 
     /** Rows a..z-1 of column `col` of a segment's block of n rows at `at`, into `values`. */
@@ -606,8 +606,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /**
      * What rows() does for an aggregate, a column at a time: each column the request needs
-     * is copied out of the segment once, then filtered and aggregated over plain arrays
-     * (several times faster than reading the buffer value by value, row by row).
+     * is copied out of the segment once; each condition narrows a list of the rows that
+     * pass so far (tested without branches: which rows pass is data, not predictable), and
+     * the aggregates are taken over that list only.
      */
     void columns(int i, ByteBuffer b, int at, int n, int a, int z) {
       int m = z - a;
@@ -616,46 +617,103 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
       if (values.length < m) {
         values = new long[m];
-        pass = new boolean[m];
+        selected = new int[m];
         groupOf = new int[m];
       }
-      Arrays.fill(pass, 0, m, true);
-      for (int j = 0; j < q.condCol.length; j++) {
-        long[] v = column(b, at, n, q.condCol[j], a, z);
-        long lo = q.condLo[j], hi = q.condHi[j];
-        for (int r = 0; r < m; r++) {
-          pass[r] &= v[r] >= lo && v[r] <= hi;
+      int ns = select(b, at, n, a, z);
+      if (q.bucketCol >= 0) {
+        ns = buckets(b, at, n, a, z, ns);
+        rowsMatched += ns;
+        for (int s = 0; s < ns; s++) {
+          count[groupOf[s]]++;
         }
+        for (int j = 0; j < k; j++) {
+          long[] v = column(b, at, n, q.aggCol[j], a, z);
+          for (int s = 0; s < ns; s++) {
+            long x = v[selected[s]];
+            if (x != Long.MIN_VALUE) { // NULL: an absent value
+              add(groupOf[s] * k + j, x);
+            }
+          }
+        }
+        return;
+      }
+      if (ns == 0) {
+        return;
       }
       int g = q.group[i];
-      Arrays.fill(groupOf, 0, m, g);
-      if (q.bucketCol >= 0) {
-        long[] t = column(b, at, n, q.bucketCol, a, z);
-        for (int r = 0; r < m; r++) {
-          long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
-          if (bucket < 0 || bucket >= q.nbuckets) {
-            pass[r] = false;
-          } else {
-            groupOf[r] = (int) bucket;
-          }
-        }
-      }
-      for (int r = 0; r < m; r++) {
-        if (pass[r]) {
-          rowsMatched++;
-          count[groupOf[r]]++;
-        }
-      }
+      rowsMatched += ns;
+      count[g] += ns;
       for (int j = 0; j < k; j++) {
-        long[] v = column(b, at, n, q.aggCol[j], a, z);
-        for (int r = 0; r < m; r++) {
-          long x = v[r];
-          if (!pass[r] || x == Long.MIN_VALUE) {
-            continue; // not in the box, or NULL: an absent value
-          }
-          add(groupOf[r] * k + j, x);
+        aggregate(g * k + j, column(b, at, n, q.aggCol[j], a, z), ns);
+      }
+    }
+
+    /**
+     * Offsets (from row a) of the rows a..z-1 that meet every condition into `selected`;
+     * returns how many. Conditions on column 0 are skipped: a..z are the rows that meet them.
+     */
+    int select(ByteBuffer b, int at, int n, int a, int z) {
+      int ns = z - a;
+      for (int r = 0; r < ns; r++) {
+        selected[r] = r;
+      }
+      for (int j = 0; j < q.condCol.length && ns > 0; j++) {
+        if (q.condCol[j] == 0) {
+          continue;
+        }
+        long lo = q.condLo[j], hi = q.condHi[j];
+        if (lo > hi) {
+          return 0;
+        }
+        // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
+        long span = (hi - lo) ^ Long.MIN_VALUE;
+        long[] v = column(b, at, n, q.condCol[j], a, z);
+        int kept = 0;
+        for (int s = 0; s < ns; s++) {
+          int r = selected[s];
+          selected[kept] = r;
+          kept += ((v[r] - lo) ^ Long.MIN_VALUE) <= span ? 1 : 0;
+        }
+        ns = kept;
+      }
+      return ns;
+    }
+
+    /** Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf; returns how many. */
+    int buckets(ByteBuffer b, int at, int n, int a, int z, int ns) {
+      long[] t = column(b, at, n, q.bucketCol, a, z);
+      int kept = 0;
+      for (int s = 0; s < ns; s++) {
+        int r = selected[s];
+        long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
+        if (bucket >= 0 && bucket < q.nbuckets) {
+          selected[kept] = r;
+          groupOf[kept++] = (int) bucket;
         }
       }
+      return kept;
+    }
+
+    /** The first ns selected rows of column values v into the aggregate at `slot`, held in registers meanwhile. */
+    void aggregate(int slot, long[] v, int ns) {
+      long has = 0, least = min[slot], most = max[slot], high = 0, low = 0;
+      for (int s = 0; s < ns; s++) {
+        long x = v[selected[s]];
+        if (x == Long.MIN_VALUE) {
+          continue; // NULL: an absent value
+        }
+        has++;
+        least = Math.min(least, x);
+        most = Math.max(most, x);
+        high += x >> 32;
+        low += x & 0xFFFFFFFFL;
+      }
+      present[slot] += has;
+      min[slot] = least;
+      max[slot] = most;
+      hi[slot] += high;
+      lo[slot] += low;
     }
 
     /** Value x (present) into the aggregate at `slot`: sums as two halves, exact. */
