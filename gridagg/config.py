@@ -147,6 +147,10 @@ class Settings:
         5.0, "seconds any call to HBase may wait for an answer before HBase is probed (or, for small "
              "calls, counts as unavailable: a 503)", _seconds, topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
+    hbase_heap: str = _setting(
+        "4g", "heap of the local HBase's master and region server JVM; 40% of it is the block cache, "
+              "which should hold the datasets queries read (a 10M-row dataset is about 600 MB)",
+        _jvm_memory, topic="servers")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",
         topic="http", secret=True)

@@ -84,8 +84,9 @@ THRIFT_CLIENT_OPTIONS = {
     "zookeeper.recovery.retry.intervalmill": "200",
 }
 
-# Heap per JVM: modest, this runs next to PostgreSQL and Spark on a small machine.
-HEAPS = {"master": "-Xmx1g", "thrift": "-Xmx512m", "admin": "-Xmx256m"}
+# Heap per JVM but the region server's (settings.hbase_heap): modest, this runs next to
+# PostgreSQL and Spark on a small machine.
+HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m"}
 # Short-lived admin JVMs: the C1 compiler only (starts faster).
 EXTRA_FLAGS = {"admin": ["-XX:TieredStopAtLevel=1"]}
 
@@ -299,8 +300,9 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     p = paths(settings)
     classes = _compile_tool(settings, "LocalDiskFileSystem", cp)
     _compile_tool(settings, OBSERVER_CLASS, cp)
+    heap = f"-Xmx{settings.hbase_heap}" if role == "master" else HEAPS[role]
     return [
-        java_bin(), HEAPS[role], *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
+        java_bin(), heap, *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
         "-Djava.net.preferIPv4Stack=true",
         f"-Dlog4j2.configurationFile={p.conf / 'log4j2.properties'}",
         f"-Dgridagg.log.dir={p.logs}",
