@@ -13,8 +13,8 @@ NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every star
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -261,32 +261,32 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def scan_segments(request: ScanRequest, grid_segments: Iterable[list], ncols: int, threads: int = 1) -> ScanAnswer:
-    """Answer `request` over segments in memory: grid_segments yields, for each of
-    request.grids in order, its segments (bytes-like, alive until this returns; a
-    generator reading them from a store is welcome). A large scan without skipping is
-    cut into parts of about PARALLEL_ROWS rows, each handed to one of `threads` threads
-    as soon as its segments are known: the kernel runs without the GIL, so finding the
-    next part's segments overlaps scanning the last. The final part runs in the calling
-    thread (all of a small scan)."""
-    parallel = threads > 1 and request.skip is None
+def scan_segments(request: ScanRequest, grid_segments: Sequence[list], ncols: int, threads: int = 1) -> ScanAnswer:
+    """Answer `request` over segments in memory: grid_segments[i] lists the segments of
+    request.grids[i] (bytes-like, alive until this returns). A large scan without
+    skipping is cut into up to `threads` parts of about equal rows, each at least
+    PARALLEL_ROWS: the kernel runs without the GIL, so the parts run at once, the first
+    in the calling thread and the others in a pool."""
     row_bytes = 8 * ncols
-    pending: list[Future] = []
-    g0, addresses, first, rows = 0, [], [0], 0
+    addresses, first, rows = [], [0], [0]
+    for segs in grid_segments:
+        n = rows[-1]
+        for data in segs:
+            addresses.append(address_of(data))
+            n += len(data) // row_bytes  # about: a segment also holds its element IDs
+        first.append(len(addresses))
+        rows.append(n)
+    addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
+    parts = 1 if request.skip is not None else max(1, min(threads, rows[-1] // PARALLEL_ROWS))
+    # Part k reads grids cuts[k] .. cuts[k + 1] - 1: it begins where its share of rows does.
+    cuts = np.searchsorted(rows, np.arange(parts + 1) * rows[-1] / parts, "left")
+    cuts[0], cuts[-1] = 0, len(first) - 1
+    pending = [_executor(threads).submit(_scan_part, request, addresses, first, int(g0), int(g1), ncols)
+               for g0, g1 in zip(cuts[1:-1], cuts[2:]) if g0 < g1]
     try:
-        for g, segs in enumerate(grid_segments):
-            for data in segs:
-                addresses.append(address_of(data))
-                rows += len(data) // row_bytes  # about: a segment also holds its element IDs
-            first.append(len(addresses))
-            if parallel and rows >= PARALLEL_ROWS:
-                pending.append(_executor(threads).submit(_scan_part, request, np.array(addresses, np.int64),
-                                                         np.array(first, np.int64), g0, ncols))
-                g0, addresses, first, rows = g + 1, [], [0], 0
-        out = _scan_part(request, np.array(addresses, np.int64), np.array(first, np.int64), g0, ncols)
-    except BaseException:
+        out = _scan_part(request, addresses, first, 0, int(cuts[1]), ncols)
+    finally:
         wait(pending)  # the parts read the caller's segments: not past their lifetime
-        raise
     for part in pending:
         out.merge(part.result())
     return out
@@ -300,14 +300,14 @@ def _executor(threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, ncols: int) -> ScanAnswer:
-    """The answer over the grids g0.. of the request whose segments are
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, g1: int,
+               ncols: int) -> ScanAnswer:
+    """The answer over grids g0 .. g1-1 of the request, whose segments are
     addresses[first[i]:first[i + 1]] (rows handed back keyed by their index in the whole
     request)."""
     out = AggArrays.empty(request.ngroups, len(request.columns))
     answer = ScanAnswer(out)
-    ngrids = len(first) - 1
-    g1 = g0 + ngrids
+    ngrids = g1 - g0
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
@@ -323,7 +323,7 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g
             else np.ascontiguousarray(request.rows_of[g0:g1], np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        addresses, first, request.group_of_grids()[g0:g1].astype(np.int64), edge,
+        addresses, first[g0:g1 + 1], request.group_of_grids()[g0:g1].astype(np.int64), edge,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,

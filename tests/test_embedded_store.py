@@ -33,6 +33,8 @@ def test_segments_match_a_dict_of_rows(tmp_path_factory, batches, cut, length, x
         keys = [row_key(g, str(e).encode()) for g, e, _, _ in batch]
         store.put_rows(DS, keys, np.array([[x, v] for _, _, x, v in batch], dtype=np.int64).reshape(-1, 2))
         expect.update({k: (x, v) for k, (_, _, x, v) in zip(keys, batch)})
+        # Each write ends the read transaction the last scan used: this one sees it.
+        assert store.scan(DS, ScanRequest(GRIDS, [], [1])).aggs.count[0] == len(expect)
     start = row_key(cut[0], str(cut[1]).encode())
     stop = start + b"\xff" * length
     where = [RangeCondition(0, *xb)]
@@ -57,6 +59,39 @@ def test_grids_without_rows_give_the_empty_aggregate(tmp_path):
     store.create_dataset(DS)
     answer = store.scan(DS, ScanRequest(["0", "01"], [], [1]))
     assert (answer.aggs.aggregate(0, [1], 2), answer.rows_visited) == (PartialAggregate.empty(2), 0)
+    store.close()
+
+
+WRITER = """
+import sys
+import numpy as np
+from gridagg.grid import row_key
+from gridagg.schema import Dataset
+from gridagg.store.embedded import EmbeddedStore
+store = EmbeddedStore(sys.argv[1])
+store.put_rows(Dataset.from_json(eval(sys.argv[2])), [row_key("0", b"b")], np.array([[2, 7]]))
+store.close()
+"""
+
+
+def test_a_scan_sees_what_another_process_wrote_since_the_last_scan(tmp_path):
+    """Scans share one read transaction while nothing is written, in this process or
+    another; the next scan after another process's write sees its rows."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store = EmbeddedStore(tmp_path)
+    store.create_dataset(DS)
+    store.put_rows(DS, [row_key("0", b"a")], np.array([[1, 5]]))
+    request = ScanRequest(["0"], [], [1])
+    assert [store.scan(DS, request).aggs.count[0] for _ in range(2)] == [1, 1]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), repr(DS.to_json())], cwd=root,
+                          timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = store.scan(DS, request).aggs.aggregate(0, [1], 2)
+    assert (answer.count, answer.sums[1]) == (2, 12)
     store.close()
 
 
