@@ -12,9 +12,7 @@ NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every star
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -22,6 +20,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import parts
 from .aggregate import INT64_MAX, LOW, NULL, AggArrays
 from .scan import ScanAnswer, ScanRequest
 
@@ -254,65 +253,38 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     return back[:nback], back_grid[:nback]
 
 
-# Rows of a part of a scan: below this many a scan runs in the calling thread (handing
-# work to another costs more than it saves).
-PARALLEL_ROWS = 200_000
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
 def scan_segments(request: ScanRequest, grid_segments: Sequence[list], ncols: int, threads: int = 1) -> ScanAnswer:
     """Answer `request` over segments in memory: grid_segments[i] lists the segments of
     request.grids[i] (bytes-like, alive until this returns). A large scan without
-    skipping is cut into up to `threads` parts of about equal rows, each at least
-    PARALLEL_ROWS: the kernel runs without the GIL, so the parts run at once, the first
-    in the calling thread and the others in a pool."""
+    skipping runs in parts on up to `threads` threads (gridagg.parts)."""
     row_bytes = 8 * ncols
-    addresses, first, rows = [], [0], [0]
+    addresses, first, rows = [], [0], []
     for segs in grid_segments:
-        n = rows[-1]
+        n = 0
         for data in segs:
             addresses.append(address_of(data))
             n += len(data) // row_bytes  # about: a segment also holds its element IDs
         first.append(len(addresses))
         rows.append(n)
     addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
-    parts = 1 if request.skip is not None else max(1, min(threads, rows[-1] // PARALLEL_ROWS))
-    # Part k reads grids cuts[k] .. cuts[k + 1] - 1: it begins where its share of rows does.
-    cuts = np.searchsorted(rows, np.arange(parts + 1) * rows[-1] / parts, "left")
-    cuts[0], cuts[-1] = 0, len(first) - 1
-    pending = [_executor(threads).submit(_scan_part, request, addresses, first, int(g0), int(g1), ncols)
-               for g0, g1 in zip(cuts[1:-1], cuts[2:]) if g0 < g1]
-    try:
-        out = _scan_part(request, addresses, first, 0, int(cuts[1]), ncols)
-    finally:
-        wait(pending)  # the parts read the caller's segments: not past their lifetime
-    for part in pending:
-        out.merge(part.result())
-    return out
+    ranges = [(0, len(rows))] if request.skip is not None else parts.cut(rows, threads)
+    if len(ranges) == 1:
+        return _scan_part(request, addresses, first, ncols)
+    return parts.answer_in_parts(
+        ranges, lambda g0, g1: _scan_part(request.part(g0, g1), addresses, first[g0:g1 + 1], ncols), threads)
 
 
-def _executor(threads: int) -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < threads:
-            _pool = ThreadPoolExecutor(threads, thread_name_prefix="scan")
-        return _pool
-
-
-def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g0: int, g1: int,
-               ncols: int) -> ScanAnswer:
-    """The answer over grids g0 .. g1-1 of the request, whose segments are
-    addresses[first[i]:first[i + 1]] (rows handed back keyed by their index in the whole
-    request)."""
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, ncols: int) -> ScanAnswer:
+    """The answer to the request, whose grid i has the segments at
+    addresses[first[i]:first[i + 1]]."""
     out = AggArrays.empty(request.ngroups, len(request.columns))
     answer = ScanAnswer(out)
-    ngrids = g1 - g0
+    ngrids = len(request.grids)
     skip = request.skip
     if skip is not None:
         skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
         skip_max = np.array([m for _, m in skip.specs], np.bool_)
-        bounds = np.ascontiguousarray(skip.bounds[g0:g1], np.int64)
+        bounds = np.ascontiguousarray(skip.bounds, np.int64)
         best_has = np.array([b is not None for b in skip.best], np.bool_)
         best_val = np.array([0 if b is None else b for b in skip.best], np.int64)
     else:
@@ -320,10 +292,10 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g
         bounds, best_has, best_val = np.zeros((ngrids, 0), np.int64), skip_max, skip_cols
     conds, buckets, polygon = request.conditions, request.buckets, request.polygon
     edge = (np.zeros(ngrids, np.bool_) if request.rows_of is None
-            else np.ascontiguousarray(request.rows_of[g0:g1], np.bool_))
+            else np.ascontiguousarray(request.rows_of, np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        addresses, first[g0:g1 + 1], request.group_of_grids()[g0:g1].astype(np.int64), edge,
+        addresses, first, request.group_of_grids().astype(np.int64), edge,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
@@ -335,5 +307,5 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, g
         out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
     answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
     for g in np.unique(grids).tolist():
-        answer.rows[g0 + g] = rows[grids == g]
+        answer.rows[g] = rows[grids == g]
     return answer

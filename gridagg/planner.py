@@ -242,6 +242,7 @@ class Planner:
             rows_of=(kind == EDGE) if region is not None else None,
             skip=skip,
             polygon=region.test() if region is not None else None,
+            rows=s_aggs.count if skip is None else None,  # a skipping scan is not cut into parts
         )
         answer = engine.store.scan(ds, request)
         engine.check_deadline(started)

@@ -88,9 +88,19 @@ class ScanRequest:
     rows_of: np.ndarray | None = None  # bool per grid
     skip: Skip | None = None
     polygon: PolygonTest | None = None
+    rows: np.ndarray | None = None  # int64 per grid: the rows it holds, as the planner knows them
 
     def group_of_grids(self) -> np.ndarray:
         return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
+
+    def part(self, g0: int, g1: int) -> "ScanRequest":
+        """The same request over grids g0 .. g1-1 only (a skip's bounds are cut too)."""
+        cut = lambda a: None if a is None else a[g0:g1]  # noqa: E731
+        skip = self.skip
+        if skip is not None:
+            skip = Skip(skip.specs, skip.bounds[g0:g1], skip.best)
+        return ScanRequest(self.grids[g0:g1], self.conditions, self.columns, cut(self.groups), self.ngroups,
+                           self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows))
 
 
 @dataclass
@@ -107,10 +117,11 @@ class ScanAnswer:
     grids_scanned: int = 0
     grids_skipped: int = 0
 
-    def merge(self, other: "ScanAnswer") -> "ScanAnswer":
-        """Add another part of the same request's answer (another region's) into this one."""
+    def merge(self, other: "ScanAnswer", offset: int = 0) -> "ScanAnswer":
+        """Add another part of the same request's answer (another region's) into this one;
+        its rows' grid indexes are shifted by `offset` (a part from grid `offset` on)."""
         self.aggs.add_into(np.arange(len(other.aggs)), other.aggs)
-        self.rows.update(other.rows)
+        self.rows.update({g + offset: r for g, r in other.rows.items()})
         self.rows_visited += other.rows_visited
         self.rows_matched += other.rows_matched
         self.grids_scanned += other.grids_scanned

@@ -6,11 +6,13 @@ regions split and merged between queries, a table without the observer, bad requ
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from gridagg import parts
 from gridagg.aggregate import NULL, INT64_MAX, PartialAggregate
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.kernels import scan_segments
@@ -156,6 +158,22 @@ def test_server_side_scan_matches_brute_force_and_the_kernel(store, ds, data, bo
     for name in ("count", "present", "mins", "maxs", "hi", "lo"):
         assert np.array_equal(getattr(answer.aggs, name), getattr(local.aggs, name)), name
     assert answer.rows_matched == local.rows_matched
+
+    # Cut into parts by the rows each grid holds, asked at once: the same answer.
+    held = [len(r) for r in rows]
+    saved = parts.PARALLEL_ROWS, store.settings
+    parts.PARALLEL_ROWS, store.settings = 1, store.settings.with_(scan_threads=3)
+    try:
+        trips = store.round_trips()
+        split = store.scan(ds, replace(request, rows=np.array(held, np.int64)))
+        assert store.round_trips() - trips == (len(parts.cut(held, 3)) if gids else 0)  # one call per part
+    finally:
+        parts.PARALLEL_ROWS, store.settings = saved
+    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+        assert np.array_equal(getattr(split.aggs, name), getattr(answer.aggs, name)), name
+    assert sorted(split.rows) == sorted(answer.rows)
+    assert all(sorted_rows(split.rows[i]) == sorted_rows(answer.rows[i]) for i in answer.rows)
+    assert (split.rows_visited, split.rows_matched) == (answer.rows_visited, answer.rows_matched)
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=HEALTH)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from gridagg import kernels, segments
+from gridagg import parts, segments
 from gridagg.aggregate import NULL, AggArrays, PartialAggregate
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
@@ -73,16 +73,16 @@ def test_a_scan_cut_into_parts_over_threads_gives_the_same_answer(data, box, par
     request = ScanRequest([f"g{i}" for i in range(len(data))], conds, [0, 2, 3], np.arange(len(data)),
                           max(1, len(data)), rows_of=np.arange(len(data)) % 2 == 1)
     whole = scan_segments(request, data, NCOLS)
-    saved, kernels.PARALLEL_ROWS = kernels.PARALLEL_ROWS, part_rows
+    saved, parts.PARALLEL_ROWS = parts.PARALLEL_ROWS, part_rows
     try:
-        parts = scan_segments(request, data, NCOLS, threads)
+        split = scan_segments(request, data, NCOLS, threads)
     finally:
-        kernels.PARALLEL_ROWS = saved
+        parts.PARALLEL_ROWS = saved
     for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-        assert (getattr(parts.aggs, name) == getattr(whole.aggs, name)).all()
-    assert sorted(parts.rows) == sorted(whole.rows)
-    assert all((parts.rows[g] == whole.rows[g]).all() for g in whole.rows)
-    assert (parts.rows_visited, parts.rows_matched) == (whole.rows_visited, whole.rows_matched)
+        assert (getattr(split.aggs, name) == getattr(whole.aggs, name)).all()
+    assert sorted(split.rows) == sorted(whole.rows)
+    assert all((split.rows[g] == whole.rows[g]).all() for g in whole.rows)
+    assert (split.rows_visited, split.rows_matched) == (whole.rows_visited, whole.rows_matched)
 
 
 @settings(max_examples=200, deadline=None)

@@ -34,6 +34,7 @@ import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thri
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
+from .. import parts
 from ..aggregate import AggArrays, PartialAggregate
 from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
@@ -269,6 +270,25 @@ class HBaseStore(CellStore):
     # -- queries ------------------------------------------------------------------------
 
     def scan(self, ds, request: ScanRequest) -> ScanAnswer:
+        if request.rows is None or request.skip is not None:
+            return self._scan(ds, request)
+        # Concurrent calls: the region server answers each in a handler of its own.
+        threads = self.settings.scan_threads
+        made = []  # round trips of each part
+
+        def answer(g0: int, g1: int) -> ScanAnswer:
+            before = self.round_trips()
+            out = self._scan(ds, request.part(g0, g1))
+            made.append(self.round_trips() - before)
+            return out
+
+        before = self.round_trips()
+        out = parts.answer_in_parts(parts.cut(request.rows, threads), answer, threads)
+        # Trips count per thread: those of parts run in other threads count here too.
+        self.round_trips.add(sum(made) - (self.round_trips() - before))
+        return out
+
+    def _scan(self, ds, request: ScanRequest) -> ScanAnswer:
         ncols = len(ds.columns)
         if not request.grids:
             return scan_segments(request, [], ncols)
