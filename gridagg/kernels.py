@@ -109,7 +109,7 @@ def _add_run(base_address, n, a, start, end, mask, agg_cols, group, count, prese
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
+def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
           bucket_col, bucket_base, bucket_step, nbuckets,
           skip_cols, skip_max, skip_bounds, best_has, best_val,
           edges, lon_col, lat_col, lon_scale, lat_scale, eps,
@@ -121,7 +121,8 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
     and the grid of each.
 
     Column at a time: a segment's rows in the range of column 0 (binary search) get a
-    mask from each other condition in one pass per column; then each wanted column is
+    mask from each other condition in one pass per column (those grid_tested[i] marks:
+    others hold for every row of the grid); then each wanted column is
     added up in one pass per group (loops the compiler vectorizes; buckets of column 0
     are runs of the sorted rows), and row by row where rows go through the polygon test
     or into buckets of another column."""
@@ -185,7 +186,7 @@ def _scan(addresses, grid_first, grid_group, grid_edge, ncols, cond_cols, cond_l
                 mask[i] = 1
             # Views of rows a..b-1, indexed from 0 (see _add_run).
             for j in range(nconds):
-                if cond_cols[j] == 0:
+                if cond_cols[j] == 0 or not grid_tested[g, j]:
                     continue
                 col = numba.carray(_pointer(base_address + 8 * (n * cond_cols[j] + a)), (m,), np.int64)
                 clo, chi = cond_lo[j], cond_hi[j]
@@ -293,9 +294,11 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
     conds, buckets, polygon = request.conditions, request.buckets, request.polygon
     edge = (np.zeros(ngrids, np.bool_) if request.rows_of is None
             else np.ascontiguousarray(request.rows_of, np.bool_))
+    tested = (np.ones((ngrids, len(conds)), np.bool_) if request.tested is None
+              else np.ascontiguousarray(request.tested, np.bool_))
     stats = np.zeros(4, np.int64)
     rows, grids = _scan(
-        addresses, first, request.group_of_grids().astype(np.int64), edge,
+        addresses, first, request.group_of_grids().astype(np.int64), edge, tested,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,

@@ -233,9 +233,10 @@ class Planner:
                 f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
                 f"{limits.max_scan_rows}; narrow it")
         buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
+        conditions = _conditions(ds, spec)
         request = ScanRequest(
             grids=[tree.ids[i] for i in scan.tolist()],
-            conditions=_conditions(ds, spec),
+            conditions=conditions,
             columns=cols,
             ngroups=nbuckets,
             buckets=buckets,
@@ -243,6 +244,7 @@ class Planner:
             skip=skip,
             polygon=region.test() if region is not None else None,
             rows=s_aggs.count if skip is None else None,  # a skipping scan is not cut into parts
+            tested=_tested(tree, scan, conditions),
         )
         answer = engine.store.scan(ds, request)
         engine.check_deadline(started)
@@ -305,6 +307,16 @@ def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:
     """The box as conditions on the dimensions it narrows."""
     domain = ds.domain()
     return [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
+
+
+def _tested(tree: TreeState, scan: np.ndarray, conditions: list[RangeCondition]) -> np.ndarray:
+    """Which conditions the rows of each leaf to read must be tested against: not those
+    its box (the splits', which holds every row it will ever have) lies inside. A leaf
+    cut by the box on one side reads one column for its conditions, not every one."""
+    cols = [c.column for c in conditions]
+    lo = np.array([c.lo for c in conditions], np.int64)
+    hi = np.array([c.hi for c in conditions], np.int64)
+    return (tree.lo[scan][:, cols] < lo) | (tree.hi[scan][:, cols] > hi)
 
 
 def _skip(spec: QuerySpec, cols: list[int], s_aggs: AggArrays, found: AggArrays) -> tuple[Skip, np.ndarray]:

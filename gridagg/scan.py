@@ -9,7 +9,8 @@ embedded store in this process (gridagg.kernels), HBase on its region servers
 (hbase/GridScanObserver.java), both with the same semantics:
 
 - a grid's rows are its segments (gridagg.segments); a row matches when
-  lo <= value <= hi for every condition;
+  lo <= value <= hi for every condition (where `tested` says a grid's box lies inside
+  a condition, all its rows do: a store may leave that test out);
 - a matching row adds to its group: the count, and for each wanted column whose value is
   not NULL, present, min, max and sum;
 - with `buckets`, a row's group is floor((row[column] - base) / step), and rows whose
@@ -89,6 +90,7 @@ class ScanRequest:
     skip: Skip | None = None
     polygon: PolygonTest | None = None
     rows: np.ndarray | None = None  # int64 per grid: the rows it holds, as the planner knows them
+    tested: np.ndarray | None = None  # bool per grid and condition; None: every condition on every grid
 
     def group_of_grids(self) -> np.ndarray:
         return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
@@ -100,7 +102,7 @@ class ScanRequest:
         if skip is not None:
             skip = Skip(skip.specs, skip.bounds[g0:g1], skip.best)
         return ScanRequest(self.grids[g0:g1], self.conditions, self.columns, cut(self.groups), self.ngroups,
-                           self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows))
+                           self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows), cut(self.tested))
 
 
 @dataclass

@@ -44,14 +44,17 @@ boxes = st.lists(st.tuples(st.integers(0, 1), st.integers(-60, 60), st.integers(
 
 
 @settings(max_examples=300, deadline=None)
-@given(grids(), boxes, st.booleans())
-def test_scan_matches_brute_force(data, box, by_grid):
+@given(grids(), boxes, st.booleans(), st.randoms())
+def test_scan_matches_brute_force(data, box, by_grid, rnd):
+    """Also with `tested`: a condition every row of a grid meets may go untested there."""
     conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
     columns = [0, 2, 3]
     ngroups = max(1, len(data)) if by_grid else 1
     groups = np.arange(len(data), dtype=np.int64) if by_grid else None
-    answer = scan_segments(ScanRequest([f"g{i}" for i in range(len(data))], conds, columns, groups, ngroups),
-                           data, NCOLS)
+    tested = np.array([[not (((r := _rows(segs))[:, c.column] >= c.lo) & (r[:, c.column] <= c.hi)).all()
+                        or rnd.random() < 0.5 for c in conds] for segs in data], bool).reshape(len(data), len(conds))
+    answer = scan_segments(ScanRequest([f"g{i}" for i in range(len(data))], conds, columns, groups, ngroups,
+                                       tested=tested), data, NCOLS)
     expected = [PartialAggregate.empty(NCOLS) for _ in range(ngroups)]
     for i, segs in enumerate(data):
         rows = _rows(segs)
