@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
+
 from .aggregate import PartialAggregate
 from .errors import InvalidInput
 from .grid import Box
@@ -260,14 +262,10 @@ class SeriesResult:
         """The HTTP API's answer: {"step", "window", "points", "plan"}."""
         s, q = self.spec, self.spec.query
         tcol = ds.dimensions[ds.time_axis]
-        points = []
-        for i, agg in enumerate(self.windows):
-            points.append({
-                "time": tcol.decode(s.start + i * s.step),
-                "window": [tcol.decode(s.base + i * s.step), tcol.decode(s.start + (i + 1) * s.step - 1)],
-                "count": agg.count,
-                "results": q.decode(ds, q.values(agg)),
-            })
+        steps = np.arange(len(self.windows), dtype=np.int64) * s.step
+        times, firsts, lasts = (tcol.decode_times(t + steps) for t in (s.start, s.base, s.start + s.step - 1))
+        points = [{"time": times[i], "window": [firsts[i], lasts[i]], "count": agg.count,
+                   "results": q.decode(ds, q.values(agg))} for i, agg in enumerate(self.windows)]
         selected = self.plan.rows_in_reused_grids + self.plan.rows_matched_by_scans
         plan = self.plan.to_json(selected)
         plan["buckets"] = s.buckets

@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
 
+import numpy as np
+
 from .aggregate import NULL
 from .errors import InvalidInput
 
@@ -271,8 +273,18 @@ class Column:
                 return enc
             if -(2**53) <= enc <= 2**53:  # exact as a double: one correctly rounded division
                 return enc / 10**self.scale
-        value = Fraction(enc) / 10**self.scale
-        return int(value) if value.denominator == 1 and self.scale == 0 else float(value)
+        value = Fraction(enc)
+        if value.denominator == 1 and self.scale == 0:
+            return value.numerator
+        # int / int rounds correctly, as float(Fraction) does, without Fraction arithmetic
+        return value.numerator / (value.denominator * 10**self.scale)
+
+    def decode_times(self, enc: np.ndarray) -> list[str]:
+        """decode() of many stored times (int64 seconds) at once, as a series' points need."""
+        if self.epoch.microsecond:  # numpy's whole-second text would drop them
+            return [self.decode(int(v)) for v in enc.tolist()]
+        stamps = np.datetime64(self.epoch.replace(tzinfo=None), "s") + enc.astype("timedelta64[s]")
+        return [t + "Z" for t in np.datetime_as_string(stamps, unit="s").tolist()]
 
     def to_json(self) -> dict:
         spec = {"name": self.name, "type": self.kind}

@@ -106,6 +106,27 @@ def test_the_domain_is_checked_on_the_rounded_value(mode, text, stored):
         assert col.encode(text) == stored
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(10**40), 10**40), st.integers(1, 10**12), st.integers(0, 6))
+def test_a_mean_decodes_to_the_correctly_rounded_double(num, den, scale):
+    from fractions import Fraction
+
+    value = Column("x", scale=scale).decode(Fraction(num, den))
+    exact = Fraction(num, den) / 10**scale
+    if scale == 0 and exact.denominator == 1:
+        assert value == exact and type(value) is int
+    else:
+        assert value == float(exact) and type(value) is float
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10**9), max_size=20), st.sampled_from(["2011-01-01T00:00:00Z", "1999-12-31T23:59:58Z",
+                                                                     "2000-02-29T12:00:00.250000Z"]))
+def test_many_times_decode_as_each_alone(seconds, start):
+    col = Column("t", kind="time", lo=start, hi="2100-01-01T00:00:00Z")
+    assert col.decode_times(np.array(seconds, np.int64)) == [col.decode(v) for v in seconds]
+
+
 # --------------------------------------------------------------------------- ingest encoder
 
 CFG = parse_config({
