@@ -90,6 +90,13 @@ class GridDirectory:
 
     def __init__(self, url: str, max_connections: int = 8):
         self.url = url
+        # One connection first: a server that is down is reported at once, not after the
+        # pool's 15 s of retries and a warning for each.
+        try:
+            psycopg.connect(url, connect_timeout=5).close()
+        except psycopg.OperationalError as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {reason}") from exc
         self.pool = ConnectionPool(
             url,
             min_size=1,

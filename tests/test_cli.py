@@ -54,6 +54,21 @@ def test_a_bad_setting_is_one_line_and_exit_code_2():
     assert out.stderr == "gridagg: error: GRIDAGG_PG_PORT must be an integer, not 'abc'\n"
 
 
+def test_postgresql_down_is_one_line_at_once(tmp_path):
+    """Nothing listens on the port: one line naming PostgreSQL, exit code 1, without the
+    connection pool's retries and warnings."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = gridagg("datasets", env={"GRIDAGG_PG_URL": f"postgresql://gridagg@127.0.0.1:{port}/gridagg",
+                                   "GRIDAGG_DATA_DIR": str(tmp_path)})
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"gridagg datasets: error: PostgreSQL at postgresql://gridagg@127.0.0.1:{port}/"
+                                 f"gridagg is unreachable: ") and out.stderr.count("\n") == 1, out.stderr
+
+
 def test_config_shows_the_settings_with_tokens_masked():
     out = gridagg("config", env={"GRIDAGG_WRITE_TOKEN": "w-secret", "GRIDAGG_MAX_POINTS": "77",
                                  "GRIDAGG_PG_PROT": "1"})
