@@ -168,7 +168,8 @@ class Settings:
                               topic="http")
     scan_threads: int = _setting(
         os.cpu_count() or 1, "threads one large scan in this process may use (the embedded store's "
-                             "kernel; on HBase, concurrent calls to the region servers)", _positive, topic="store", shown="the machine's cores")
+                             "kernel; on HBase, concurrent calls to the region servers)", _positive,
+        topic="store", shown="the machine's cores")
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(

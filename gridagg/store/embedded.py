@@ -72,6 +72,15 @@ class Snapshot:
                     found[name, g] = [value for _, value in EmbeddedStore._segments(cursor, grid_prefix(g))]
         return [found[name, g] for g in grid_ids]
 
+    def retire(self) -> None:
+        """No scan takes it any more: it ends when its last user is done (now if none)."""
+        self.stale = True
+        self.end_if_unused()
+
+    def end_if_unused(self) -> None:
+        if self.stale and not self.users:
+            self.txn.abort()
+
 
 class EmbeddedStore(CellStore):
     kind = "embedded"
@@ -243,8 +252,7 @@ class EmbeddedStore(CellStore):
             held = self._snapshot
             if held is None or held.txnid != self.env.info()["last_txnid"] or held.dbs != self._opened:
                 if held is not None:
-                    held.stale = True
-                    self._end_if_unused(held)
+                    held.retire()
                 held = self._snapshot = Snapshot(self.env, self._opened)
             held.users += 1
             return held
@@ -252,12 +260,7 @@ class EmbeddedStore(CellStore):
     def _release(self, snapshot: Snapshot) -> None:
         with self._snapshot_lock:
             snapshot.users -= 1
-            self._end_if_unused(snapshot)
-
-    @staticmethod
-    def _end_if_unused(snapshot: Snapshot) -> None:
-        if snapshot.stale and not snapshot.users:
-            snapshot.txn.abort()
+            snapshot.end_if_unused()
 
     def get_aggregates(self, ds, grid_ids):
         self.round_trips.add()
@@ -295,6 +298,5 @@ class EmbeddedStore(CellStore):
     def close(self):
         with self._snapshot_lock:
             if self._snapshot is not None:
-                self._snapshot.stale = True
-                self._end_if_unused(self._snapshot)
+                self._snapshot.retire()
         self.env.close()
