@@ -256,19 +256,25 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
 
 def scan_segments(request: ScanRequest, grid_segments: Sequence[list], ncols: int, threads: int = 1) -> ScanAnswer:
     """Answer `request` over segments in memory: grid_segments[i] lists the segments of
-    request.grids[i] (bytes-like, alive until this returns). A large scan without
-    skipping runs in parts on up to `threads` threads (gridagg.parts)."""
-    row_bytes = 8 * ncols
-    addresses, first, rows = [], [0], []
-    for segs in grid_segments:
-        n = 0
-        for data in segs:
-            addresses.append(address_of(data))
-            n += len(data) // row_bytes  # about: a segment also holds its element IDs
-        first.append(len(addresses))
-        rows.append(n)
-    addresses, first = np.array(addresses, np.int64), np.array(first, np.int64)
-    ranges = [(0, len(rows))] if request.skip is not None else parts.cut(rows, threads)
+    request.grids[i] (bytes-like, alive until this returns)."""
+    return scan_located(request, *locate(grid_segments), ncols, threads)
+
+
+def locate(grid_segments: Sequence[list]) -> tuple[np.ndarray, np.ndarray]:
+    """(addresses, first): the segments of grid i are at addresses[first[i]:first[i + 1]]."""
+    addresses = [address_of(data) for segs in grid_segments for data in segs]
+    first = np.zeros(len(grid_segments) + 1, np.int64)
+    np.cumsum([len(segs) for segs in grid_segments], out=first[1:])
+    return np.array(addresses, np.int64), first
+
+
+def scan_located(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, ncols: int,
+                 threads: int = 1) -> ScanAnswer:
+    """Answer `request` over segments in memory, those of request.grids[i] at
+    addresses[first[i]:first[i + 1]] (alive until this returns). A large scan without
+    skipping runs in parts on up to `threads` threads (gridagg.parts), cut by
+    request.rows."""
+    ranges = [(0, len(request.grids))] if request.rows is None else parts.cut(request.rows, threads)
     if len(ranges) == 1:
         return _scan_part(request, addresses, first, ncols)
     return parts.answer_in_parts(

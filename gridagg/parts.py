@@ -27,10 +27,13 @@ _pool_lock = threading.Lock()
 def cut(rows: Sequence[int], threads: int) -> list[tuple[int, int]]:
     """Grid ranges [g0, g1) covering grids that hold rows[i] rows each, in order: up to
     `threads` parts of about equal rows, each at least PARALLEL_ROWS."""
+    rows = np.asarray(rows, np.int64)
+    n = min(threads, int(rows.sum()) // PARALLEL_ROWS)
+    if n <= 1:  # most scans: no cumulative sums to find
+        return [(0, len(rows))]
     held = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(rows, out=held[1:])
     total = int(held[-1])
-    n = max(1, min(threads, total // PARALLEL_ROWS))
     # Part k begins at the first grid with at least k/n of the rows before it.
     bounds = np.searchsorted(held, np.arange(n + 1) * total / n, "left")
     bounds[0], bounds[-1] = 0, len(rows)

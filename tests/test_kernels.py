@@ -70,11 +70,12 @@ def test_scan_matches_brute_force(data, box, by_grid, rnd):
 @settings(max_examples=200, deadline=None)
 @given(grids(), boxes, st.integers(1, 80), st.integers(2, 4))
 def test_a_scan_cut_into_parts_over_threads_gives_the_same_answer(data, box, part_rows, threads):
-    """Parts of at least part_rows rows, one per thread, add up to the one-pass answer;
-    rows handed back keep their grid's index."""
+    """Parts of at least part_rows rows (by the planner's row counts), one per thread,
+    add up to the one-pass answer; rows handed back keep their grid's index."""
     conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
     request = ScanRequest([f"g{i}" for i in range(len(data))], conds, [0, 2, 3], np.arange(len(data)),
-                          max(1, len(data)), rows_of=np.arange(len(data)) % 2 == 1)
+                          max(1, len(data)), rows_of=np.arange(len(data)) % 2 == 1,
+                          rows=np.array([len(_rows(segs)) for segs in data], np.int64))
     whole = scan_segments(request, data, NCOLS)
     saved, parts.PARALLEL_ROWS = parts.PARALLEL_ROWS, part_rows
     try:

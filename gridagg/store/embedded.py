@@ -2,11 +2,12 @@
 
 Rows keep the paper's keys (salt + grid ID + "-" + element ID), but are stored packed
 per grid: a grid's rows live in a few segments (gridagg.segments), each one LMDB value
-holding many rows as int64 columns. A query's scan takes each segment's address in the
-map and reads it with a compiled kernel (gridagg.kernels): one Python step per segment,
-none per row. Scans read through a Snapshot, a read transaction kept open while no write
-has committed, which remembers where each grid's segments are: finding them again for
-every scan took a third of a broad dashboard question's time. A write appends one
+holding many rows as int64 columns. A query's scan reads the segments where they lie in
+the map with a compiled kernel (gridagg.kernels): no Python step per row, nor per
+segment. Scans read through a Snapshot, a read transaction kept open while no write
+has committed, which remembers the addresses of each grid's segments: finding them
+again for every scan took a third of a broad dashboard question's time, and a tenth of
+a paper query's. A write appends one
 segment per grid it touches; a grid with too many segments, or a write that replaces
 stored rows, is rewritten as one segment.
 
@@ -32,7 +33,7 @@ from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..epochs import EpochBoard
 from ..grid import grid_prefix, grid_start, split_key
-from ..kernels import scan_segments
+from ..kernels import locate, scan_located
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from .base import CellStore, segment_rows
@@ -57,20 +58,26 @@ class Snapshot:
         self.dbs = dbs  # database handles open when it began: a later one is not valid in it
         self.users = 0
         self.stale = False
-        self._found: dict[tuple[str, str], list] = {}
+        self._found: dict[tuple[str, str], np.ndarray] = {}  # addresses of a grid's segments
         self._lock = threading.Lock()  # one thread at a time uses the transaction
 
-    def segments(self, db, name: str, grid_ids: list[str]) -> list[list]:
-        """The segments (views into the map, valid while this snapshot is) of each grid of
-        dataset `name` (its segment database `db`)."""
+    def located(self, db, name: str, grid_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(addresses, first) of the segments of each grid of dataset `name` (its segment
+        database `db`): grid i's are at addresses[first[i]:first[i + 1]] in the map,
+        valid while this snapshot is (kernels.scan_located reads them)."""
         found = self._found
         missing = [g for g in grid_ids if (name, g) not in found]
         if missing:
             with self._lock:
                 cursor = self.txn.cursor(db=db)
                 for g in missing:
-                    found[name, g] = [value for _, value in EmbeddedStore._segments(cursor, grid_prefix(g))]
-        return [found[name, g] for g in grid_ids]
+                    found[name, g] = locate([[value for _, value in EmbeddedStore._segments(cursor, grid_prefix(g))]])[0]
+        if not grid_ids:
+            return np.zeros(0, np.int64), np.zeros(1, np.int64)
+        each = [found[name, g] for g in grid_ids]
+        first = np.zeros(len(each) + 1, np.int64)
+        np.cumsum([len(a) for a in each], out=first[1:])
+        return np.concatenate(each), first
 
     def retire(self) -> None:
         """No scan takes it any more: it ends when its last user is done (now if none)."""
@@ -241,8 +248,8 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "s")
         snapshot = self._take_snapshot()
         try:
-            return scan_segments(request, snapshot.segments(db, ds.name, request.grids), len(ds.columns),
-                                 self.scan_threads)
+            return scan_located(request, *snapshot.located(db, ds.name, request.grids), len(ds.columns),
+                                self.scan_threads)
         finally:
             self._release(snapshot)
 
