@@ -23,6 +23,7 @@ from numba.extending import intrinsic
 from . import parts
 from .aggregate import INT64_MAX, LOW, NULL, AggArrays
 from .scan import ScanAnswer, ScanRequest
+from .segments import NARROW
 
 
 @intrinsic
@@ -75,10 +76,114 @@ def point_in_polygon(x, y, edges, eps):
     return 2 if inside else 0
 
 
+I16_MIN, I16_MAX = -(2**15), 2**15 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _columns(address, ncols, at, width, base):
+    """Reads a segment's header (gridagg.segments) at `address`: fills each column's
+    address, width and base; returns its rows."""
+    head = numba.carray(_pointer(address), (2,), np.uint32)
+    n = np.int64(head[0])
+    if head[1] & NARROW == 0:  # int64 columns one after another
+        for c in range(ncols):
+            at[c], width[c], base[c] = address + 8 + 8 * n * c, 8, 0
+        return n
+    bases = numba.carray(_pointer(address + 8), (ncols,), np.int64)
+    widths = numba.carray(_pointer(address + 8 + 8 * ncols), (ncols,), np.uint8)
+    p = address + 8 + 8 * ncols + (ncols + 7) // 8 * 8
+    for c in range(ncols):
+        at[c], width[c], base[c] = p, widths[c], bases[c]
+        p += (n * widths[c] + 7) // 8 * 8
+    return n
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add_run(base_address, n, a, start, end, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats):
-    """Add rows a+start .. a+end-1 of a segment (at base_address, n rows), those whose
-    mask[i - a] is set, to `group`: one pass per column, which the compiler vectorizes."""
+def _value(at, width, base, c, r):
+    """Row r of column c, as a stored int64 (NULL as NULL)."""
+    if width[c] == 8:
+        return numba.carray(_pointer(at[c] + 8 * r), (1,), np.int64)[0]
+    if width[c] == 4:
+        v = numba.carray(_pointer(at[c] + 4 * r), (1,), np.int32)[0]
+        return NULL if v == I32_MIN else np.int64(v) + base[c]
+    v = numba.carray(_pointer(at[c] + 2 * r), (1,), np.int16)[0]
+    return NULL if v == I16_MIN else np.int64(v) + base[c]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _delta_range(lo, hi, base, tmin, tmax):
+    """Values lo..hi of a narrow column (non-NULL deltas tmin + 1..tmax from base) as
+    deltas dlo..dhi (dlo > dhi: none). Narrow columns' bases lie within +-LIMIT, so
+    base + tmax and base + tmin + 1 do not overflow."""
+    top, bottom = base + tmax, base + tmin + 1
+    if lo > top or hi < bottom:
+        return np.int64(1), np.int64(0)
+    return max(lo, bottom) - base, min(hi, top) - base
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _search(at, width, base, a, m, v, right):
+    """Among rows a..a+m-1 of a column sorted ascending, the offset from a of the first
+    whose value is >= v (> v when `right`)."""
+    if width == 8:
+        col = numba.carray(_pointer(at + 8 * a), (m,), np.int64)
+        return np.searchsorted(col, v, "right") if right else np.searchsorted(col, v, "left")
+    tmin, tmax = (I32_MIN, I32_MAX) if width == 4 else (I16_MIN, I16_MAX)
+    if v > base + tmax or (right and v == base + tmax):
+        return m
+    # NULLs (the type's least value) sort first and lie below every value.
+    d = v - base if v >= base + tmin + 1 else (tmin if right else tmin + 1)
+    if width == 4:
+        col32 = numba.carray(_pointer(at + 4 * a), (m,), np.int32)
+        return np.searchsorted(col32, d, "right") if right else np.searchsorted(col32, d, "left")
+    col16 = numba.carray(_pointer(at + 2 * a), (m,), np.int16)
+    return np.searchsorted(col16, d, "right") if right else np.searchsorted(col16, d, "left")
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _narrow_to(mask, col, lo, hi):
+    for i in range(col.shape[0]):
+        v = col[i]
+        mask[i] &= np.uint8((v >= lo) & (v <= hi))
+
+
+@numba.njit(cache=True, nogil=True)
+def _test(mask, at, width, base, m, lo, hi):
+    """mask[i] &= whether row i of the m rows of a column at `at` lies in lo..hi."""
+    if width == 8:
+        _narrow_to(mask, numba.carray(_pointer(at), (m,), np.int64), lo, hi)
+        return
+    tmin, tmax = (I32_MIN, I32_MAX) if width == 4 else (I16_MIN, I16_MAX)
+    dlo, dhi = _delta_range(lo, hi, base, tmin, tmax)
+    if dlo > dhi:
+        mask[:m] = 0
+    elif width == 4:
+        _narrow_to(mask, numba.carray(_pointer(at), (m,), np.int32), np.int32(dlo), np.int32(dhi))
+    else:
+        _narrow_to(mask, numba.carray(_pointer(at), (m,), np.int16), np.int16(dlo), np.int16(dhi))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fold(col, run, null):
+    """(present, min, max, high, low) of the values of col (NULL: `null`) whose run[i]
+    is set: one pass the compiler vectorizes, whatever the column's type."""
+    npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
+    for i in range(col.shape[0]):
+        v = np.int64(col[i])
+        keep = (run[i] != 0) & (v != null)
+        npres += keep
+        vmin = min(vmin, v if keep else INT64_MAX)
+        vmax = max(vmax, v if keep else NULL)
+        shi += (v >> 32) if keep else 0
+        slo += (v & LOW) if keep else 0
+    return npres, vmin, vmax, shi, slo
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_run(at, width, base, a, start, end, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats):
+    """Add rows a+start .. a+end-1 of a segment (its columns at/width/base), those whose
+    mask[i - a] is set, to `group`: one pass per column."""
     m = end - start
     matched = 0
     for i in range(start, end):
@@ -87,25 +192,28 @@ def _add_run(base_address, n, a, start, end, mask, agg_cols, group, count, prese
     count[group] += matched
     if matched == 0:
         return
+    run = mask[start:end]
     for j in range(agg_cols.shape[0]):
-        # A view from the run's first row, indexed from 0: an offset in the index
-        # (col[a + i]) keeps the compiler from vectorizing, three times slower.
-        col = numba.carray(_pointer(base_address + 8 * (n * agg_cols[j] + a + start)), (m,), np.int64)
-        run = mask[start:end]
-        npres, vmin, vmax, shi, slo = 0, INT64_MAX, NULL, 0, 0
-        for i in range(m):
-            v = col[i]
-            keep = (run[i] != 0) & (v != NULL)
-            npres += keep
-            vmin = min(vmin, v if keep else INT64_MAX)
-            vmax = max(vmax, v if keep else NULL)
-            shi += (v >> 32) if keep else 0
-            slo += (v & LOW) if keep else 0
+        c = agg_cols[j]
+        w = width[c]
+        # A view from the run's first row, indexed from 0: an offset in the index keeps
+        # the compiler from vectorizing, three times slower.
+        p = at[c] + w * (a + start)
+        if w == 8:
+            npres, vmin, vmax, shi, slo = _fold(numba.carray(_pointer(p), (m,), np.int64), run, NULL)
+        elif w == 4:
+            npres, vmin, vmax, shi, slo = _fold(numba.carray(_pointer(p), (m,), np.int32), run, I32_MIN)
+        else:
+            npres, vmin, vmax, shi, slo = _fold(numba.carray(_pointer(p), (m,), np.int16), run, I16_MIN)
+        if npres == 0:
+            continue
+        # Deltas of a narrow column: value = delta + base (base 0 at width 8).
+        b = base[c]
         present[group, j] += npres
-        mins[group, j] = min(mins[group, j], vmin)
-        maxs[group, j] = max(maxs[group, j], vmax)
-        hi[group, j] += shi
-        lo[group, j] += slo
+        mins[group, j] = min(mins[group, j], vmin + b)
+        maxs[group, j] = max(maxs[group, j], vmax + b)
+        hi[group, j] += shi + npres * (b >> 32)
+        lo[group, j] += slo + npres * (b & LOW)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -140,6 +248,9 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
     back = np.empty((16, ncols), np.int64)
     back_grid = np.empty(16, np.int64)
     nback = 0
+    at = np.empty(ncols, np.int64)
+    width = np.empty(ncols, np.int64)
+    base = np.empty(ncols, np.int64)
     for g in range(ngrids):
         if nskip > 0:
             useless = True
@@ -170,13 +281,10 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
         group = grid_group[g]
         edge = grid_edge[g]
         for k in range(grid_first[g], grid_first[g + 1]):
-            n = np.int64(numba.carray(_pointer(addresses[k]), (1,), np.uint32)[0])
-            # One 1-D view per column (a row of a 2-D view compiles to slower loops).
-            base_address = addresses[k] + 8
-            col0 = numba.carray(_pointer(base_address), (n,), np.int64)
+            n = _columns(addresses[k], ncols, at, width, base)
             stats[0] += n
-            a = np.searchsorted(col0, lo0, "left") if lo0 > -INT64_MAX - 1 else 0
-            b = np.searchsorted(col0, hi0, "right") if hi0 < INT64_MAX else n
+            a = _search(at[0], width[0], base[0], 0, n, lo0, False) if lo0 > -INT64_MAX - 1 else 0
+            b = _search(at[0], width[0], base[0], 0, n, hi0, True) if hi0 < INT64_MAX else n
             m = b - a
             if m <= 0:
                 continue
@@ -184,25 +292,22 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
                 mask = np.empty(2 * m, np.uint8)
             for i in range(m):
                 mask[i] = 1
-            # Views of rows a..b-1, indexed from 0 (see _add_run).
+            # Rows a..b-1 of each column, indexed from 0 (see _add_run).
             for j in range(nconds):
-                if cond_cols[j] == 0 or not grid_tested[g, j]:
+                c = cond_cols[j]
+                if c == 0 or not grid_tested[g, j]:
                     continue
-                col = numba.carray(_pointer(base_address + 8 * (n * cond_cols[j] + a)), (m,), np.int64)
-                clo, chi = cond_lo[j], cond_hi[j]
-                for i in range(m):
-                    v = col[i]
-                    mask[i] &= np.uint8((v >= clo) & (v <= chi))
+                _test(mask, at[c] + width[c] * a, width[c], base[c], m, cond_lo[j], cond_hi[j])
             if edge or bucket_col > 0:  # row by row: the polygon test, or buckets of another column
-                cols = numba.carray(_pointer(base_address), (ncols, n), np.int64)
                 for i in range(m):
                     if mask[i] == 0:
                         continue
+                    r = a + i
                     if edge:
                         where = 1
                         if edges.shape[0] > 0:
-                            where = point_in_polygon(cols[lon_col, a + i] / lon_scale, cols[lat_col, a + i] / lat_scale,
-                                                     edges, eps)
+                            where = point_in_polygon(_value(at, width, base, lon_col, r) / lon_scale,
+                                                     _value(at, width, base, lat_col, r) / lat_scale, edges, eps)
                         if where == 0:
                             continue
                         if where == 1:
@@ -214,19 +319,19 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
                                 grown_grid[:nback] = back_grid[:nback]
                                 back_grid = grown_grid
                             for c in range(ncols):
-                                back[nback, c] = cols[c, a + i]
+                                back[nback, c] = _value(at, width, base, c, r)
                             back_grid[nback] = g
                             nback += 1
                             continue
                     grp = group
                     if bucket_col >= 0:
-                        grp = (cols[bucket_col, a + i] - bucket_base) // bucket_step
+                        grp = (_value(at, width, base, bucket_col, r) - bucket_base) // bucket_step
                         if grp < 0 or grp >= nbuckets:
                             continue
                     stats[1] += 1
                     count[grp] += 1
                     for j in range(nagg):
-                        v = cols[agg_cols[j], a + i]
+                        v = _value(at, width, base, agg_cols[j], r)
                         if v == NULL:
                             continue
                         present[grp, j] += 1
@@ -238,17 +343,16 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
                         lo[grp, j] += v & LOW
                 continue
             if bucket_col < 0:
-                _add_run(base_address, n, a, 0, m, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats)
+                _add_run(at, width, base, a, 0, m, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats)
                 continue
             # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
-            col0 = numba.carray(_pointer(base_address + 8 * a), (m,), np.int64)
             start = 0
             while start < m:
-                grp = (col0[start] - bucket_base) // bucket_step
+                grp = (_value(at, width, base, 0, a + start) - bucket_base) // bucket_step
                 edge_value = bucket_base + (grp + 1) * bucket_step
-                end = start + np.searchsorted(col0[start:], edge_value, "left")
+                end = start + _search(at[0], width[0], base[0], a + start, m - start, edge_value, False)
                 if 0 <= grp < nbuckets:
-                    _add_run(base_address, n, a, start, end, mask, agg_cols, grp, count, present, mins, maxs,
+                    _add_run(at, width, base, a, start, end, mask, agg_cols, grp, count, present, mins, maxs,
                              hi, lo, stats)
                 start = end
     return back[:nback], back_grid[:nback]

@@ -3,15 +3,25 @@
 A grid's rows live in a few segments (one per write, merged now and then). A segment is
 one byte string, all little-endian:
 
-    u32 n, u32 ncols                  header
-    ncols x n int64                   the columns one after another, rows ordered by
-                                      column 0 (time, in a dataset that has one), so a
-                                      range of it is a binary search, not a scan
-    (n + 1) x u32                     offsets of each row's element ID in the blob
-    blob                              the element IDs
+    u32 n, u32 ncols | NARROW          header
+    ncols x i64 base                   per column
+    ncols x u8 width, 0-padded to a multiple of 8 bytes
+    per column: n values of its width, 0-padded to a multiple of 8 bytes; rows ordered by
+                                       column 0 (time, in a dataset that has one), so a
+                                       range of it is a binary search, not a scan
+    (n + 1) x u32                      offsets of each row's element ID in the blob
+    blob                               the element IDs
 
-Reading a segment's columns is a view of the stored bytes, no copy; the kernels
-(gridagg.kernels, and the HBase region servers' GridScanObserver) read it as it is.
+A column of width 8 holds the stored int64s themselves (base 0). A column of width 2 or
+4 holds each value minus the column's base (its least value) as int16 or int32, and NULL
+as the type's least value: a grid's rows span a small part of each column's domain, so
+most columns take a quarter or half the bytes, and a scan, which reads columns from
+memory as fast as memory goes, reads that much less. Segments written before NARROW
+existed (header ncols without it) hold every column at width 8, one after another, with
+no bases nor widths; they are read as they are.
+
+The kernels (gridagg.kernels, and the HBase region servers' GridScanObserver) read a
+segment where it lies; columns() and values() here decode it into int64 rows.
 """
 
 from __future__ import annotations
@@ -20,7 +30,34 @@ import struct
 
 import numpy as np
 
-HEAD = struct.Struct("<II")  # rows, columns
+from .aggregate import NULL
+
+HEAD = struct.Struct("<II")  # rows, columns (| NARROW)
+NARROW = 1 << 31
+# Values of a narrow column lie within +-LIMIT, so a query bound minus a base never
+# overflows int64 (the kernels rely on it).
+LIMIT = 1 << 61
+_TYPES = {2: np.dtype("<i2"), 4: np.dtype("<i4"), 8: np.dtype("<i8")}
+
+
+def _pad8(nbytes: int) -> int:
+    return -nbytes % 8
+
+
+def _width(column: np.ndarray) -> tuple[int, int]:
+    """(width, base) for a column of int64s: the narrowest type whose range above its
+    least value holds the column's non-NULL values with room for NULL."""
+    present = column[column != NULL]
+    if not len(present):
+        return 2, 0
+    least, most = int(present.min()), int(present.max())
+    if least < -LIMIT or most > LIMIT:
+        return 8, 0
+    span = most - least
+    for width in (2, 4):
+        if span <= np.iinfo(_TYPES[width]).max:
+            return width, least
+    return 8, 0
 
 
 def pack(eids: list[bytes], values: np.ndarray) -> bytes:
@@ -31,7 +68,32 @@ def pack(eids: list[bytes], values: np.ndarray) -> bytes:
     offsets = np.zeros(n + 1, dtype="<u4")
     np.cumsum([len(e) for e in eids], out=offsets[1:])
     columns = np.ascontiguousarray(values[order].T, dtype="<i8")
-    return b"".join((HEAD.pack(n, ncols), columns.tobytes(), offsets.tobytes(), b"".join(eids)))
+    shapes = [_width(col) for col in columns]
+    parts = [HEAD.pack(n, ncols | NARROW), np.array([b for _, b in shapes], "<i8").tobytes(),
+             bytes(w for w, _ in shapes) + bytes(_pad8(ncols))]
+    for col, (width, base) in zip(columns, shapes):
+        if width < 8:
+            kind = _TYPES[width]
+            col = np.where(col == NULL, np.iinfo(kind).min, col - base).astype(kind)
+        parts += [col.tobytes(), bytes(_pad8(n * width))]
+    return b"".join(parts + [offsets.tobytes(), b"".join(eids)])
+
+
+def _layout(data) -> tuple[int, list[tuple[int, int, int]], int]:
+    """(n, [(offset, width, base) of each column], offset of the element ID offsets)."""
+    n, head = HEAD.unpack_from(data)
+    ncols = head & ~NARROW
+    if not head & NARROW:  # written before NARROW: int64 columns one after another
+        return n, [(HEAD.size + 8 * n * c, 8, 0) for c in range(ncols)], HEAD.size + 8 * n * ncols
+    bases = struct.unpack_from(f"<{ncols}q", data, HEAD.size)
+    at = HEAD.size + 8 * ncols
+    widths = bytes(data[at : at + ncols])
+    at += ncols + _pad8(ncols)
+    out = []
+    for width, base in zip(widths, bases):
+        out.append((at, width, base))
+        at += n * width + _pad8(n * width)
+    return n, out, at
 
 
 def rows(data) -> int:
@@ -39,19 +101,22 @@ def rows(data) -> int:
 
 
 def columns(data) -> np.ndarray:
-    """The (ncols, n) columns of a segment, without copying (valid while `data` is)."""
-    n, ncols = HEAD.unpack_from(data)
-    return np.frombuffer(data, dtype="<i8", count=n * ncols, offset=HEAD.size).reshape(ncols, n)
+    """The (ncols, n) int64 columns of a segment (a copy)."""
+    n, layout, _ = _layout(data)
+    out = np.empty((len(layout), n), np.int64)
+    for c, (at, width, base) in enumerate(layout):
+        col = np.frombuffer(data, dtype=_TYPES[width], count=n, offset=at)
+        out[c] = col if width == 8 else np.where(col == np.iinfo(_TYPES[width]).min, NULL, col.astype(np.int64) + base)
+    return out
 
 
 def values(data) -> np.ndarray:
-    """The (n, ncols) rows of a segment (a view, valid while `data` is)."""
+    """The (n, ncols) int64 rows of a segment (a copy)."""
     return columns(data).T
 
 
 def eids(data) -> list[bytes]:
-    n, ncols = HEAD.unpack_from(data)
-    at = HEAD.size + 8 * n * ncols
+    n, _, at = _layout(data)
     offsets = np.frombuffer(data, dtype="<u4", count=n + 1, offset=at).tolist()
     blob = bytes(data[at + 4 * (n + 1) :])
     return [blob[offsets[i] : offsets[i + 1]] for i in range(n)]
@@ -61,5 +126,5 @@ def rows_of(segments) -> dict[bytes, np.ndarray]:
     """Element ID -> row of every row in these segments (later segments win)."""
     out: dict[bytes, np.ndarray] = {}
     for data in segments:
-        out.update(zip(eids(data), values(data).copy()))
+        out.update(zip(eids(data), values(data)))
     return out

@@ -258,12 +258,15 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /** Indexes of the wanted element IDs one segment holds (each found once). */
-    static List<Integer> elements(Cell cell, Map<ByteBuffer, List<Integer>> wanted) {
+    static List<Integer> elements(Cell cell, Map<ByteBuffer, List<Integer>> wanted) throws IOException {
       ByteBuffer b = value(cell);
-      int base = b.position();
-      int n = b.getInt(base);
-      long ncols = b.getInt(base + 4) & 0xffffffffL;
-      int offsets = (int) (base + 8 + 8L * n * ncols);
+      Columns s = Columns.segment(b, b.position(), cell.getValueLength());
+      if (s == null) {
+        throw new DoNotRetryIOException(KEYS_ATTRIBUTE + ": a segment of row "
+            + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " of " + cell.getValueLength() + " bytes is malformed");
+      }
+      int n = s.n;
+      int offsets = s.end;
       int blob = offsets + 4 * (n + 1);
       List<Integer> hits = new ArrayList<>();
       ByteBuffer eid = b.duplicate();
@@ -276,6 +279,120 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
       }
       return hits;
+    }
+  }
+
+  /**
+   * A block of n rows held as columns (gridagg/segments.py): a segment, or one row of
+   * int64s (layout 1). A column of width 8 holds the values; of width 4 or 2, each
+   * value minus the column's base as an int or short, NULL as the type's least value.
+   */
+  static final class Columns {
+    final ByteBuffer b; // little-endian
+    final int n;
+    final int[] at, width;
+    final long[] base;
+    /** Where the block ends (a segment's element ID offsets begin). */
+    final int end;
+
+    Columns(ByteBuffer b, int n, int[] at, int[] width, long[] base, int end) {
+      this.b = b;
+      this.n = n;
+      this.at = at;
+      this.width = width;
+      this.base = base;
+      this.end = end;
+    }
+
+    /** n rows of ncols int64 columns one after another from `start`. */
+    static Columns wide(ByteBuffer b, int start, int n, int ncols) {
+      int[] at = new int[ncols], width = new int[ncols];
+      for (int c = 0; c < ncols; c++) {
+        at[c] = start + 8 * n * c;
+        width[c] = 8;
+      }
+      return new Columns(b, n, at, width, new long[ncols], start + 8 * n * ncols);
+    }
+
+    /** The segment of `len` bytes at `start`, or null when its header does not fit them. */
+    static Columns segment(ByteBuffer b, int start, int len) {
+      long n = b.getInt(start) & 0xffffffffL;
+      int head = b.getInt(start + 4);
+      long ncols = head & 0x7fffffffL;
+      long need = 8 + 8 * ncols + 8 * ((ncols + 7) / 8); // headers of a narrow segment
+      if (head >= 0) { // written before narrow columns: all int64
+        return 8 + 8 * n * ncols + 4 * (n + 1) > len ? null : wide(b, start + 8, (int) n, (int) ncols);
+      }
+      if (need > len) {
+        return null;
+      }
+      int[] at = new int[(int) ncols], width = new int[(int) ncols];
+      long[] base = new long[(int) ncols];
+      long p = start + need;
+      for (int c = 0; c < ncols; c++) {
+        width[c] = b.get(start + 8 + 8 * (int) ncols + c);
+        base[c] = b.getLong(start + 8 + 8 * c);
+        if (width[c] != 2 && width[c] != 4 && width[c] != 8) {
+          return null;
+        }
+        at[c] = (int) p;
+        p += (n * width[c] + 7) / 8 * 8;
+      }
+      return p + 4 * (n + 1) > start + len ? null : new Columns(b, (int) n, at, width, base, (int) p);
+    }
+
+    int ncols() {
+      return at.length;
+    }
+
+    /** Row r of column c (NULL: Long.MIN_VALUE). */
+    long get(int c, int r) {
+      if (width[c] == 8) {
+        return b.getLong(at[c] + 8 * r);
+      }
+      if (width[c] == 4) {
+        int v = b.getInt(at[c] + 4 * r);
+        return v == Integer.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
+      }
+      short v = b.getShort(at[c] + 2 * r);
+      return v == Short.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
+    }
+
+    /** Rows a..z-1 of column c into `into` from index 0. */
+    void copy(int c, int a, int z, long[] into) {
+      if (width[c] == 8) {
+        ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        from.position(at[c] + 8 * a);
+        from.asLongBuffer().get(into, 0, z - a); // one bulk copy, not a bounds-checked read a value
+        return;
+      }
+      long bs = base[c];
+      int p = at[c];
+      if (width[c] == 4) {
+        for (int r = a; r < z; r++) {
+          int v = b.getInt(p + 4 * r);
+          into[r - a] = v == Integer.MIN_VALUE ? Long.MIN_VALUE : v + bs;
+        }
+        return;
+      }
+      for (int r = a; r < z; r++) {
+        short v = b.getShort(p + 2 * r);
+        into[r - a] = v == Short.MIN_VALUE ? Long.MIN_VALUE : v + bs;
+      }
+    }
+
+    /** First row whose column 0 is >= v (rows are ordered by column 0). */
+    int lowerBound(long v) {
+      int a = 0, z = n;
+      while (a < z) {
+        int m = (a + z) >>> 1;
+        if (get(0, m) < v) {
+          a = m + 1;
+        } else {
+          z = m;
+        }
+      }
+      return a;
     }
   }
 
@@ -567,27 +684,22 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** One segment (gridagg/segments.py): u32 n, u32 ncols, then the columns of n int64s. */
+    /** One segment (gridagg/segments.py, read by Columns). */
     void segment(int i, Cell cell) throws IOException {
       ByteBuffer b = value(cell);
-      int base = b.position();
-      int len = cell.getValueLength();
-      long n = b.getInt(base) & 0xffffffffL;
-      long ncols = b.getInt(base + 4) & 0xffffffffL;
-      if (ncols != q.ncols || 8 + 8 * n * ncols > len) {
+      Columns s = Columns.segment(b, b.position(), cell.getValueLength());
+      if (s == null || s.ncols() != q.ncols) {
         throw new DoNotRetryIOException(ATTRIBUTE + ": a segment of row "
-            + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " holds " + n + " rows of " + ncols
-            + " columns in " + len + " bytes; the request has " + q.ncols + " columns");
+            + Bytes.toStringBinary(CellUtil.cloneRow(cell)) + " of " + cell.getValueLength() + " bytes is not one of "
+            + q.ncols + " columns, as the request has");
       }
-      int rowsIn = (int) n;
-      rowsVisited += rowsIn;
-      int at = base + 8;
-      int a = q.lo0 == Long.MIN_VALUE ? 0 : lowerBound(b, at, rowsIn, q.lo0);
-      int z = q.hi0 == Long.MAX_VALUE ? rowsIn : lowerBound(b, at, rowsIn, q.hi0 + 1);
+      rowsVisited += s.n;
+      int a = q.lo0 == Long.MIN_VALUE ? 0 : s.lowerBound(q.lo0);
+      int z = q.hi0 == Long.MAX_VALUE ? s.n : s.lowerBound(q.hi0 + 1);
       if (q.rowsOf[i]) {
-        rows(i, b, at, rowsIn, a, z);
+        rows(i, s, a, z);
       } else {
-        columns(i, b, at, rowsIn, a, z);
+        columns(i, s, a, z);
       }
     }
 
@@ -596,11 +708,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     int[] selected = new int[0];
     int[] groupOf = new int[0];
 
-    /** Rows a..z-1 of column `col` of a segment's block of n rows at `at`, into `values`. */
-    long[] column(ByteBuffer b, int at, int n, int col, int a, int z) {
-      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-      from.position(at + 8 * (col * n + a));
-      from.asLongBuffer().get(values, 0, z - a); // one bulk copy, not a bounds-checked read a value
+    /** Rows a..z-1 of column `col` of s, into `values`. */
+    long[] column(Columns s, int col, int a, int z) {
+      s.copy(col, a, z, values);
       return values;
     }
 
@@ -610,7 +720,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
      * pass so far (tested without branches: which rows pass is data, not predictable), and
      * the aggregates are taken over that list only.
      */
-    void columns(int i, ByteBuffer b, int at, int n, int a, int z) {
+    void columns(int i, Columns seg, int a, int z) {
       int m = z - a;
       if (m <= 0) {
         return;
@@ -620,15 +730,15 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         selected = new int[m];
         groupOf = new int[m];
       }
-      int ns = select(b, at, n, a, z);
+      int ns = select(seg, a, z);
       if (q.bucketCol >= 0) {
-        ns = buckets(b, at, n, a, z, ns);
+        ns = buckets(seg, a, z, ns);
         rowsMatched += ns;
         for (int s = 0; s < ns; s++) {
           count[groupOf[s]]++;
         }
         for (int j = 0; j < k; j++) {
-          long[] v = column(b, at, n, q.aggCol[j], a, z);
+          long[] v = column(seg, q.aggCol[j], a, z);
           for (int s = 0; s < ns; s++) {
             long x = v[selected[s]];
             if (x != Long.MIN_VALUE) { // NULL: an absent value
@@ -645,7 +755,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       rowsMatched += ns;
       count[g] += ns;
       for (int j = 0; j < k; j++) {
-        aggregate(g * k + j, column(b, at, n, q.aggCol[j], a, z), ns);
+        aggregate(g * k + j, column(seg, q.aggCol[j], a, z), ns);
       }
     }
 
@@ -653,7 +763,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
      * Offsets (from row a) of the rows a..z-1 that meet every condition into `selected`;
      * returns how many. Conditions on column 0 are skipped: a..z are the rows that meet them.
      */
-    int select(ByteBuffer b, int at, int n, int a, int z) {
+    int select(Columns seg, int a, int z) {
       int ns = z - a;
       for (int r = 0; r < ns; r++) {
         selected[r] = r;
@@ -668,7 +778,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
         // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
         long span = (hi - lo) ^ Long.MIN_VALUE;
-        long[] v = column(b, at, n, q.condCol[j], a, z);
+        long[] v = column(seg, q.condCol[j], a, z);
         int kept = 0;
         for (int s = 0; s < ns; s++) {
           int r = selected[s];
@@ -681,8 +791,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /** Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf; returns how many. */
-    int buckets(ByteBuffer b, int at, int n, int a, int z, int ns) {
-      long[] t = column(b, at, n, q.bucketCol, a, z);
+    int buckets(Columns seg, int a, int z, int ns) {
+      long[] t = column(seg, q.bucketCol, a, z);
       int kept = 0;
       for (int s = 0; s < ns; s++) {
         int r = selected[s];
@@ -729,20 +839,6 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       lo[slot] += x & 0xFFFFFFFFL;
     }
 
-    /** First row index whose column 0 is >= v (rows are ordered by column 0). */
-    static int lowerBound(ByteBuffer b, int at, int n, long v) {
-      int a = 0, z = n;
-      while (a < z) {
-        int m = (a + z) >>> 1;
-        if (b.getLong(at + 8 * m) < v) {
-          a = m + 1;
-        } else {
-          z = m;
-        }
-      }
-      return a;
-    }
-
     /** Layout 1: the rows of item i's key range inside this region, one cell each. */
     void rowRange(int i) throws IOException {
       byte[] rs = info.getStartKey(), re = info.getEndKey();
@@ -769,7 +865,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
             }
             ByteBuffer b = value(cell);
             rowsVisited++;
-            rows(i, b, b.position(), 1, 0, 1);
+            rows(i, Columns.wide(b, b.position(), 1, q.ncols), 0, 1);
           }
           if ((++seen & 0xfff) == 0) {
             checkCaller();
@@ -779,11 +875,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /**
-     * Rows a..z-1 of item i's block of n rows held as columns of n int64s one after
-     * another from `at`, row by row: for blocks of one row (layout 1) and for items whose
-     * rows are asked back; segments' aggregates go through columns().
+     * Rows a..z-1 of item i's rows s, row by row: for blocks of one row (layout 1) and
+     * for items whose rows are asked back; segments' aggregates go through columns().
      */
-    void rows(int i, ByteBuffer b, int at, int n, int a, int z) throws IOException {
+    void rows(int i, Columns s, int a, int z) throws IOException {
       int[] cc = q.condCol;
       long[] cl = q.condLo, ch = q.condHi;
       int nconds = cc.length;
@@ -791,7 +886,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       for (int r = a; r < z; r++) {
         boolean ok = true;
         for (int j = 0; j < nconds; j++) {
-          long v = b.getLong(at + 8 * (cc[j] * n + r));
+          long v = s.get(cc[j], r);
           if (v < cl[j] || v > ch[j]) {
             ok = false;
             break;
@@ -801,12 +896,12 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           continue;
         }
         if (wantRows) {
-          keepRow(i, b, at, n, r);
+          keepRow(i, s, r);
           continue;
         }
         int g = q.group[i];
         if (q.bucketCol >= 0) {
-          long bucket = Math.floorDiv(b.getLong(at + 8 * (q.bucketCol * n + r)) - q.bucketBase, q.bucketStep);
+          long bucket = Math.floorDiv(s.get(q.bucketCol, r) - q.bucketBase, q.bucketStep);
           if (bucket < 0 || bucket >= q.nbuckets) {
             continue;
           }
@@ -816,7 +911,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         count[g]++;
         int slot = g * k;
         for (int j = 0; j < k; j++, slot++) {
-          long v = b.getLong(at + 8 * (q.aggCol[j] * n + r));
+          long v = s.get(q.aggCol[j], r);
           if (v == Long.MIN_VALUE) {
             continue; // NULL: an absent value
           }
@@ -825,7 +920,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    void keepRow(int i, ByteBuffer b, int at, int n, int r) throws IOException {
+    void keepRow(int i, Columns s, int r) throws IOException {
       rowBytes += 8L * q.ncols;
       if (rowBytes > MAX_ROW_BYTES) {
         throw new DoNotRetryIOException(ATTRIBUTE + ": more than " + MAX_ROW_BYTES + " bytes of rows asked back");
@@ -837,7 +932,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
       int to = nrows[i]++ * q.ncols;
       for (int c = 0; c < q.ncols; c++) {
-        kept[to + c] = b.getLong(at + 8 * (c * n + r));
+        kept[to + c] = s.get(c, r);
       }
     }
 

@@ -155,8 +155,9 @@ def test_server_side_scan_matches_brute_force_and_the_kernel(store, ds, data, bo
     stored = store.grid_segments(ds, [grid_prefix(g) for g in gids])
     local = scan_segments(request, [[s for _, s in hbase_rows.live(stored.get(grid_prefix(g), []))] for g in gids],
                           NCOLS)
-    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-        assert np.array_equal(getattr(answer.aggs, name), getattr(local.aggs, name)), name
+    # (Sums compare whole: how a sum splits into its two parts is each kernel's own.)
+    for g in range(len(answer.aggs)):
+        assert answer.aggs.aggregate(g) == local.aggs.aggregate(g)
     assert answer.rows_matched == local.rows_matched
 
     # Cut into parts by the rows each grid holds, asked at once: the same answer.

@@ -67,6 +67,59 @@ def test_scan_matches_brute_force(data, box, by_grid, rnd):
     assert answer.rows_matched == sum(e.count for e in expected)
 
 
+# Per column: values become offset + raw * spread (monotone: the same rows match), so a
+# grid's columns take every width a segment stores them in (gridagg.segments).
+transforms = st.lists(st.tuples(st.sampled_from([1, 1000, 2**33]),
+                                st.sampled_from([0, 2**40, -(2**61), 2**61 - 100, 2**62, -(2**63) + 10**14])),
+                      min_size=NCOLS, max_size=NCOLS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(grids(), boxes, transforms, st.booleans(), st.booleans())
+def test_columns_of_every_width_match_brute_force(raw, box, shapes, by_bucket, rows_back):
+    """Narrow (int16, int32: deltas from a base) and wide columns, NULLs, values near the
+    int64 ends: aggregates, buckets of column 0 and rows handed back as brute force."""
+    def scaled(v, c):
+        spread, offset = shapes[c]
+        return np.where(v == NULL, NULL, offset + v * spread) if isinstance(v, np.ndarray) else offset + v * spread
+
+    data = [[segments.pack(segments.eids(seg), np.stack([scaled(segments.values(seg)[:, c], c) for c in range(NCOLS)],
+                                                        axis=1).reshape(-1, NCOLS)) for seg in segs] for segs in raw]
+    # Bounds between two values too (+-1): a bound off by one must change some answers.
+    conds = [RangeCondition(c, scaled(min(a, b), c) + a % 3 - 1, scaled(max(a, b), c) + b % 3 - 1)
+             for c, a, b in box]
+    buckets = Buckets(0, scaled(-50, 0), 25 * shapes[0][0], 4) if by_bucket else None
+    request = ScanRequest([str(i) for i in range(len(data))], conds, [1, 3], ngroups=4 if by_bucket else 1,
+                          buckets=buckets, rows_of=np.full(len(data), rows_back))
+    answer = scan_segments(request, data, NCOLS)
+    rows = np.concatenate([_rows(s) for s in data]) if data else np.empty((0, NCOLS), np.int64)
+    for c in conds:
+        rows = rows[(rows[:, c.column] >= c.lo) & (rows[:, c.column] <= c.hi)]
+    if rows_back:
+        back = np.concatenate(list(answer.rows.values())) if answer.rows else np.empty((0, NCOLS), np.int64)
+        assert sorted(map(tuple, back.tolist())) == sorted(map(tuple, rows.tolist()))
+        return
+    for b in range(4 if by_bucket else 1):
+        sel = rows[(rows[:, 0] - buckets.base) // buckets.step == b] if by_bucket else rows
+        assert answer.aggs.aggregate(b, [1, 3], NCOLS) == _agg(sel, [1, 3])
+
+
+@given(st.lists(st.tuples(st.integers(-(2**63) + 1, 2**63 - 1), st.booleans()), max_size=30),
+       st.integers(0, 2**62), st.integers(-(2**62), 2**62))
+def test_a_segment_gives_back_the_rows_it_was_given(cells, spread_to, offset):
+    """Any int64 values and NULLs round-trip through pack, whatever width each column gets."""
+    n = len(cells)
+    values = np.zeros((n, NCOLS), np.int64)
+    for i, (v, null) in enumerate(cells):
+        values[i] = [v, NULL if null else v, min(max(offset + i * (spread_to // 30), -(2**63) + 1), 2**63 - 1), i]
+    eids = [b"e%d" % i for i in range(n)]
+    seg = segments.pack(eids, values)
+    order = np.argsort(values[:, 0], kind="stable")
+    assert segments.values(seg).tolist() == values[order].tolist()
+    assert segments.eids(seg) == [eids[i] for i in order.tolist()]
+    assert segments.rows(seg) == n
+
+
 @settings(max_examples=200, deadline=None)
 @given(grids(), boxes, st.integers(1, 80), st.integers(2, 4))
 def test_a_scan_cut_into_parts_over_threads_gives_the_same_answer(data, box, part_rows, threads):
