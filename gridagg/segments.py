@@ -62,12 +62,19 @@ def _width(column: np.ndarray) -> tuple[int, int]:
 
 def pack(eids: list[bytes], values: np.ndarray) -> bytes:
     """Rows as one segment: values[i] (an int64 row) belongs to element eids[i]."""
-    n, ncols = values.shape
+    n = values.shape[0]
     order = np.argsort(values[:, 0], kind="stable") if n else np.zeros(0, dtype=np.int64)
     eids = [eids[i] for i in order.tolist()]
     offsets = np.zeros(n + 1, dtype="<u4")
     np.cumsum([len(e) for e in eids], out=offsets[1:])
-    columns = np.ascontiguousarray(values[order].T, dtype="<i8")
+    return assemble(values[order], offsets, b"".join(eids))
+
+
+def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes) -> bytes:
+    """A segment of (n, ncols) int64 rows already in column-0 order, row i's element ID
+    being blob[offsets[i]:offsets[i + 1]] (offsets from 0)."""
+    n, ncols = rows.shape
+    columns = np.ascontiguousarray(rows.T, dtype="<i8")
     shapes = [_width(col) for col in columns]
     parts = [HEAD.pack(n, ncols | NARROW), np.array([b for _, b in shapes], "<i8").tobytes(),
              bytes(w for w, _ in shapes) + bytes(_pad8(ncols))]
@@ -76,7 +83,7 @@ def pack(eids: list[bytes], values: np.ndarray) -> bytes:
             kind = _TYPES[width]
             col = np.where(col == NULL, np.iinfo(kind).min, col - base).astype(kind)
         parts += [col.tobytes(), bytes(_pad8(n * width))]
-    return b"".join(parts + [offsets.tobytes(), b"".join(eids)])
+    return b"".join(parts + [np.asarray(offsets, "<u4").tobytes(), blob])
 
 
 def _layout(data) -> tuple[int, list[tuple[int, int, int]], int]:

@@ -120,6 +120,18 @@ def test_a_segment_gives_back_the_rows_it_was_given(cells, spread_to, offset):
     assert segments.rows(seg) == n
 
 
+def test_segments_written_before_narrow_columns_read_as_they_were():
+    """The format before widths: u32 n, u32 ncols, int64 columns, offsets, element IDs."""
+    values = np.array([[1, 2**40, 3, NULL], [5, -(2**62), 7, 8], [9, 10, 11, 12]], np.int64)
+    eids = [b"a", b"bb", b"c"]
+    offsets = np.cumsum([0] + [len(e) for e in eids]).astype("<u4")
+    old = (segments.HEAD.pack(3, NCOLS) + np.ascontiguousarray(values.T, "<i8").tobytes() + offsets.tobytes()
+           + b"".join(eids))
+    assert segments.values(old).tolist() == values.tolist() and segments.eids(old) == eids
+    answer = scan_segments(ScanRequest(["0"], [RangeCondition(0, 2, 9)], [1, 3]), [[old]], NCOLS)
+    assert answer.aggs.aggregate(0, [1, 3], NCOLS) == _agg(values[1:], [1, 3])
+
+
 @settings(max_examples=200, deadline=None)
 @given(grids(), boxes, st.integers(1, 80), st.integers(2, 4))
 def test_a_scan_cut_into_parts_over_threads_gives_the_same_answer(data, box, part_rows, threads):

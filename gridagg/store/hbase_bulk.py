@@ -103,9 +103,7 @@ def pack_segments(eids, values) -> list[bytes]:
     for part in parts:
         a, b = (int(part[0]), int(part[-1]) + 1) if len(part) else (0, 0)
         at = offsets[a : b + 1]
-        out.append(b"".join([np.array([b - a, ncols], "<u4").tobytes(),
-                             np.ascontiguousarray(values[order[a:b]].T, dtype="<i8").tobytes(),
-                             (at - at[0]).astype("<u4").tobytes(), data[int(at[0]) : int(at[-1])]]))
+        out.append(segments.assemble(values[order[a:b]], at - at[0], data[int(at[0]) : int(at[-1])]))
     return out
 
 
