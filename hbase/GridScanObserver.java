@@ -755,7 +755,11 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       rowsMatched += ns;
       count[g] += ns;
       for (int j = 0; j < k; j++) {
-        aggregate(g * k + j, column(seg, q.aggCol[j], a, z), ns);
+        if (seg.width[q.aggCol[j]] == 8) {
+          aggregate(g * k + j, column(seg, q.aggCol[j], a, z), ns);
+        } else {
+          aggregateNarrow(g * k + j, seg, q.aggCol[j], a, ns);
+        }
       }
     }
 
@@ -776,9 +780,14 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         if (lo > hi) {
           return 0;
         }
+        int c = q.condCol[j];
+        if (seg.width[c] != 8) {
+          ns = selectNarrow(seg, c, a, lo, hi, ns);
+          continue;
+        }
         // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
         long span = (hi - lo) ^ Long.MIN_VALUE;
-        long[] v = column(seg, q.condCol[j], a, z);
+        long[] v = column(seg, c, a, z);
         int kept = 0;
         for (int s = 0; s < ns; s++) {
           int r = selected[s];
@@ -788,6 +797,60 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         ns = kept;
       }
       return ns;
+    }
+
+    /**
+     * select() of one condition on a narrow column, read where it lies: lo..hi as a
+     * range of deltas from the column's base (NULL, the type's least value, lies below it).
+     */
+    int selectNarrow(Columns seg, int c, int a, long lo, long hi, int ns) {
+      boolean wide = seg.width[c] == 4;
+      long least = wide ? Integer.MIN_VALUE : Short.MIN_VALUE, most = wide ? Integer.MAX_VALUE : Short.MAX_VALUE;
+      long base = seg.base[c];
+      if (lo > base + most || hi < base + least + 1) {
+        return 0;
+      }
+      long dlo = Math.max(lo, base + least + 1) - base, span = Math.min(hi, base + most) - base - dlo;
+      ByteBuffer b = seg.b;
+      int p = seg.at[c] + (wide ? 4 : 2) * a;
+      int kept = 0;
+      for (int s = 0; s < ns; s++) {
+        int r = selected[s];
+        long v = wide ? b.getInt(p + 4 * r) : b.getShort(p + 2 * r);
+        selected[kept] = r;
+        kept += v - dlo >= 0 && v - dlo <= span ? 1 : 0;
+      }
+      return kept;
+    }
+
+    /** aggregate() of a narrow column, read where it lies: deltas summed, then the base once per value. */
+    void aggregateNarrow(int slot, Columns seg, int c, int a, int ns) {
+      boolean wide = seg.width[c] == 4;
+      long nul = wide ? Integer.MIN_VALUE : Short.MIN_VALUE;
+      ByteBuffer b = seg.b;
+      int p = seg.at[c] + (wide ? 4 : 2) * a;
+      long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
+      for (int s = 0; s < ns; s++) {
+        int r = selected[s];
+        long x = wide ? b.getInt(p + 4 * r) : b.getShort(p + 2 * r);
+        if (x == nul) {
+          continue; // NULL: an absent value
+        }
+        has++;
+        least = Math.min(least, x);
+        most = Math.max(most, x);
+        sum += x;
+      }
+      if (has == 0) {
+        return;
+      }
+      long base = seg.base[c];
+      present[slot] += has;
+      min[slot] = Math.min(min[slot], least + base);
+      max[slot] = Math.max(max[slot], most + base);
+      // sum = hi * 2^32 + lo: each value's base parts go to hi and lo, its delta (>= 0) to lo
+      hi[slot] += has * (base >> 32);
+      lo[slot] += sum + has * (base & 0xFFFFFFFFL);
     }
 
     /** Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf; returns how many. */
