@@ -2,9 +2,10 @@
 
 scan_segments answers a ScanRequest (gridagg.scan) over segments held in this process's
 memory (LMDB's map, or bytes fetched from a store): one compiled pass over every row of
-every segment, with no Python step per row and one per segment (taking its address).
-Rows of a segment are ordered by column 0, so a condition on column 0 narrows each
-segment by binary search before any row is tested.
+every segment, with no Python step per row. Rows of a segment are ordered by column 0,
+so a condition on column 0 narrows each segment by binary search before any row is
+tested; a column of 2 or 4 bytes (gridagg.segments) is tested and added up as it is
+stored, bounds turned into deltas from its base.
 
 Compiled functions are cached on disk (numba's cache next to this module, or
 NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every start.
@@ -143,6 +144,7 @@ def _search(at, width, base, a, m, v, right):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _narrow_to(mask, col, lo, hi):
+    """mask[i] &= lo <= col[i] <= hi (bounds of col's type: one compiled loop per type)."""
     for i in range(col.shape[0]):
         v = col[i]
         mask[i] &= np.uint8((v >= lo) & (v <= hi))
