@@ -363,15 +363,20 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
 def scan_segments(request: ScanRequest, grid_segments: Sequence[list], ncols: int, threads: int = 1) -> ScanAnswer:
     """Answer `request` over segments in memory: grid_segments[i] lists the segments of
     request.grids[i] (bytes-like, alive until this returns)."""
-    return scan_located(request, *locate(grid_segments), ncols, threads)
+    return scan_located(request, *joined([addresses_of(segs) for segs in grid_segments]), ncols, threads)
 
 
-def locate(grid_segments: Sequence[list]) -> tuple[np.ndarray, np.ndarray]:
-    """(addresses, first): the segments of grid i are at addresses[first[i]:first[i + 1]]."""
-    addresses = [address_of(data) for segs in grid_segments for data in segs]
-    first = np.zeros(len(grid_segments) + 1, np.int64)
-    np.cumsum([len(segs) for segs in grid_segments], out=first[1:])
-    return np.array(addresses, np.int64), first
+def addresses_of(segments: Sequence) -> np.ndarray:
+    """The address of each segment (bytes-like) in memory, as int64."""
+    return np.array([address_of(data) for data in segments], np.int64)
+
+
+def joined(per_grid: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(addresses, first) of grids whose segments are at per_grid[i]: grid i's are at
+    addresses[first[i]:first[i + 1]], as scan_located takes them."""
+    first = np.zeros(len(per_grid) + 1, np.int64)
+    np.cumsum([len(a) for a in per_grid], out=first[1:])
+    return (np.concatenate(per_grid) if len(per_grid) else np.zeros(0, np.int64)), first
 
 
 def scan_located(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, ncols: int,

@@ -33,7 +33,7 @@ from .. import segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..epochs import EpochBoard
 from ..grid import grid_prefix, grid_start, split_key
-from ..kernels import locate, scan_located
+from ..kernels import addresses_of, joined, scan_located
 from ..scan import RangeCondition, ScanAnswer, ScanRequest
 from ..schema import Dataset
 from .base import CellStore, segment_rows
@@ -71,13 +71,9 @@ class Snapshot:
             with self._lock:
                 cursor = self.txn.cursor(db=db)
                 for g in missing:
-                    found[name, g] = locate([[value for _, value in EmbeddedStore._segments(cursor, grid_prefix(g))]])[0]
-        if not grid_ids:
-            return np.zeros(0, np.int64), np.zeros(1, np.int64)
-        each = [found[name, g] for g in grid_ids]
-        first = np.zeros(len(each) + 1, np.int64)
-        np.cumsum([len(a) for a in each], out=first[1:])
-        return np.concatenate(each), first
+                    stored = EmbeddedStore._segments(cursor, grid_prefix(g))
+                    found[name, g] = addresses_of([value for _, value in stored])
+        return joined([found[name, g] for g in grid_ids])
 
     def retire(self) -> None:
         """No scan takes it any more: it ends when its last user is done (now if none)."""
