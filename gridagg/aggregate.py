@@ -20,6 +20,7 @@ import functools
 import struct
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from .grid import parent
@@ -227,20 +228,17 @@ class AggArrays:
     def take(self, idx) -> "AggArrays":
         return AggArrays(self.count[idx], self.present[idx], self.mins[idx], self.maxs[idx], self.hi[idx], self.lo[idx])
 
-    def take_columns(self, cols: list[int]) -> "AggArrays":
-        """The same aggregates over these columns only."""
-        return AggArrays(self.count, self.present[:, cols], self.mins[:, cols], self.maxs[:, cols],
-                         self.hi[:, cols], self.lo[:, cols])
-
-    def add_into(self, groups: np.ndarray, other: "AggArrays") -> None:
-        """Merge row j of other into row groups[j] of self, for every j (unbuffered: a
-        group may receive many rows)."""
-        np.add.at(self.count, groups, other.count)
-        np.add.at(self.present, groups, other.present)
-        np.minimum.at(self.mins, groups, other.mins)
-        np.maximum.at(self.maxs, groups, other.maxs)
-        np.add.at(self.hi, groups, other.hi)
-        np.add.at(self.lo, groups, other.lo)
+    def add_into(self, groups: np.ndarray, other: "AggArrays", rows: np.ndarray | None = None,
+                 columns: np.ndarray | list[int] | None = None) -> int:
+        """Merge row rows[j] of other into row groups[j] of self, for every j (a group may
+        receive many rows); rows defaults to all of other's in order. With columns, self's
+        column i is other's column columns[i] (default: the same columns). Returns the
+        rows merged in (the sum of their counts)."""
+        groups = np.asarray(groups, np.int64)
+        rows = np.arange(len(groups)) if rows is None else np.asarray(rows, np.int64)
+        columns = np.arange(self.present.shape[1]) if columns is None else np.asarray(columns, np.int64)
+        return int(_merge(other.count, other.present, other.mins, other.maxs, other.hi, other.lo, rows, columns,
+                          groups, self.count, self.present, self.mins, self.maxs, self.hi, self.lo))
 
     def total(self) -> "AggArrays":
         """All rows merged into one."""
@@ -264,3 +262,22 @@ class AggArrays:
         for j, c in enumerate(columns):
             out.sums[c], out.mins[c], out.maxs[c], out.present[c] = sums[j], mins[j], maxs[j], present[j]
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge(count, present, mins, maxs, hi, lo, rows, columns, groups,
+           to_count, to_present, to_mins, to_maxs, to_hi, to_lo):
+    """AggArrays.add_into in one compiled pass (numpy's ufunc.at costs microseconds per call)."""
+    merged = 0
+    for j in range(groups.shape[0]):
+        g, r = groups[j], rows[j]
+        to_count[g] += count[r]
+        merged += count[r]
+        for i in range(columns.shape[0]):
+            k = columns[i]
+            to_present[g, i] += present[r, k]
+            to_mins[g, i] = min(to_mins[g, i], mins[r, k])
+            to_maxs[g, i] = max(to_maxs[g, i], maxs[r, k])
+            to_hi[g, i] += hi[r, k]
+            to_lo[g, i] += lo[r, k]
+    return merged

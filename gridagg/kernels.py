@@ -375,7 +375,7 @@ def joined(per_grid: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(addresses, first) of grids whose segments are at per_grid[i]: grid i's are at
     addresses[first[i]:first[i + 1]], as scan_located takes them."""
     first = np.zeros(len(per_grid) + 1, np.int64)
-    np.cumsum([len(a) for a in per_grid], out=first[1:])
+    np.cumsum(np.fromiter(map(len, per_grid), np.int64, len(per_grid)), out=first[1:])
     return (np.concatenate(per_grid) if len(per_grid) else np.zeros(0, np.int64)), first
 
 
@@ -426,6 +426,7 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
         1.0 if polygon is None else float(polygon.lat_scale), 0.0 if polygon is None else polygon.eps,
         out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
     answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
-    for g in np.unique(grids).tolist():
-        answer.rows[g] = rows[grids == g]
+    if len(grids):
+        for g in np.unique(grids).tolist():
+            answer.rows[g] = rows[grids == g]
     return answer

@@ -73,14 +73,17 @@ def _face(xlo, xhi, ylo, yhi, edges, eps):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(lo, hi, left, right, leaves_below, root, qlo, qhi,
+def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, root, qlo, qhi,
           edges, lon_axis, lat_axis, lon_scale, lat_scale, eps,
           t_axis, base, step,
-          reused, reused_bucket, scan, scan_kind, region_leaves):
-    """The walk of the module docstring. Fills reused/reused_bucket (grids answered from
-    their aggregates, and their bucket), scan/scan_kind (leaves to read: CUT, EDGE or
-    SPANNING), and region_leaves = leaves settled [inside, on the edge of, outside] the
-    polygon. Returns (number reused, number to read)."""
+          reused, reused_bucket, scan, scan_kind, tested, region_leaves):
+    """The walk of the module docstring, over the grids' data bounds lo/hi. Fills
+    reused/reused_bucket (grids answered from their aggregates, and their bucket),
+    scan/scan_kind (leaves to read: CUT, EDGE or SPANNING), tested (per leaf to read and
+    dimension: whether the leaf's split box, which holds every row it will ever have,
+    reaches outside the query's range, so its rows must be tested there), and
+    region_leaves = leaves settled [inside, on the edge of, outside] the polygon. Returns
+    (number reused, number to read)."""
     ndim = qlo.shape[0]
     polygon = edges.shape[0] > 0
     stack = np.empty(4096, np.int64)
@@ -121,6 +124,8 @@ def _walk(lo, hi, left, right, leaves_below, root, qlo, qhi,
         if leaf:
             scan[ns] = i
             scan_kind[ns] = 2 if (inside and state == 2) else (1 if state == 1 else 0)
+            for d in range(ndim):
+                tested[ns, d] = split_lo[i, d] < qlo[d] or split_hi[i, d] > qhi[d]
             ns += 1
             region_leaves[0 if state == 2 else 1] += 1
             continue
@@ -162,11 +167,11 @@ class Planner:
             plan.total_grids = tree.leaf_count
             rollup = self.rollups.current(ds, tree)
             first, count = days
-            per_day = rollup.days(first, count).take_columns(series.query.columns)
             buckets = AggArrays.empty(series.buckets, len(series.query.columns))
-            buckets.add_into((first + np.arange(count) - series.base // DAY) // (series.step // DAY), per_day)
+            plan.rows_in_reused_grids = buckets.add_into(
+                (first + np.arange(count) - series.base // DAY) // (series.step // DAY), rollup.days(first, count),
+                columns=series.query.columns)
             plan.rollup_days = count
-            plan.rows_in_reused_grids = int(per_day.count.sum())
         else:
             buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
@@ -193,7 +198,7 @@ class Planner:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
             return out, True
-        reused, rbucket, scan, kind, region_leaves = self._walk(tree, ds, spec, series, region)
+        reused, rbucket, scan, kind, tested, region_leaves = self._walk(tree, ds, spec, series, region)
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
                                    (int(v) for v in region_leaves)))
@@ -203,14 +208,13 @@ class Planner:
         if limits.max_grids is not None and len(reused) + len(scan) > limits.max_grids:
             raise WorkLimitExceeded(f"the query uses {len(reused) + len(scan)} grids, more than the limit of "
                                     f"{limits.max_grids}; narrow it")
-        r_aggs, s_aggs = tree.aggs.take(reused).take_columns(cols), tree.aggs.take(scan).take_columns(cols)
         plan.reused_grids_before = int(tree.leaves_below[reused].sum())
         plan.reused_grids_after = len(reused)
-        plan.rows_in_reused_grids = int(r_aggs.count.sum())
-        out.add_into(rbucket, r_aggs)
+        plan.rows_in_reused_grids = out.add_into(rbucket, tree.aggs, rows=reused, columns=cols)
         plan.scanned_grids_before = len(scan)
-        has_rows = s_aggs.count > 0
-        scan, kind, s_aggs = scan[has_rows], kind[has_rows], s_aggs.take(has_rows)
+        counts = tree.aggs.count[scan]
+        has_rows = counts > 0
+        scan, kind, counts, tested = scan[has_rows], kind[has_rows], counts[has_rows], tested[has_rows]
         if explain:
             plan.grids = {"reused": [tree.ids[i] for i in reused[:EXPLAIN_GRIDS].tolist()],
                           "scanned": [tree.ids[i] for i in scan[:EXPLAIN_GRIDS].tolist()],
@@ -219,18 +223,18 @@ class Planner:
             return out, True
         skip, passed_over = None, 0
         if spec.minmax_only and series is None and not (kind == EDGE).any():
-            skip, order = _skip(spec, cols, s_aggs, out)
+            skip, order = _skip(spec, cols, tree.aggs, scan, out)
             # Leaves that cannot beat what the reused grids found already stay unread.
             keep = order[~_useless(skip, skip.bounds)]
             passed_over = len(order) - len(keep)
             skip.bounds = skip.bounds[~_useless(skip, skip.bounds)]
-            scan, kind = scan[keep], kind[keep]
+            scan, kind, tested = scan[keep], kind[keep], tested[keep]
             if not len(scan):
                 plan.scanned_grids_after = 0
                 return out, False
-        elif limits.max_scan_rows is not None and int(s_aggs.count.sum()) > limits.max_scan_rows:
+        elif limits.max_scan_rows is not None and int(counts.sum()) > limits.max_scan_rows:
             raise WorkLimitExceeded(
-                f"the query would scan {int(s_aggs.count.sum())} rows, more than the limit of "
+                f"the query would scan {int(counts.sum())} rows, more than the limit of "
                 f"{limits.max_scan_rows}; narrow it")
         buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
         conditions = _conditions(ds, spec)
@@ -243,8 +247,8 @@ class Planner:
             rows_of=(kind == EDGE) if region is not None else None,
             skip=skip,
             polygon=region.test() if region is not None else None,
-            rows=s_aggs.count if skip is None else None,  # a skipping scan is not cut into parts
-            tested=_tested(tree, scan, conditions),
+            rows=counts if skip is None else None,  # a skipping scan is not cut into parts
+            tested=tested[:, [c.column for c in conditions]],
         )
         answer = engine.store.scan(ds, request)
         engine.check_deadline(started)
@@ -264,16 +268,17 @@ class Planner:
         n = tree.n
         reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
         scan, kind = np.empty(n, np.int64), np.empty(n, np.int64)
+        tested = np.empty((n, len(spec.box)), np.bool_)
         region_leaves = np.zeros(3, np.int64)
         edges = region.edges if region is not None else np.zeros((0, 4), np.float64)
         nr, ns = _walk(
-            tree.dlo, tree.dhi, tree.left, tree.right, tree.leaves_below, tree.root,
+            tree.dlo, tree.dhi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
             np.array([lo for lo, _ in spec.box], np.int64), np.array([hi for _, hi in spec.box], np.int64),
             edges, region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
             ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1,
-            reused, rbucket, scan, kind, region_leaves)
-        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], region_leaves
+            reused, rbucket, scan, kind, tested, region_leaves)
+        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], tested[:ns], region_leaves
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -309,22 +314,14 @@ def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:
     return [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box) if (lo, hi) != domain[i]]
 
 
-def _tested(tree: TreeState, scan: np.ndarray, conditions: list[RangeCondition]) -> np.ndarray:
-    """Which conditions the rows of each leaf to read must be tested against: not those
-    its box (the splits', which holds every row it will ever have) lies inside. A leaf
-    cut by the box on one side reads one column for its conditions, not every one."""
-    cols = [c.column for c in conditions]
-    lo = np.array([c.lo for c in conditions], np.int64)
-    hi = np.array([c.hi for c in conditions], np.int64)
-    return (tree.lo[scan][:, cols] < lo) | (tree.hi[scan][:, cols] > hi)
-
-
-def _skip(spec: QuerySpec, cols: list[int], s_aggs: AggArrays, found: AggArrays) -> tuple[Skip, np.ndarray]:
-    """4.6.2 for a min/max-only query: the leaves in the order most likely to hold the
-    answer (by the first aggregate's stored bound), each leaf's stored bounds, and the
-    best answers the reused grids gave already."""
+def _skip(spec: QuerySpec, cols: list[int], aggs: AggArrays, scan: np.ndarray,
+          found: AggArrays) -> tuple[Skip, np.ndarray]:
+    """4.6.2 for a min/max-only query: the leaves to read (rows `scan` of the tree's
+    aggregates) in the order most likely to hold the answer (by the first aggregate's
+    stored bound), each leaf's stored bounds, and the best answers the reused grids gave
+    already."""
     specs = [(a.col, a.func == "max") for a in spec.aggregates]
-    bounds = np.stack([(s_aggs.maxs if m else s_aggs.mins)[:, cols.index(c)] for c, m in specs], axis=1)
+    bounds = np.stack([(aggs.maxs if m else aggs.mins)[scan, c] for c, m in specs], axis=1)
     order = np.argsort(-bounds[:, 0] if specs[0][1] else bounds[:, 0], kind="stable")
     best = []
     for c, m in specs:

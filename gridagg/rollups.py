@@ -44,7 +44,7 @@ class DayRollup:
         a, b = max(first, self.first), min(first + count, self.first + len(self.aggs))
         if a < b:
             src = np.arange(a - self.first, b - self.first)
-            out.add_into(src + (self.first - first), self.aggs.take(src))
+            out.add_into(src + (self.first - first), self.aggs, rows=src)
         return out
 
 

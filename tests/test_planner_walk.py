@@ -80,11 +80,13 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
         edges = np.hstack([xy[:-1], xy[1:]])
     n = tree.n
     reused, rb, scan, kind = (np.empty(n, np.int64) for _ in range(4))
+    tested = np.empty((n, len(q)), np.bool_)
     counts = np.zeros(3, np.int64)
     base = q[0][0]
-    nr, ns = _walk(tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
+    # The data bounds are the split boxes here.
+    nr, ns = _walk(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
                    np.array([a for a, _ in q]), np.array([b for _, b in q]), edges, 1, 2, 10.0, 10.0, EPSILON,
-                   0 if step else -1, base, step or 1, reused, rb, scan, kind, counts)
+                   0 if step else -1, base, step or 1, reused, rb, scan, kind, tested, counts)
     bucket = (lambda v: (v - base) // step) if step else (lambda v: 0)
     settled = {}
     for i, b in zip(reused[:nr].tolist(), rb[:nr].tolist()):
@@ -97,11 +99,12 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
             if leaf.startswith(g):
                 assert leaf not in settled
                 settled[leaf] = "reused"
-    for i, k in zip(scan[:ns].tolist(), kind[:ns].tolist()):
+    for i, k, t in zip(scan[:ns].tolist(), kind[:ns].tolist(), tested[:ns].tolist()):
         g = tree.ids[i]
         assert g in leaves and g not in settled
         box = tuple(map(tuple, leaves[g]))
         assert touches(box, q)
+        assert t == [not (ql <= lo and hi <= qh) for (lo, hi), (ql, qh) in zip(box, q)]
         if k == SPANNING:
             assert inside(box, q) and bucket(box[0][0]) != bucket(box[0][1])
             assert polygon is None or polygon.covers(face(box))

@@ -58,22 +58,25 @@ class Snapshot:
         self.dbs = dbs  # database handles open when it began: a later one is not valid in it
         self.users = 0
         self.stale = False
-        self._found: dict[tuple[str, str], np.ndarray] = {}  # addresses of a grid's segments
+        self._found: dict[str, dict[str, np.ndarray]] = {}  # per dataset: addresses of a grid's segments
         self._lock = threading.Lock()  # one thread at a time uses the transaction
 
     def located(self, db, name: str, grid_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(addresses, first) of the segments of each grid of dataset `name` (its segment
         database `db`): grid i's are at addresses[first[i]:first[i + 1]] in the map,
         valid while this snapshot is (kernels.scan_located reads them)."""
-        found = self._found
-        missing = [g for g in grid_ids if (name, g) not in found]
-        if missing:
-            with self._lock:
-                cursor = self.txn.cursor(db=db)
-                for g in missing:
+        found = self._found.setdefault(name, {})
+        try:
+            return joined([found[g] for g in grid_ids])
+        except KeyError:
+            pass
+        with self._lock:
+            cursor = self.txn.cursor(db=db)
+            for g in grid_ids:
+                if g not in found:
                     stored = EmbeddedStore._segments(cursor, grid_prefix(g))
-                    found[name, g] = addresses_of([value for _, value in stored])
-        return joined([found[name, g] for g in grid_ids])
+                    found[g] = addresses_of([value for _, value in stored])
+        return joined([found[g] for g in grid_ids])
 
     def retire(self) -> None:
         """No scan takes it any more: it ends when its last user is done (now if none)."""
