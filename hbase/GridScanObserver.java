@@ -52,7 +52,7 @@ import org.apache.hadoop.hbase.util.Bytes;
  *
  * <p>Request (all little-endian):
  * <pre>
- *   u8 version = 1, u8 layout, u16 ncols
+ *   u8 version = 2, u8 layout, u16 ncols
  *   u16 nconds, then per condition: u16 col, i64 lo, i64 hi      (lo &lt;= v &lt;= hi)
  *   u16 naggcols, then u16 col each
  *   u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base,
@@ -61,11 +61,13 @@ import org.apache.hadoop.hbase.util.Bytes;
  *   u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
  *      spec u8 has and i64 best
  *   u32 nitems, then per item: u16 len + start key, u16 len + stop key (layout 0: empty;
- *      layout 1: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound
+ *      layout 1: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound,
+ *      (nconds + 7) / 8 bytes: bit j (of byte j / 8, from its lowest bit) set when the
+ *      item's rows must be tested against condition j (clear: every row meets it)
  * </pre>
  * Response (the cell's value):
  * <pre>
- *   u8 version = 1
+ *   u8 version = 2
  *   u16 len + region start key, u16 len + region end key, i64 region id
  *   i64 rows visited, rows matched, grids (items) scanned, grids skipped
  *   u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -82,9 +84,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  * and which of some element IDs their live segments hold (what a write must know), and is
  * answered with the cell {@code a:gridagg.keys}:
  * <pre>
- *   request: u8 version = 1, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *   request: u8 version = 2, u32 ngrids, then per grid: u16 len + row key, u32 neids,
  *            then per element ID u16 len + bytes
- *   answer:  u8 version = 1, the region (as above), u32 n, then per grid of the region:
+ *   answer:  u8 version = 2, the region (as above), u32 n, then per grid of the region:
  *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
  *            length, u32 nfound, then u32 index of each element ID found
  * </pre>
@@ -100,7 +102,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   public static final String KEYS_ATTRIBUTE = "gridagg.keys";
   static final byte[] ROWS = Bytes.toBytes("r");
   static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
-  static final int VERSION = 1;
+  static final int VERSION = 2;
   /** Aggregate slots (groups x aggregated columns) one request may ask for. */
   static final long MAX_SLOTS = 1L << 24;
   /** Bytes of rows_of rows one region may return. */
@@ -358,6 +360,20 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return v == Short.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
     }
 
+    /** Rows a..z-1 of column c, of width 4, as stored (deltas from base[c]) into `into` from index 0. */
+    void copyDeltas(int c, int a, int z, int[] into) {
+      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      from.position(at[c] + 4 * a);
+      from.asIntBuffer().get(into, 0, z - a); // one bulk copy, not a bounds-checked read a value
+    }
+
+    /** Rows a..z-1 of column c, of width 2, as stored (deltas from base[c]) into `into` from index 0. */
+    void copyDeltas(int c, int a, int z, short[] into) {
+      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      from.position(at[c] + 2 * a);
+      from.asShortBuffer().get(into, 0, z - a);
+    }
+
     /** Rows a..z-1 of column c into `into` from index 0. */
     void copy(int c, int a, int z, long[] into) {
       if (width[c] == 8) {
@@ -414,6 +430,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     final int[] group;
     final boolean[] rowsOf;
     final long[] bounds; // item i, spec s at i * nspecs + s
+    final int maskBytes; // per item: which conditions its rows are tested against
+    final byte[] tests; // item i's mask at i * maskBytes
 
     Request(byte[] data) throws IOException {
       ByteBuffer in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
@@ -489,6 +507,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       group = new int[nitems];
       rowsOf = new boolean[nitems];
       bounds = new long[nitems * skipAgg.length];
+      maskBytes = (nconds + 7) / 8;
+      tests = new byte[nitems * maskBytes];
       for (int i = 0; i < nitems; i++) {
         start[i] = new byte[in.getShort() & 0xffff];
         in.get(start[i]);
@@ -502,10 +522,16 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         for (int s = 0; s < skipAgg.length; s++) {
           bounds[i * skipAgg.length + s] = in.getLong();
         }
+        in.get(tests, i * maskBytes, maskBytes);
       }
       if (in.hasRemaining()) {
         throw new DoNotRetryIOException(ATTRIBUTE + ": " + in.remaining() + " bytes after the request");
       }
+    }
+
+    /** Whether item i's rows must be tested against condition j. */
+    boolean tests(int i, int j) {
+      return (tests[i * maskBytes + (j >> 3)] >> (j & 7) & 1) != 0;
     }
 
     private int column(int c) throws IOException {
@@ -703,8 +729,13 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** Scratch arrays for columns(): a column's rows, the offsets of the rows that pass, their groups. */
+    /**
+     * Scratch arrays for columns(): a column's rows (int64, or a narrow column's deltas),
+     * the offsets of the rows that pass, their groups.
+     */
     long[] values = new long[0];
+    int[] ints = new int[0];
+    short[] shorts = new short[0];
     int[] selected = new int[0];
     int[] groupOf = new int[0];
 
@@ -727,10 +758,12 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
       if (values.length < m) {
         values = new long[m];
+        ints = new int[m];
+        shorts = new short[m];
         selected = new int[m];
         groupOf = new int[m];
       }
-      int ns = select(seg, a, z);
+      int ns = select(i, seg, a, z);
       if (q.bucketCol >= 0) {
         ns = buckets(seg, a, z, ns);
         rowsMatched += ns;
@@ -758,22 +791,23 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         if (seg.width[q.aggCol[j]] == 8) {
           aggregate(g * k + j, column(seg, q.aggCol[j], a, z), ns);
         } else {
-          aggregateNarrow(g * k + j, seg, q.aggCol[j], a, ns);
+          aggregateNarrow(g * k + j, seg, q.aggCol[j], a, z, ns);
         }
       }
     }
 
     /**
-     * Offsets (from row a) of the rows a..z-1 that meet every condition into `selected`;
-     * returns how many. Conditions on column 0 are skipped: a..z are the rows that meet them.
+     * Offsets (from row a) of item i's rows a..z-1 that meet every condition into
+     * `selected`; returns how many. Conditions on column 0 are skipped (a..z are the rows
+     * that meet them), and so are those the request says every row of the item meets.
      */
-    int select(Columns seg, int a, int z) {
+    int select(int i, Columns seg, int a, int z) {
       int ns = z - a;
       for (int r = 0; r < ns; r++) {
         selected[r] = r;
       }
       for (int j = 0; j < q.condCol.length && ns > 0; j++) {
-        if (q.condCol[j] == 0) {
+        if (q.condCol[j] == 0 || !q.tests(i, j)) {
           continue;
         }
         long lo = q.condLo[j], hi = q.condHi[j];
@@ -782,7 +816,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
         int c = q.condCol[j];
         if (seg.width[c] != 8) {
-          ns = selectNarrow(seg, c, a, lo, hi, ns);
+          ns = selectNarrow(seg, c, a, z, lo, hi, ns);
           continue;
         }
         // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
@@ -800,10 +834,11 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /**
-     * select() of one condition on a narrow column, read where it lies: lo..hi as a
-     * range of deltas from the column's base (NULL, the type's least value, lies below it).
+     * select() of one condition on a narrow column, rows a..z-1 copied out as stored (one
+     * bulk copy): lo..hi as a range of deltas from the column's base (NULL, the type's
+     * least value, lies below it).
      */
-    int selectNarrow(Columns seg, int c, int a, long lo, long hi, int ns) {
+    int selectNarrow(Columns seg, int c, int a, int z, long lo, long hi, int ns) {
       boolean wide = seg.width[c] == 4;
       long least = wide ? Integer.MIN_VALUE : Short.MIN_VALUE, most = wide ? Integer.MAX_VALUE : Short.MAX_VALUE;
       long base = seg.base[c];
@@ -811,35 +846,61 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         return 0;
       }
       long dlo = Math.max(lo, base + least + 1) - base, span = Math.min(hi, base + most) - base - dlo;
-      ByteBuffer b = seg.b;
-      int p = seg.at[c] + (wide ? 4 : 2) * a;
       int kept = 0;
-      for (int s = 0; s < ns; s++) {
-        int r = selected[s];
-        long v = wide ? b.getInt(p + 4 * r) : b.getShort(p + 2 * r);
-        selected[kept] = r;
-        kept += v - dlo >= 0 && v - dlo <= span ? 1 : 0;
+      if (wide) {
+        int[] v = ints;
+        seg.copyDeltas(c, a, z, v);
+        for (int s = 0; s < ns; s++) {
+          int r = selected[s];
+          long d = v[r] - dlo;
+          selected[kept] = r;
+          kept += d >= 0 && d <= span ? 1 : 0;
+        }
+      } else {
+        short[] v = shorts;
+        seg.copyDeltas(c, a, z, v);
+        for (int s = 0; s < ns; s++) {
+          int r = selected[s];
+          long d = v[r] - dlo;
+          selected[kept] = r;
+          kept += d >= 0 && d <= span ? 1 : 0;
+        }
       }
       return kept;
     }
 
-    /** aggregate() of a narrow column, read where it lies: deltas summed, then the base once per value. */
-    void aggregateNarrow(int slot, Columns seg, int c, int a, int ns) {
-      boolean wide = seg.width[c] == 4;
-      long nul = wide ? Integer.MIN_VALUE : Short.MIN_VALUE;
-      ByteBuffer b = seg.b;
-      int p = seg.at[c] + (wide ? 4 : 2) * a;
+    /**
+     * aggregate() of a narrow column, rows a..z-1 copied out as stored: deltas summed,
+     * then the base once per value.
+     */
+    void aggregateNarrow(int slot, Columns seg, int c, int a, int z, int ns) {
       long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
-      for (int s = 0; s < ns; s++) {
-        int r = selected[s];
-        long x = wide ? b.getInt(p + 4 * r) : b.getShort(p + 2 * r);
-        if (x == nul) {
-          continue; // NULL: an absent value
+      if (seg.width[c] == 4) {
+        int[] v = ints;
+        seg.copyDeltas(c, a, z, v);
+        for (int s = 0; s < ns; s++) {
+          long x = v[selected[s]];
+          if (x == Integer.MIN_VALUE) {
+            continue; // NULL: an absent value
+          }
+          has++;
+          least = Math.min(least, x);
+          most = Math.max(most, x);
+          sum += x;
         }
-        has++;
-        least = Math.min(least, x);
-        most = Math.max(most, x);
-        sum += x;
+      } else {
+        short[] v = shorts;
+        seg.copyDeltas(c, a, z, v);
+        for (int s = 0; s < ns; s++) {
+          long x = v[selected[s]];
+          if (x == Short.MIN_VALUE) {
+            continue; // NULL: an absent value
+          }
+          has++;
+          least = Math.min(least, x);
+          most = Math.max(most, x);
+          sum += x;
+        }
       }
       if (has == 0) {
         return;
@@ -949,6 +1010,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       for (int r = a; r < z; r++) {
         boolean ok = true;
         for (int j = 0; j < nconds; j++) {
+          if (!q.tests(i, j)) {
+            continue;
+          }
           long v = s.get(cc[j], r);
           if (v < cl[j] || v > ch[j]) {
             ok = false;

@@ -8,7 +8,7 @@ the gateway copies the attribute onto each Get); each region answers for the ite
 inside its own [start, end) with one cell "a:gridagg.scan".
 
 Request (all little-endian):
-    u8 version = 1, u8 layout, u16 ncols
+    u8 version = 2, u8 layout, u16 ncols
     u16 nconds, then per condition: u16 col, i64 lo, i64 hi          (lo <= v <= hi)
     u16 naggcols, then u16 col each
     u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base, i64 step,
@@ -17,9 +17,12 @@ Request (all little-endian):
     u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
        spec u8 has and i64 best
     u32 nitems, then per item: u16 len + start key, u16 len + stop key (SEGMENTS: empty;
-       ROW_CELLS: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound
+       ROW_CELLS: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound,
+       (nconds + 7) / 8 bytes: bit j (of byte j / 8, from its lowest bit) set when the
+       item's rows must be tested against condition j (clear: its grid's box lies inside
+       that condition's range, so every row meets it)
 Answer of one region:
-    u8 version = 1
+    u8 version = 2
     u16 len + region start key, u16 len + region end key, i64 region id
     i64 rows visited, rows matched, grids (items) scanned, grids skipped
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -28,9 +31,9 @@ Answer of one region:
 
 Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
 rows must know, without the rows crossing the wire.
-    request: u8 version = 1, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+    request: u8 version = 2, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
        per element ID u16 len + bytes
-    answer: u8 version = 1, the region as above, u32 n, then per grid of the region:
+    answer: u8 version = 2, the region as above, u32 n, then per grid of the region:
        u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
@@ -57,7 +60,7 @@ from ..scan import ScanAnswer, ScanRequest
 ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
 KEYS = b"gridagg.keys"
-VERSION = 1
+VERSION = 2
 SEGMENTS, ROW_CELLS = 0, 1
 ATTEMPTS = 4  # region lists tried before giving up (each after the regions moved)
 
@@ -70,13 +73,15 @@ class ObserverMissing(StoreUnavailable):
 class Item:
     """What one request item names: a grid row (stop empty) or the key range [start,
     stop) (stop empty: to the end); its group; whether its rows come back; its bound
-    for each skip spec."""
+    for each skip spec; the conditions its rows are tested against, as the request's
+    bit mask (None: every one)."""
 
     start: bytes
     stop: bytes = b""
     group: int = 0
     rows_of: bool = False
     bounds: tuple[int, ...] = ()
+    tests: bytes | None = None
 
 
 def items_of(request: ScanRequest, keys: list[bytes]) -> list[Item]:
@@ -84,7 +89,9 @@ def items_of(request: ScanRequest, keys: list[bytes]) -> list[Item]:
     groups = request.group_of_grids().tolist()
     rows_of = request.rows_of.tolist() if request.rows_of is not None else [False] * len(keys)
     bounds = request.skip.bounds.tolist() if request.skip is not None else [()] * len(keys)
-    return [Item(k, b"", g, r, tuple(b)) for k, g, r, b in zip(keys, groups, rows_of, bounds)]
+    tests = ([None] * len(keys) if request.tested is None
+             else [m.tobytes() for m in np.packbits(request.tested, axis=1, bitorder="little")])
+    return [Item(k, b"", g, r, tuple(b), t) for k, g, r, b, t in zip(keys, groups, rows_of, bounds, tests)]
 
 
 def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> bytes:
@@ -106,9 +113,11 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> 
         out += [struct.pack("<Bq", best is not None, 0 if best is None else best) for best in skip.best]
     out.append(struct.pack("<I", len(items)))
     bounds = struct.Struct(f"<{nspecs}q")
+    every = b"\xff" * ((len(request.conditions) + 7) // 8)
     for it in items:
         out.append(struct.pack("<H", len(it.start)) + it.start + struct.pack("<H", len(it.stop)) + it.stop
-                   + struct.pack("<IB", it.group, it.rows_of) + bounds.pack(*it.bounds))
+                   + struct.pack("<IB", it.group, it.rows_of) + bounds.pack(*it.bounds)
+                   + (every if it.tests is None else it.tests))
     return b"".join(out)
 
 
@@ -298,7 +307,7 @@ def observer_answers(client, table: bytes) -> bool:
 def _sent(item: Item, piece: _Piece, layout: int) -> Item:
     if layout == SEGMENTS:
         return item
-    return Item(piece.start, piece.stop or b"", item.group, item.rows_of, item.bounds)
+    return Item(piece.start, piece.stop or b"", item.group, item.rows_of, item.bounds, item.tests)
 
 
 def _anchors(known: list[tuple[bytes, bytes]], pieces: list[_Piece]) -> list[bytes]:
