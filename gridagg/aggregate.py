@@ -158,9 +158,10 @@ class AggArrays:
 
     @classmethod
     def empty(cls, groups: int, ncols: int) -> "AggArrays":
-        shape = (groups, ncols)
-        return cls(np.zeros(groups, np.int64), np.zeros(shape, np.int64), np.full(shape, INT64_MAX, np.int64),
-                   np.full(shape, NULL, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64))
+        # One block for the five (groups, ncols) arrays: a query makes several of these.
+        block = np.zeros((5, groups, ncols), np.int64)
+        block[1], block[2] = INT64_MAX, NULL
+        return cls(np.zeros(groups, np.int64), block[0], block[1], block[2], block[3], block[4])
 
     @classmethod
     def of_rows(cls, values: np.ndarray, ncols: int) -> "AggArrays":
@@ -233,7 +234,8 @@ class AggArrays:
         """Merge row rows[j] of other into row groups[j] of self, for every j (a group may
         receive many rows); rows defaults to all of other's in order. With columns, self's
         column i is other's column columns[i] (default: the same columns). Returns the
-        rows merged in (the sum of their counts)."""
+        rows merged in (the sum of their counts). The indexes must lie inside both
+        (compiled code does not check them)."""
         groups = np.asarray(groups, np.int64)
         rows = np.arange(len(groups)) if rows is None else np.asarray(rows, np.int64)
         columns = np.arange(self.present.shape[1]) if columns is None else np.asarray(columns, np.int64)

@@ -239,7 +239,7 @@ class Planner:
         buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
         conditions = _conditions(ds, spec)
         request = ScanRequest(
-            grids=[tree.ids[i] for i in scan.tolist()],
+            grids=list(map(tree.ids.__getitem__, scan.tolist())),
             conditions=conditions,
             columns=cols,
             ngroups=nbuckets,

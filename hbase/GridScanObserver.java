@@ -374,26 +374,31 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       from.asShortBuffer().get(into, 0, z - a);
     }
 
-    /** Rows a..z-1 of column c into `into` from index 0. */
-    void copy(int c, int a, int z, long[] into) {
+    /**
+     * Rows a..z-1 of column c into `into` from index 0 (NULL: Long.MIN_VALUE), each a bulk
+     * copy: a narrow column's deltas go through `ints` or `shorts` (scratch) first.
+     */
+    void copy(int c, int a, int z, long[] into, int[] ints, short[] shorts) {
       if (width[c] == 8) {
         ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         from.position(at[c] + 8 * a);
-        from.asLongBuffer().get(into, 0, z - a); // one bulk copy, not a bounds-checked read a value
+        from.asLongBuffer().get(into, 0, z - a);
         return;
       }
       long bs = base[c];
-      int p = at[c];
+      int m = z - a;
       if (width[c] == 4) {
-        for (int r = a; r < z; r++) {
-          int v = b.getInt(p + 4 * r);
-          into[r - a] = v == Integer.MIN_VALUE ? Long.MIN_VALUE : v + bs;
+        copyDeltas(c, a, z, ints);
+        for (int r = 0; r < m; r++) {
+          int v = ints[r];
+          into[r] = v == Integer.MIN_VALUE ? Long.MIN_VALUE : v + bs;
         }
         return;
       }
-      for (int r = a; r < z; r++) {
-        short v = b.getShort(p + 2 * r);
-        into[r - a] = v == Short.MIN_VALUE ? Long.MIN_VALUE : v + bs;
+      copyDeltas(c, a, z, shorts);
+      for (int r = 0; r < m; r++) {
+        short v = shorts[r];
+        into[r] = v == Short.MIN_VALUE ? Long.MIN_VALUE : v + bs;
       }
     }
 
@@ -741,7 +746,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /** Rows a..z-1 of column `col` of s, into `values`. */
     long[] column(Columns s, int col, int a, int z) {
-      s.copy(col, a, z, values);
+      s.copy(col, a, z, values, ints, shorts);
       return values;
     }
 
@@ -767,16 +772,17 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       if (q.bucketCol >= 0) {
         ns = buckets(seg, a, z, ns);
         rowsMatched += ns;
-        for (int s = 0; s < ns; s++) {
-          count[groupOf[s]]++;
+        // Rows come in time order, so a bucket's rows are one run of the selected ones:
+        // each run is added up as a whole.
+        for (int s = 0, e; s < ns; s = e) {
+          e = runEnd(s, ns);
+          count[groupOf[s]] += e - s;
         }
         for (int j = 0; j < k; j++) {
           long[] v = column(seg, q.aggCol[j], a, z);
-          for (int s = 0; s < ns; s++) {
-            long x = v[selected[s]];
-            if (x != Long.MIN_VALUE) { // NULL: an absent value
-              add(groupOf[s] * k + j, x);
-            }
+          for (int s = 0, e; s < ns; s = e) {
+            e = runEnd(s, ns);
+            aggregate(groupOf[s] * k + j, v, s, e);
           }
         }
         return;
@@ -789,7 +795,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       count[g] += ns;
       for (int j = 0; j < k; j++) {
         if (seg.width[q.aggCol[j]] == 8) {
-          aggregate(g * k + j, column(seg, q.aggCol[j], a, z), ns);
+          aggregate(g * k + j, column(seg, q.aggCol[j], a, z), 0, ns);
         } else {
           aggregateNarrow(g * k + j, seg, q.aggCol[j], a, z, ns);
         }
@@ -914,13 +920,24 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       lo[slot] += sum + has * (base & 0xFFFFFFFFL);
     }
 
-    /** Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf; returns how many. */
+    /**
+     * Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf;
+     * returns how many. A row inside the last row's bucket needs no division: rows in time
+     * order divide once per bucket.
+     */
     int buckets(Columns seg, int a, int z, int ns) {
       long[] t = column(seg, q.bucketCol, a, z);
+      long base = q.bucketBase, step = q.bucketStep;
+      long bucket = 0, from = 0, to = Long.MIN_VALUE; // the last row's bucket: [from, to)
       int kept = 0;
       for (int s = 0; s < ns; s++) {
         int r = selected[s];
-        long bucket = Math.floorDiv(t[r] - q.bucketBase, q.bucketStep);
+        long x = t[r];
+        if (x < from || x >= to) {
+          bucket = Math.floorDiv(x - base, step);
+          from = base + bucket * step;
+          to = from + step;
+        }
         if (bucket >= 0 && bucket < q.nbuckets) {
           selected[kept] = r;
           groupOf[kept++] = (int) bucket;
@@ -929,10 +946,19 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return kept;
     }
 
-    /** The first ns selected rows of column values v into the aggregate at `slot`, held in registers meanwhile. */
-    void aggregate(int slot, long[] v, int ns) {
+    /** The end of the run of selected rows from s on that fall in s's group. */
+    int runEnd(int s, int ns) {
+      int e = s + 1;
+      while (e < ns && groupOf[e] == groupOf[s]) {
+        e++;
+      }
+      return e;
+    }
+
+    /** Selected rows from..to-1 of column values v into the aggregate at `slot`, held in registers meanwhile. */
+    void aggregate(int slot, long[] v, int from, int to) {
       long has = 0, least = min[slot], most = max[slot], high = 0, low = 0;
-      for (int s = 0; s < ns; s++) {
+      for (int s = from; s < to; s++) {
         long x = v[selected[s]];
         if (x == Long.MIN_VALUE) {
           continue; // NULL: an absent value

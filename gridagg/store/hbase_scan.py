@@ -47,6 +47,8 @@ region answered (after a split or move) is asked again with a fresh region list.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -89,8 +91,12 @@ def items_of(request: ScanRequest, keys: list[bytes]) -> list[Item]:
     groups = request.group_of_grids().tolist()
     rows_of = request.rows_of.tolist() if request.rows_of is not None else [False] * len(keys)
     bounds = request.skip.bounds.tolist() if request.skip is not None else [()] * len(keys)
-    tests = ([None] * len(keys) if request.tested is None
-             else [m.tobytes() for m in np.packbits(request.tested, axis=1, bitorder="little")])
+    if request.tested is None:
+        tests = [None] * len(keys)
+    else:
+        packed = np.packbits(request.tested, axis=1, bitorder="little")
+        flat, w = packed.tobytes(), packed.shape[1]
+        tests = [flat[i : i + w] for i in range(0, len(flat), w)] if w else [b""] * len(keys)
     return [Item(k, b"", g, r, tuple(b), t) for k, g, r, b, t in zip(keys, groups, rows_of, bounds, tests)]
 
 
@@ -112,37 +118,56 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> 
         out += [struct.pack("<HB", request.columns.index(c), is_max) for c, is_max in skip.specs]
         out += [struct.pack("<Bq", best is not None, 0 if best is None else best) for best in skip.best]
     out.append(struct.pack("<I", len(items)))
-    bounds = struct.Struct(f"<{nspecs}q")
-    every = b"\xff" * ((len(request.conditions) + 7) // 8)
+    mask = (len(request.conditions) + 7) // 8
+    every = b"\xff" * mask
     for it in items:
-        out.append(struct.pack("<H", len(it.start)) + it.start + struct.pack("<H", len(it.stop)) + it.stop
-                   + struct.pack("<IB", it.group, it.rows_of) + bounds.pack(*it.bounds)
-                   + (every if it.tests is None else it.tests))
+        out.append(_item_struct(len(it.start), len(it.stop), nspecs, mask).pack(
+            len(it.start), it.start, len(it.stop), it.stop, it.group, it.rows_of, *it.bounds,
+            every if it.tests is None else it.tests))
     return b"".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _item_struct(start: int, stop: int, nspecs: int, mask: int) -> struct.Struct:
+    """The layout of one request item with keys of these lengths (one pack per item)."""
+    return struct.Struct(f"<H{start}sH{stop}sIB{nspecs}q{mask}s")
 
 
 @dataclass
 class Part:
     """One region's answer: its region (start, end, id) and what it found (a scan's
-    ScanAnswer, rows keyed by the request's item index; a lookup's dict)."""
+    Found, a lookup's dict)."""
 
     region: tuple[bytes, bytes, int]
     answer: object
 
 
+@dataclass
+class Found:
+    """What one region found for a scan request: the aggregates of the groups it found
+    rows in (row j of aggs is group groups[j]), the rows handed back keyed by the
+    request's item index, and rows visited, rows matched, grids scanned and passed over."""
+
+    groups: np.ndarray
+    aggs: AggArrays
+    rows: dict[int, np.ndarray]
+    costs: tuple[int, int, int, int]
+
+
 def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
-    """One region's answer cell to a scan request."""
+    """One region's answer cell to a scan request of ngroups groups."""
     region, at = _region_of(data)
-    visited, matched, scanned, skipped, ngot = struct.unpack_from("<qqqqI", data, at)
+    costs = struct.unpack_from("<qqqq", data, at)
+    (ngot,) = struct.unpack_from("<I", data, at + 32)
     at += 36
-    aggs = AggArrays.empty(ngroups, naggcols)
     found = np.frombuffer(data, np.dtype([("group", "<u4"), ("count", "<i8"), ("stats", "<i8", (naggcols, 5))]),
                           count=ngot, offset=at)
     at += found.nbytes
-    g = found["group"].astype(np.int64)
-    aggs.count[g] = found["count"]
+    groups = found["group"].astype(np.int64)
+    if ngot and groups.max() >= ngroups:
+        raise StoreUnavailable(f"GridScanObserver answered for group {groups.max()} of a request of {ngroups}")
     stats = found["stats"]
-    aggs.present[g], aggs.mins[g], aggs.maxs[g], aggs.hi[g], aggs.lo[g] = (stats[:, :, j] for j in range(5))
+    aggs = AggArrays(found["count"], *(stats[:, :, j] for j in range(5)))  # present, mins, maxs, hi, lo
     (nrows_of,) = struct.unpack_from("<I", data, at)
     at += 4
     rows: dict[int, np.ndarray] = {}
@@ -151,7 +176,7 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
         at += 8
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
-    return Part(region, ScanAnswer(aggs, rows, visited, matched, scanned, skipped))
+    return Part(region, Found(groups, aggs, rows, costs))
 
 
 @dataclass
@@ -191,22 +216,33 @@ def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, ite
     call when the cached region list is right (more when regions have moved: each call
     counted in `trips`, a TripCounter)."""
     answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
-    pieces = [_Piece(i, it.start, it.start + b"\0" if layout == SEGMENTS else (it.stop or None))
-              for i, it in enumerate(items)]
-    pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
     rows: dict[int, list[np.ndarray]] = {}
+    if layout == SEGMENTS:  # each item one row
+        pieces = [_Piece(i, it.start, it.start + b"\0") for i, it in enumerate(items)]
 
-    def request_for(asked: list[_Piece]) -> bytes:
-        return encode(layout, ncols, request, [_sent(items[p.item], p, layout) for p in asked])
+        def request_for(asked: list[_Piece]) -> bytes:
+            return encode(layout, ncols, request, [items[p.item] for p in asked])
+    else:
+        pieces = [_Piece(i, it.start, it.stop or None) for i, it in enumerate(items)]
+        pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
+
+        def request_for(asked: list[_Piece]) -> bytes:
+            return encode(layout, ncols, request, [_sent(items[p.item], p) for p in asked])
 
     def decode_answer(data: bytes) -> Part:
         return decode(data, request.ngroups, len(request.columns), ncols)
 
-    for asked, part in _each_region(client, table, pieces, ATTRIBUTE, request_for, decode_answer, regions, trips):
-        for j, got in part.answer.rows.items():
+    for asked, part in _each_region(client, table, pieces, ATTRIBUTE, request_for, decode_answer, regions, trips,
+                                    rows_only=layout == SEGMENTS):
+        found = part.answer
+        for j, got in found.rows.items():
             rows.setdefault(asked[j].item, []).append(got)
-        part.answer.rows = {}
-        answer.merge(part.answer)
+        answer.aggs.add_into(found.groups, found.aggs)
+        visited, matched, scanned, skipped = found.costs
+        answer.rows_visited += visited
+        answer.rows_matched += matched
+        answer.grids_scanned += scanned
+        answer.grids_skipped += skipped
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
     return answer
 
@@ -228,7 +264,8 @@ def lookup(client, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions
             parts += [struct.pack("<H", len(e)) + e for e in eids]
         return b"".join(parts)
 
-    for asked, part in _each_region(client, table, pieces, KEYS, request_for, _decode_lookup, regions, trips):
+    for asked, part in _each_region(client, table, pieces, KEYS, request_for, _decode_lookup, regions, trips,
+                                    rows_only=True):
         for j, found in part.answer.items():
             out[asked[j].item] = found
     return out
@@ -263,11 +300,12 @@ def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
 
 
 def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, request_for, decode_answer,
-                 regions: RegionCache, trips):
+                 regions: RegionCache, trips, rows_only: bool = False):
     """Asks the regions of `table` about `pieces` (request_for(pieces) makes the request
     sent as `attribute`; decode_answer(value) reads an answer cell into a Part) until
     every piece is answered by exactly one region. Yields (the pieces asked, Part) of
-    each answer to count; a Part's items are indexes into the pieces asked."""
+    each answer to count; a Part's items are indexes into the pieces asked. rows_only:
+    every piece is one row (a grid row), which one region answers whole."""
     column = b"a:" + attribute
     for attempt in range(ATTEMPTS):
         if not pieces:
@@ -287,8 +325,13 @@ def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, r
             raise ObserverMissing(f"{len(anchors) - len(results)} regions of HBase table {table.decode()} did not "
                                   f"answer a {attribute.decode()} request: GridScanObserver is not loaded for them")
         asked = pieces
-        for part in _consistent(parts):
+        answered = _consistent(parts)
+        for part in answered:
             yield asked, part
+        if rows_only:
+            pieces = _unanswered_rows(pieces, [(p.region[0], p.region[1]) for p in answered])
+            continue
+        for part in answered:
             rs, re, _ = part.region
             pieces = [q for p in pieces for q in _outside(p, rs, re or None)]
     if pieces:
@@ -304,9 +347,8 @@ def observer_answers(client, table: bytes) -> bool:
     return any(ANSWER in r.columns for r in client.getRows(table, [b"\0"], {ATTRIBUTE: probe}))
 
 
-def _sent(item: Item, piece: _Piece, layout: int) -> Item:
-    if layout == SEGMENTS:
-        return item
+def _sent(item: Item, piece: _Piece) -> Item:
+    """A key range item as far as the piece asked of it reaches."""
     return Item(piece.start, piece.stop or b"", item.group, item.rows_of, item.bounds, item.tests)
 
 
@@ -336,6 +378,18 @@ def _consistent(parts: list[Part]) -> list[Part]:
         if not (overlaps_before or overlaps_after):
             keep.append(p)
     return keep
+
+
+def _unanswered_rows(pieces: list[_Piece], answered: list[tuple[bytes, bytes]]) -> list[_Piece]:
+    """The pieces, each one row, that none of the answered regions (sorted by start, none
+    overlapping another; an empty end is the table's end) holds."""
+    starts = [rs for rs, _ in answered]
+    out = []
+    for p in pieces:
+        i = bisect.bisect_right(starts, p.start) - 1
+        if i < 0 or answered[i][1] and p.start >= answered[i][1]:
+            out.append(p)
+    return out
 
 
 def _outside(p: _Piece, rs: bytes, re: bytes | None) -> list[_Piece]:
