@@ -360,24 +360,30 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return v == Short.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
     }
 
-    /** Rows a..z-1 of column c, of width 4, as stored (deltas from base[c]) into `into` from index 0. */
-    void copyDeltas(int c, int a, int z, int[] into) {
-      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-      from.position(at[c] + 4 * a);
-      from.asIntBuffer().get(into, 0, z - a); // one bulk copy, not a bounds-checked read a value
-    }
-
-    /** Rows a..z-1 of column c, of width 2, as stored (deltas from base[c]) into `into` from index 0. */
-    void copyDeltas(int c, int a, int z, short[] into) {
-      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-      from.position(at[c] + 2 * a);
-      from.asShortBuffer().get(into, 0, z - a);
+    /** The stored value of an absent (NULL) value of narrow column c: its type's least value. */
+    long nullDelta(int c) {
+      return width[c] == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE;
     }
 
     /**
-     * Rows a..z-1 of column c into `into` from index 0 (NULL: Long.MIN_VALUE), each a bulk
-     * copy: a narrow column's deltas go through `ints` or `shorts` (scratch) first.
+     * Rows a..z-1 of narrow column c as stored (deltas from base[c]; NULL: nullDelta(c))
+     * into `into` from index 0: one bulk copy, not a bounds-checked read a value (a column
+     * of width 2 through `shorts`, scratch, then widened).
      */
+    void deltas(int c, int a, int z, int[] into, short[] shorts) {
+      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      from.position(at[c] + width[c] * a);
+      if (width[c] == 4) {
+        from.asIntBuffer().get(into, 0, z - a);
+        return;
+      }
+      from.asShortBuffer().get(shorts, 0, z - a);
+      for (int r = 0; r < z - a; r++) {
+        into[r] = shorts[r];
+      }
+    }
+
+    /** Rows a..z-1 of column c into `into` from index 0 (NULL: Long.MIN_VALUE); `ints` and `shorts` are scratch. */
     void copy(int c, int a, int z, long[] into, int[] ints, short[] shorts) {
       if (width[c] == 8) {
         ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
@@ -385,20 +391,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         from.asLongBuffer().get(into, 0, z - a);
         return;
       }
-      long bs = base[c];
-      int m = z - a;
-      if (width[c] == 4) {
-        copyDeltas(c, a, z, ints);
-        for (int r = 0; r < m; r++) {
-          int v = ints[r];
-          into[r] = v == Integer.MIN_VALUE ? Long.MIN_VALUE : v + bs;
-        }
-        return;
-      }
-      copyDeltas(c, a, z, shorts);
-      for (int r = 0; r < m; r++) {
-        short v = shorts[r];
-        into[r] = v == Short.MIN_VALUE ? Long.MIN_VALUE : v + bs;
+      deltas(c, a, z, ints, shorts);
+      long bs = base[c], nul = nullDelta(c);
+      for (int r = 0; r < z - a; r++) {
+        into[r] = ints[r] == nul ? Long.MIN_VALUE : ints[r] + bs;
       }
     }
 
@@ -840,9 +836,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /**
-     * select() of one condition on a narrow column, rows a..z-1 copied out as stored (one
-     * bulk copy): lo..hi as a range of deltas from the column's base (NULL, the type's
-     * least value, lies below it).
+     * select() of one condition on a narrow column, rows a..z-1 copied out as stored:
+     * lo..hi as a range of deltas from the column's base (NULL, the type's least value,
+     * lies below it).
      */
     int selectNarrow(Columns seg, int c, int a, int z, long lo, long hi, int ns) {
       boolean wide = seg.width[c] == 4;
@@ -852,25 +848,14 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         return 0;
       }
       long dlo = Math.max(lo, base + least + 1) - base, span = Math.min(hi, base + most) - base - dlo;
+      int[] v = ints;
+      seg.deltas(c, a, z, v, shorts);
       int kept = 0;
-      if (wide) {
-        int[] v = ints;
-        seg.copyDeltas(c, a, z, v);
-        for (int s = 0; s < ns; s++) {
-          int r = selected[s];
-          long d = v[r] - dlo;
-          selected[kept] = r;
-          kept += d >= 0 && d <= span ? 1 : 0;
-        }
-      } else {
-        short[] v = shorts;
-        seg.copyDeltas(c, a, z, v);
-        for (int s = 0; s < ns; s++) {
-          int r = selected[s];
-          long d = v[r] - dlo;
-          selected[kept] = r;
-          kept += d >= 0 && d <= span ? 1 : 0;
-        }
+      for (int s = 0; s < ns; s++) {
+        int r = selected[s];
+        long d = v[r] - dlo;
+        selected[kept] = r;
+        kept += d >= 0 && d <= span ? 1 : 0;
       }
       return kept;
     }
@@ -880,33 +865,18 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
      * then the base once per value.
      */
     void aggregateNarrow(int slot, Columns seg, int c, int a, int z, int ns) {
-      long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
-      if (seg.width[c] == 4) {
-        int[] v = ints;
-        seg.copyDeltas(c, a, z, v);
-        for (int s = 0; s < ns; s++) {
-          long x = v[selected[s]];
-          if (x == Integer.MIN_VALUE) {
-            continue; // NULL: an absent value
-          }
-          has++;
-          least = Math.min(least, x);
-          most = Math.max(most, x);
-          sum += x;
+      int[] v = ints;
+      seg.deltas(c, a, z, v, shorts);
+      long nul = seg.nullDelta(c), has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
+      for (int s = 0; s < ns; s++) {
+        long x = v[selected[s]];
+        if (x == nul) {
+          continue; // NULL: an absent value
         }
-      } else {
-        short[] v = shorts;
-        seg.copyDeltas(c, a, z, v);
-        for (int s = 0; s < ns; s++) {
-          long x = v[selected[s]];
-          if (x == Short.MIN_VALUE) {
-            continue; // NULL: an absent value
-          }
-          has++;
-          least = Math.min(least, x);
-          most = Math.max(most, x);
-          sum += x;
-        }
+        has++;
+        least = Math.min(least, x);
+        most = Math.max(most, x);
+        sum += x;
       }
       if (has == 0) {
         return;

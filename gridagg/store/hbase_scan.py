@@ -330,10 +330,10 @@ def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, r
             yield asked, part
         if rows_only:
             pieces = _unanswered_rows(pieces, [(p.region[0], p.region[1]) for p in answered])
-            continue
-        for part in answered:
-            rs, re, _ = part.region
-            pieces = [q for p in pieces for q in _outside(p, rs, re or None)]
+        else:
+            for part in answered:
+                rs, re, _ = part.region
+                pieces = [q for p in pieces for q in _outside(p, rs, re or None)]
     if pieces:
         regions.forget(table)
         raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, {len(pieces)} parts of a "
