@@ -119,10 +119,11 @@ class ScanAnswer:
     grids_scanned: int = 0
     grids_skipped: int = 0
 
-    def merge(self, other: "ScanAnswer", offset: int = 0) -> "ScanAnswer":
+    def merge(self, other: "ScanAnswer", offset: int = 0, groups: np.ndarray | None = None) -> "ScanAnswer":
         """Add another part of the same request's answer (another region's) into this one;
-        its rows' grid indexes are shifted by `offset` (a part from grid `offset` on)."""
-        self.aggs.add_into(np.arange(len(other.aggs)), other.aggs)
+        its rows' grid indexes are shifted by `offset` (a part from grid `offset` on). With
+        `groups`, other's aggregates are those groups only (row j is group groups[j])."""
+        self.aggs.add_into(np.arange(len(other.aggs)) if groups is None else groups, other.aggs)
         self.rows.update({g + offset: r for g, r in other.rows.items()})
         self.rows_visited += other.rows_visited
         self.rows_matched += other.rows_matched

@@ -144,14 +144,12 @@ class Part:
 
 @dataclass
 class Found:
-    """What one region found for a scan request: the aggregates of the groups it found
-    rows in (row j of aggs is group groups[j]), the rows handed back keyed by the
-    request's item index, and rows visited, rows matched, grids scanned and passed over."""
+    """What one region found for a scan request: its answer, rows keyed by the request's
+    item index, whose aggregates are those of the groups it found rows in (row j is group
+    groups[j])."""
 
     groups: np.ndarray
-    aggs: AggArrays
-    rows: dict[int, np.ndarray]
-    costs: tuple[int, int, int, int]
+    answer: ScanAnswer
 
 
 def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
@@ -176,7 +174,7 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
         at += 8
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
-    return Part(region, Found(groups, aggs, rows, costs))
+    return Part(region, Found(groups, ScanAnswer(aggs, rows, *costs)))
 
 
 @dataclass
@@ -235,14 +233,10 @@ def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, ite
     for asked, part in _each_region(client, table, pieces, ATTRIBUTE, request_for, decode_answer, regions, trips,
                                     rows_only=layout == SEGMENTS):
         found = part.answer
-        for j, got in found.rows.items():
+        for j, got in found.answer.rows.items():
             rows.setdefault(asked[j].item, []).append(got)
-        answer.aggs.add_into(found.groups, found.aggs)
-        visited, matched, scanned, skipped = found.costs
-        answer.rows_visited += visited
-        answer.rows_matched += matched
-        answer.grids_scanned += scanned
-        answer.grids_skipped += skipped
+        found.answer.rows = {}
+        answer.merge(found.answer, groups=found.groups)
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
     return answer
 
