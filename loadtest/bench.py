@@ -14,9 +14,10 @@ Steps (each prints its progress to stderr):
    statistics and the measured selectivity; time it in-process, warm, against DuckDB on
    the same boxes; and check that all systems agree on the answers of a sample of the
    workload;
-4. serve everything as `gridagg serve` does (granian) on 127.0.0.1 and run headless
-   locust at each client count, min and sum as separate runs, each bounded by requests
-   and seconds;
+4. serve everything as `gridagg serve` does (granian) on 127.0.0.1 and load it with the
+   bench's load driver (loadtest/loadgen.go: closed-loop clients) at each client count,
+   min and sum as separate runs, each bounded by requests and seconds, measuring the CPU
+   each process group spends per request;
 5. write report.md, runs.csv, load.csv, table3.csv and PNG plots to --out.
 """
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import platform
 import shutil
@@ -51,10 +51,11 @@ from gridagg.query import QuerySpec
 from gridagg.store import open_store
 
 from . import workload
+from .cpu import CpuMeter
+from .driver import run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = ROOT.parent / "shared" / "data" / "weather"
-LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
 # Every source station-year once in every year 2011-2031: 2 x 21 x 8,760 rows.
 ONE_COPY = 367_920
 PAPER_MAX_NSIZE = 8000  # the largest N_size of the paper's sweep
@@ -360,32 +361,6 @@ def agreement(servers: dict, systems: list[System], queries: list[dict]) -> list
     return problems
 
 
-def run_locust(url: str, dataset: str, agg: str, clients: int, max_requests: int, seconds: float,
-               seed: int, outdir: Path, tag: str, mix: str = "paper") -> dict:
-    prefix = outdir / "locust" / tag
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, LOADTEST_DATASET=dataset, LOADTEST_AGG=agg, LOADTEST_MIX=mix,
-               LOADTEST_MAX_REQUESTS=str(max_requests), LOADTEST_SEED=str(seed),
-               LOADTEST_RESULT=str(prefix) + ".json")
-    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(clients),
-            "-r", str(clients), "--run-time", f"{max(1, int(math.ceil(seconds)))}s", "--stop-timeout", "10",
-            "--host", url, "--only-summary", "--loglevel", "WARNING"]
-    t0 = time.perf_counter()
-    with open(str(prefix) + ".log", "w") as out:
-        proc = subprocess.run(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=seconds + 120)
-    wall = time.perf_counter() - t0
-    try:
-        with open(str(prefix) + ".json") as f:
-            res = json.load(f)
-    except (OSError, ValueError):
-        raise RuntimeError(f"locust wrote no result (exit {proc.returncode}); see {prefix}.log") from None
-    return {"requests": res["requests"], "failures": res["failures"], "rps": round(res["rps"], 2),
-            "p50_ms": round(res["p50_ms"], 1), "p95_ms": round(res["p95_ms"], 1), "p99_ms": round(res["p99_ms"], 1),
-            "mean_ms": round(res["mean_ms"], 1), "seconds": round(res["seconds"], 2), "wall_s": round(wall, 2),
-            "locust_rc": proc.returncode}
-
-
 # --------------------------------------------------------------------------- report
 
 
@@ -421,12 +396,13 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"ingest/generate.py (seed {args.seed}: the real TMY3 station-years in every year 2011-2031, "
              f"stations replicated) and encoded once by the ingest job for loadtest/paper.toml; every system "
              f"loads the same encoded rows. "
-             f"Server: granian (`gridagg serve`; {meta['server']}) on 127.0.0.1; load: headless "
-             f"locust on the same machine, each run bounded by {args.requests} requests and {args.seconds:g} s; "
+             f"Server: granian (`gridagg serve`; {meta['server']}) on 127.0.0.1; load: the bench's load "
+             f"driver (loadtest/loadgen.go: closed-loop clients, no think time) on the same machine, each run "
+             f"bounded by {args.requests} requests and {args.seconds:g} s; "
              f"before a system's runs its data is read into the OS page cache (its LMDB pages; pg_prewarm of "
              f"table and index) and an unrecorded warm-up run per aggregate sends {args.warmup} requests at "
              f"{max(args.clients)} clients. Throughput and latency count the requests sent once all "
-             f"clients of a run were running.", ""]
+             f"clients of a run were running (they start 10 ms apart).", ""]
     sel = [s.stats["table3"]["selectivity_pct"] for s in grid_systems if "table3" in s.stats]
     if sel:
         lines += [f"Measured selectivity of the paper's workload: {statistics.fmean(sel):.2f}% "
@@ -487,6 +463,15 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
     for r in runs:
         lines.append(f"| {r['system']} | {r['agg']} | {r['clients']} | {r['requests']} | {r['failures']} | "
                      f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} |")
+    groups = [g for g in CPU_GROUPS if any(f"cpu_{g}_ms" in r for r in runs)]
+    lines += ["", "## Where the CPU goes (ms of CPU per request, over the whole run)", "",
+              "Read from /proc for each process group while the run lasted; the machine has "
+              f"{os.cpu_count()} cores, shared by all of them.", "",
+              "| system | aggregate | clients | " + " | ".join(CPU_GROUPS[g] for g in groups) + " |",
+              "|---|---|---|" + "---|" * len(groups)]
+    for r in runs:
+        lines.append(f"| {r['system']} | {r['agg']} | {r['clients']} | "
+                     + " | ".join(f"{r[f'cpu_{g}_ms']:.3f}" if f"cpu_{g}_ms" in r else "-" for g in groups) + " |")
     lines += ["", "## Load throughput (the paper's Table 2)", "",
               "| system | rows | seconds | rows/s | leaf grids |", "|---|---|---|---|---|"]
     for s in systems:
@@ -753,23 +738,26 @@ def run(settings: Settings, args) -> dict:
         disagree = agreement(servers, systems, check)
         log("  all agree" if not disagree else f"  {len(disagree)} disagreements, e.g. {disagree[0]}")
         nruns = len(systems) * len(args.aggs) * len(args.clients)
+        meter = cpu_meter(settings, [srv for key, srv in servers.items() if key != "baselines"])
         i = 0
         for s in systems:
             url = servers[s.store or "baselines"].url
             prewarm(settings, s)
             for agg in args.aggs if args.warmup else []:  # every worker, connection, page and code path in use
-                run_locust(url, s.dataset, agg, max(args.clients), args.warmup, args.seconds,
-                           args.seed + 3, out, f"{s.dataset}_{agg}_warmup")
+                run_load(settings, url, s.dataset, agg, max(args.clients), args.warmup, args.seconds,
+                         args.seed + 3, out, f"{s.dataset}_{agg}_warmup", meter)
             for agg in args.aggs:
                 for c in args.clients:
                     i += 1
                     tag = f"{s.dataset}_{agg}_c{c}"
-                    r = run_locust(url, s.dataset, agg, c, args.requests, args.seconds, args.seed, out, tag)
+                    r = run_load(settings, url, s.dataset, agg, c, args.requests, args.seconds, args.seed, out, tag,
+                                 meter)
                     row = {"system": s.label, "kind": s.kind, "store": s.store or s.kind, "n_size": s.n_size or "",
                            "agg": agg, "clients": c, **r}
                     runs.append(row)
                     log(f"run {i}/{nruns} {s.label} {agg} {c} clients: {r['rps']:.1f} q/s, p50 {r['p50_ms']:.0f} ms, "
-                        f"p99 {r['p99_ms']:.0f} ms, {r['requests']} requests, {r['failures']} failures")
+                        f"p99 {r['p99_ms']:.0f} ms, {r['requests']} requests, {r['failures']} failures; CPU ms a "
+                        f"request: " + ", ".join(f"{g} {r[f'cpu_{g}_ms']:.2f}" for g in CPU_GROUPS if f"cpu_{g}_ms" in r))
     finally:
         for key, srv in servers.items():
             if key != "baselines":
@@ -783,6 +771,29 @@ def run(settings: Settings, args) -> dict:
     if not args.keep:
         drop_all(settings, systems)
     return {"systems": systems, "runs": runs, "disagreements": disagree, "report": report}
+
+
+# The process groups whose CPU a run counts, as the report names them.
+CPU_GROUPS = {"api": "API server", "hbase": "HBase JVMs", "postgresql": "PostgreSQL", "load": "load driver",
+              "machine": "whole machine"}
+
+
+def cpu_meter(settings: Settings, servers: list[Server]) -> CpuMeter:
+    """What a run's CPU is counted for: the API servers, and the local PostgreSQL and
+    HBase (an external one's CPU is not this machine's)."""
+    from gridagg.services import pg_paths
+    from gridagg_hbase import launcher
+
+    def postgresql() -> list[int]:
+        try:
+            return [int((pg_paths(settings).data / "postmaster.pid").read_text().split()[0])]
+        except (OSError, IndexError, ValueError):
+            return []
+
+    def hbase() -> list[int]:
+        return [pid for role in ("master", "thrift") if (pid := launcher.running_pid(settings, role))]
+
+    return CpuMeter({"api": lambda: [srv.proc.pid for srv in servers], "postgresql": postgresql, "hbase": hbase})
 
 
 def drop_all(settings: Settings, systems: list[System]) -> None:

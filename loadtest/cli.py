@@ -1,6 +1,6 @@
 """`gridagg bench`: ``register(subparsers)`` adds the subcommand to `gridagg` (entry point
 in pyproject.toml). The load-test tools come with the `bench` extra
-(pip install 'gridagg[bench]'), not with the service."""
+(pip install 'gridagg[bench]'), not with the service; its load driver is built with Go."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import sys
 from gridagg.errors import GridaggError
 
 
-
 def _bench(settings, args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("locust") is None:  # without matplotlib it only makes no plots
-        raise GridaggError("gridagg bench needs locust: pip install 'gridagg[bench]'")
+    if importlib.util.find_spec("duckdb") is None:  # without matplotlib it only makes no plots
+        raise GridaggError("gridagg bench needs duckdb: pip install 'gridagg[bench]'")
     from . import bench
+    from .driver import binary
+
+    if not args.dashboard:
+        binary(settings)  # the load driver, built before the loads: no Go fails here, not after them
 
     args.command_line = "gridagg " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = bench.run(settings, args)

@@ -1,26 +1,19 @@
-"""The paper's data space and the query workloads, shared by the locust file,
-`gridagg bench` and the tests.
-
-- paper: the paper's experiment: a 4-D box over (time, temperature, humidity,
-  illuminance), a 360-day window starting uniformly at random in 2011-2031, fixed ranges
-  on the other three; aggregate min or sum of wind speed. The fixed ranges (temperature
-  10..35 C, humidity 20..90 %, illuminance 100..100,000 lx) select about 1% of the rows
-  of a generated archive (ingest/generate.py), as in the paper.
-- dashboard: what a dashboard sends: monthly series over a 360-day window, small boxes
-  (a week, narrow value ranges), and polygon regions when the dataset has lon/lat.
+"""The paper's data space and its query workload, shared by `gridagg bench`, its load
+driver's request files and the tests: a 4-D box over (time, temperature, humidity,
+illuminance), a 360-day window starting uniformly at random in 2011-2031, fixed ranges
+on the other three; aggregate min or sum of wind speed. The fixed ranges (temperature
+10..35 C, humidity 20..90 %, illuminance 100..100,000 lx) select about 1% of the rows of
+a generated archive (ingest/generate.py), as in the paper.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
-
-import numpy as np
 
 from gridagg.schema import Dataset, GridParams
 from gridagg_ingest.config import IngestConfig, load_config
@@ -65,27 +58,3 @@ def paper_queries(n: int, seed: int) -> list[dict]:
 
 def paper_request(where: dict, agg: str) -> tuple[str, dict]:
     return "query", {"where": where, "aggregates": AGGREGATES[agg]}
-
-
-def dashboard_request(rng: random.Random, lonlat: tuple[str, str] | None = None,
-                      lon_range=(-180.0, 180.0), lat_range=(-90.0, 90.0)) -> tuple[str, dict]:
-    """One dashboard request: (endpoint, body), endpoint "query" or "series"."""
-    start = _random_start(rng).replace(microsecond=0)
-    kinds = ["series", "box"] + (["region"] if lonlat else [])
-    kind = rng.choice(kinds)
-    if kind == "series":
-        return "series", {"where": {"temperature": [10, 35]}, "aggregates": ["avg:temperature", "max:wind_speed"],
-                          "start": start.isoformat(), "end": (start + timedelta(days=359)).isoformat(),
-                          "step": "30d"}
-    if kind == "box":
-        t = rng.uniform(-10, 30)
-        return "query", {"where": {"time": [start.isoformat(), (start + timedelta(days=7)).isoformat()],
-                                   "temperature": [round(t, 1), round(t + 5, 1)]},
-                         "aggregates": ["count", "avg:wind_speed", "max:wind_speed"]}
-    x = rng.uniform(*lon_range)
-    y = rng.uniform(*lat_range)
-    r = 0.1 * (lon_range[1] - lon_range[0])
-    ring = [[x + r * math.cos(a), y + r * math.sin(a)] for a in np.linspace(0, 2 * math.pi, 7)[:-1]]
-    ring.append(ring[0])
-    return "query", {"where": {"time": [start.isoformat(), (start + timedelta(days=30)).isoformat()]},
-                     "region": {"type": "Polygon", "coordinates": [ring]}, "aggregates": ["count", "sum:wind_speed"]}

@@ -1,13 +1,19 @@
 """A small-scale run of `gridagg bench`: the harness works end to end (archive, loads,
-the API server, headless locust, report) and gridagg, PostgreSQL alone and HBase alone give
+the API server, the load driver, report) and gridagg, PostgreSQL alone and HBase alone give
 the same answers. No timing assertions."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import http.server
+import json
+import subprocess
+import threading
 
-from gridagg_loadtest import bench, workload
+import pytest
+
+from gridagg_loadtest import bench, driver, workload
 from gridagg_loadtest.cli import register
 
 
@@ -78,3 +84,82 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
         assert (out / name).exists(), name
     with open(out / "runs.csv") as f:
         assert len(list(csv.DictReader(f))) == len(result["runs"])
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers 200 to POST /ok/..., 503 to anything else, and keeps every request it got:
+    (client port, path, content type, body)."""
+
+    bodies: list = []
+    protocol_version = "HTTP/1.1"  # keep-alive, as granian
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.bodies.append((self.client_address[1], self.path, self.headers["Content-Type"], json.loads(body)))
+        status = 200 if self.path.startswith("/ok/") else 503
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *_):
+        pass
+
+
+@pytest.fixture
+def recorder():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.daemon_threads = True
+    _Recorder.bodies = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.bodies
+    server.shutdown()
+
+
+def _drive(settings, url, lines, tmp_path, *flags):
+    requests = tmp_path / "requests.txt"
+    requests.write_text("".join(f"{path}\t{json.dumps(body)}\n" for path, body in lines))
+    proc = subprocess.run([str(driver.binary(settings)), "-url", url, "-requests", str(requests),
+                           "-result", str(tmp_path / "result.json"), *flags], capture_output=True, text=True,
+                          timeout=120)
+    return proc, (json.loads((tmp_path / "result.json").read_text()) if proc.returncode == 0 else None)
+
+
+def test_the_load_driver_sends_each_clients_lines_and_counts_failures(settings, recorder, tmp_path):
+    url, bodies = recorder
+    lines = [(f"/{'ok' if i % 4 else 'bad'}/q", {"i": i}) for i in range(12)]
+    proc, res = _drive(settings, url, lines, tmp_path, "-clients", "3", "-max", "30", "-seconds", "20",
+                       "-ramp", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert res["sent"] == 30 == len(bodies) == res["requests"]
+    # Each client (a keep-alive connection) sends lines c, c+3, c+6, ..., wrapping around.
+    sent_by: dict[int, list[int]] = {}
+    for port, _, _, body in bodies:
+        sent_by.setdefault(port, []).append(body["i"])
+    assert len(sent_by) == 3
+    assert sorted(seq[0] for seq in sent_by.values()) == [0, 1, 2]
+    for seq in sent_by.values():
+        assert seq == [(seq[0] + 3 * k) % 12 for k in range(len(seq))]
+    assert {t for _, _, t, _ in bodies} == {"application/json"}
+    assert res["failures"] == sum(1 for _, p, _, _ in bodies if p.startswith("/bad/")) > 0
+    assert "HTTP 503" in proc.stderr
+    assert 0 < res["p50_ms"] <= res["p95_ms"] <= res["p99_ms"] and res["rps"] > 0
+
+
+def test_the_load_driver_stops_at_its_time_and_measures_after_the_ramp(settings, recorder, tmp_path):
+    url, bodies = recorder
+    proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "2", "-max", "100000000",
+                       "-seconds", "1.5", "-ramp", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert res["failures"] == 0 and 0 < res["requests"] < res["sent"] == len(bodies)
+    assert 0.5 < res["seconds"] <= 1.5
+
+
+def test_the_load_driver_refuses_other_hosts_and_bad_request_files(settings, tmp_path):
+    proc, _ = _drive(settings, "http://example.com:80", [("/ok/q", {})], tmp_path)
+    assert proc.returncode == 2 and "127.0.0.1 only" in proc.stderr
+    (tmp_path / "bad.txt").write_text("no tab here\n")
+    proc = subprocess.run([str(driver.binary(settings)), "-url", "http://127.0.0.1:1", "-requests",
+                           str(tmp_path / "bad.txt")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "line 1: want PATH<TAB>JSON BODY" in proc.stderr

@@ -2,7 +2,7 @@
 file the installed commands need besides the modules (`gridagg services up` compiles
 hbase/*.java against hbase/pom.xml, the directory runs sql/*.sql, `gridagg ingest
 example:NAME` and the demo read ingest/examples/*.toml, `gridagg bench` reads
-loadtest/paper.toml), registers every subcommand, and leaves the load-test tools to the
+loadtest/paper.toml and builds loadtest/loadgen.go), registers every subcommand, and leaves the load-test tools to the
 `bench` extra. The repository's folders install as gridagg_<folder> (pyproject.toml says
 why): nothing in the wheel takes a common top-level name."""
 
@@ -56,7 +56,7 @@ def test_the_wheel_holds_every_file_the_commands_need(wheel):
     held = names(wheel)
     needed = [p.relative_to(ROOT).as_posix() for pattern in
               ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "sql/*.sql",
-               "ingest/examples/*.toml", "loadtest/paper.toml") for p in sorted(ROOT.glob(pattern))]
+               "ingest/examples/*.toml", "loadtest/paper.toml", "loadtest/loadgen.go") for p in sorted(ROOT.glob(pattern))]
     assert len(needed) >= 9
     assert [n for n in needed if installed(n) not in held] == []
 
@@ -81,7 +81,7 @@ def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
                 if line.startswith("Requires-Dist:")]
     service = [r for r in requires if "extra ==" not in r]
     bench = [r for r in requires if "extra == \"bench\"" in r]
-    for tool in ("locust", "matplotlib"):
+    for tool in ("duckdb", "matplotlib"):
         assert not any(r.startswith(tool) for r in service), tool
         assert any(r.startswith(tool) for r in bench), tool
 
