@@ -52,7 +52,7 @@ import org.apache.hadoop.hbase.util.Bytes;
  *
  * <p>Request (all little-endian):
  * <pre>
- *   u8 version = 2, u8 layout, u16 ncols
+ *   u8 version = 3, u8 layout, u16 ncols
  *   u16 nconds, then per condition: u16 col, i64 lo, i64 hi      (lo &lt;= v &lt;= hi)
  *   u16 naggcols, then u16 col each
  *   u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base,
@@ -60,14 +60,17 @@ import org.apache.hadoop.hbase.util.Bytes;
  *   u32 ngroups
  *   u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
  *      spec u8 has and i64 best
- *   u32 nitems, then per item: u16 len + start key, u16 len + stop key (layout 0: empty;
- *      layout 1: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound,
- *      (nconds + 7) / 8 bytes: bit j (of byte j / 8, from its lowest bit) set when the
- *      item's rows must be tested against condition j (clear: every row meets it)
+ *   u32 nitems, then the items a column at a time: u32 x (nitems + 1) offsets of the
+ *      start keys in their block, the same of the stop keys, the start keys' block, the
+ *      stop keys' block (layout 0: every stop key empty; layout 1: empty = to the
+ *      table's end), u32 group x nitems, u8 rows_of x nitems, i64 bound x nitems x nspecs
+ *      (item-major), and (nconds + 7) / 8 bytes per item: bit j (of byte j / 8, from its
+ *      lowest bit) set when the item's rows must be tested against condition j (clear:
+ *      every row meets it)
  * </pre>
  * Response (the cell's value):
  * <pre>
- *   u8 version = 2
+ *   u8 version = 3
  *   u16 len + region start key, u16 len + region end key, i64 region id
  *   i64 rows visited, rows matched, grids (items) scanned, grids skipped
  *   u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -84,9 +87,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  * and which of some element IDs their live segments hold (what a write must know), and is
  * answered with the cell {@code a:gridagg.keys}:
  * <pre>
- *   request: u8 version = 2, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *   request: u8 version = 3, u32 ngrids, then per grid: u16 len + row key, u32 neids,
  *            then per element ID u16 len + bytes
- *   answer:  u8 version = 2, the region (as above), u32 n, then per grid of the region:
+ *   answer:  u8 version = 3, the region (as above), u32 n, then per grid of the region:
  *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
  *            length, u32 nfound, then u32 index of each element ID found
  * </pre>
@@ -102,7 +105,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   public static final String KEYS_ATTRIBUTE = "gridagg.keys";
   static final byte[] ROWS = Bytes.toBytes("r");
   static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
-  static final int VERSION = 2;
+  static final int VERSION = 3;
   /** Aggregate slots (groups x aggregated columns) one request may ask for. */
   static final long MAX_SLOTS = 1L << 24;
   /** Bytes of rows_of rows one region may return. */
@@ -500,34 +503,60 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
       }
       int nitems = in.getInt();
-      if (nitems < 0 || nitems > in.remaining()) {
+      if (nitems < 0 || nitems > in.remaining() / 13) { // 2 offsets, a group and rows_of each
         throw new DoNotRetryIOException(ATTRIBUTE + ": bad item count " + nitems);
       }
-      start = new byte[nitems][];
-      stop = new byte[nitems][];
+      int[] startAt = offsets(in, nitems), stopAt = offsets(in, nitems);
+      start = keys(in, startAt);
+      stop = keys(in, stopAt);
       group = new int[nitems];
+      in.asIntBuffer().get(group);
+      in.position(in.position() + 4 * nitems);
+      if (bucketCol < 0) {
+        for (int i = 0; i < nitems; i++) {
+          if (group[i] < 0 || group[i] >= ngroups) {
+            throw new DoNotRetryIOException(ATTRIBUTE + ": item " + i + " in group " + group[i] + " of " + ngroups);
+          }
+        }
+      }
       rowsOf = new boolean[nitems];
+      for (int i = 0; i < nitems; i++) {
+        rowsOf[i] = in.get() != 0;
+      }
       bounds = new long[nitems * skipAgg.length];
+      in.asLongBuffer().get(bounds);
+      in.position(in.position() + 8 * bounds.length);
       maskBytes = (nconds + 7) / 8;
       tests = new byte[nitems * maskBytes];
-      for (int i = 0; i < nitems; i++) {
-        start[i] = new byte[in.getShort() & 0xffff];
-        in.get(start[i]);
-        stop[i] = new byte[in.getShort() & 0xffff];
-        in.get(stop[i]);
-        group[i] = in.getInt();
-        if (bucketCol < 0 && (group[i] < 0 || group[i] >= ngroups)) {
-          throw new DoNotRetryIOException(ATTRIBUTE + ": item " + i + " in group " + group[i] + " of " + ngroups);
-        }
-        rowsOf[i] = in.get() != 0;
-        for (int s = 0; s < skipAgg.length; s++) {
-          bounds[i * skipAgg.length + s] = in.getLong();
-        }
-        in.get(tests, i * maskBytes, maskBytes);
-      }
+      in.get(tests);
       if (in.hasRemaining()) {
         throw new DoNotRetryIOException(ATTRIBUTE + ": " + in.remaining() + " bytes after the request");
       }
+    }
+
+    /** nitems + 1 offsets of keys in their block: from 0, never decreasing. */
+    private static int[] offsets(ByteBuffer in, int nitems) throws IOException {
+      int[] at = new int[nitems + 1];
+      for (int i = 0; i <= nitems; i++) {
+        at[i] = in.getInt();
+        if (at[i] < (i == 0 ? 0 : at[i - 1])) {
+          throw new DoNotRetryIOException(ATTRIBUTE + ": key offset " + at[i] + " of item " + i + " goes back");
+        }
+      }
+      if (at[0] != 0 || at[nitems] > in.remaining()) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": key offsets outside the request");
+      }
+      return at;
+    }
+
+    /** The keys of a block whose offsets are `at`, read from `in`. */
+    private static byte[][] keys(ByteBuffer in, int[] at) {
+      byte[][] out = new byte[at.length - 1][];
+      for (int i = 0; i < out.length; i++) {
+        out[i] = new byte[at[i + 1] - at[i]];
+        in.get(out[i]);
+      }
+      return out;
     }
 
     /** Whether item i's rows must be tested against condition j. */

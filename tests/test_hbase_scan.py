@@ -6,6 +6,7 @@ regions split and merged between queries, a table without the observer, bad requ
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import replace
 
 import numpy as np
@@ -331,10 +332,10 @@ def test_row_cell_ranges_match_brute_force(store, row_cells, lo, hi, box, bucket
     conds = [RangeCondition(c, min(a, b), max(a, b)) for c, a, b in box]
     buckets = Buckets(1, -1000, 250, 8) if bucketed else None
     request = ScanRequest(["range"], conds, [0, 2], ngroups=8 if bucketed else 1, buckets=buckets)
-    item = hbase_scan.Item(lo, hi, rows_of=rows_of)
+    item = hbase_scan.Items([lo], [hi], rows_of=np.array([rows_of]))
     with store.pool.connection() as conn:
         answer = hbase_scan.ask(conn.client, table_name(d.name).encode(), hbase_scan.ROW_CELLS, ROW_NCOLS,
-                                request, [item], store.regions, store.round_trips)
+                                request, item, store.regions, store.round_trips)
     inside = np.array([lo <= k and (not hi or k < hi) for k in keys])
     sel = matching(values[inside], conds)
     assert answer.rows_visited == int(inside.sum())
@@ -383,8 +384,12 @@ def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
 
     (gid,) = grid_ids([9])
     store.put_grids(ds, [(grid_prefix(gid), [b"a"], np.ones((1, NCOLS), np.int64))])
+    # A request of this version whose one item's key reaches past the request's end.
+    head = struct.pack("<BBHHHHBIBI", hbase_scan.VERSION, hbase_scan.SEGMENTS, NCOLS, 0, 1, 2, 0, 1, 0, 1)
+    past_end = head + struct.pack("<IIII", 0, 200, 0, 0) + grid_prefix(gid) + struct.pack("<IB", 0, 0)
     for attribute, bad in [(hbase_scan.ATTRIBUTE, b"\x01\x00garbage"), (hbase_scan.ATTRIBUTE, b"\x07"),
-                           (hbase_scan.ATTRIBUTE, b"\x01\x05\x04\x00"), (hbase_scan.KEYS, b"\x01\xff\xff")]:
+                           (hbase_scan.ATTRIBUTE, b"\x01\x05\x04\x00"), (hbase_scan.KEYS, b"\x01\xff\xff"),
+                           (hbase_scan.ATTRIBUTE, past_end)]:
         with pytest.raises(StoreUnavailable, match=attribute.decode()):
             with store.pool.connection() as conn:
                 conn.client.getRows(table_name(ds.name).encode(), [grid_prefix(gid)], {attribute: bad})

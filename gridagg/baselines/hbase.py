@@ -22,7 +22,7 @@ from ..query import QueryPlan, QueryResult, QuerySpec
 from ..scan import RangeCondition, ScanRequest
 from ..schema import Dataset
 from ..store.hbase_gateway import Gateway
-from ..store.hbase_scan import ROW_CELLS, Item, RegionCache, ask
+from ..store.hbase_scan import ROW_CELLS, Items, RegionCache, ask
 from .common import BaselineBackend, build_result, needed
 
 CELL = b"r:v"
@@ -122,11 +122,10 @@ class HBaseBaseline(BaselineBackend):
                           if i != t and (lo, hi) != domain[i]]
             columns = sorted(needed(spec))
             request = ScanRequest(["window"], conditions, columns)
-            item = Item(time_key(tlo), time_key(thi + 1))  # every key of the window: time + element ID
+            window = Items([time_key(tlo)], [time_key(thi + 1)])  # every key of the window: time + element ID
             table = table_name(ds.name).encode()
             with self.pool.connection(slow=True, table=table) as conn:
-                answer = ask(conn.client, table, ROW_CELLS, ncols, request, [item],
-                             self.regions, self.round_trips)
+                answer = ask(conn.client, table, ROW_CELLS, ncols, request, window, self.regions, self.round_trips)
             total = answer.aggs.aggregate(0, columns, ncols)
             plan.rows_matched_by_scans = total.count
         plan.round_trips = {"hbase": self.round_trips() - trips0}

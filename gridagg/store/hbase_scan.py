@@ -8,7 +8,7 @@ the gateway copies the attribute onto each Get); each region answers for the ite
 inside its own [start, end) with one cell "a:gridagg.scan".
 
 Request (all little-endian):
-    u8 version = 2, u8 layout, u16 ncols
+    u8 version = 3, u8 layout, u16 ncols
     u16 nconds, then per condition: u16 col, i64 lo, i64 hi          (lo <= v <= hi)
     u16 naggcols, then u16 col each
     u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base, i64 step,
@@ -16,13 +16,17 @@ Request (all little-endian):
     u32 ngroups
     u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
        spec u8 has and i64 best
-    u32 nitems, then per item: u16 len + start key, u16 len + stop key (SEGMENTS: empty;
-       ROW_CELLS: empty = to the table's end), u32 group, u8 rows_of, per spec i64 bound,
-       (nconds + 7) / 8 bytes: bit j (of byte j / 8, from its lowest bit) set when the
-       item's rows must be tested against condition j (clear: its grid's box lies inside
-       that condition's range, so every row meets it)
+    u32 nitems, then the items a column at a time (each column one array, so a request
+       of many items is packed without a step per item):
+       u32 x (nitems + 1) offsets of the start keys in their block, the same of the stop
+       keys, the start keys' block, the stop keys' block (SEGMENTS: every stop key
+       empty; ROW_CELLS: empty = to the table's end), u32 group x nitems, u8 rows_of x
+       nitems, i64 bound x nitems x nspecs (item-major), and (nconds + 7) / 8 bytes per
+       item: bit j (of byte j / 8, from its lowest bit) set when the item's rows must be
+       tested against condition j (clear: its grid's box lies inside that condition's
+       range, so every row meets it)
 Answer of one region:
-    u8 version = 2
+    u8 version = 3
     u16 len + region start key, u16 len + region end key, i64 region id
     i64 rows visited, rows matched, grids (items) scanned, grids skipped
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -31,9 +35,9 @@ Answer of one region:
 
 Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
 rows must know, without the rows crossing the wire.
-    request: u8 version = 2, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+    request: u8 version = 3, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
        per element ID u16 len + bytes
-    answer: u8 version = 2, the region as above, u32 n, then per grid of the region:
+    answer: u8 version = 3, the region as above, u32 n, then per grid of the region:
        u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
@@ -62,7 +66,7 @@ from ..scan import ScanAnswer, ScanRequest
 ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
 KEYS = b"gridagg.keys"
-VERSION = 2
+VERSION = 3
 SEGMENTS, ROW_CELLS = 0, 1
 ATTEMPTS = 4  # region lists tried before giving up (each after the regions moved)
 
@@ -72,35 +76,38 @@ class ObserverMissing(StoreUnavailable):
 
 
 @dataclass
-class Item:
-    """What one request item names: a grid row (stop empty) or the key range [start,
-    stop) (stop empty: to the end); its group; whether its rows come back; its bound
-    for each skip spec; the conditions its rows are tested against, as the request's
-    bit mask (None: every one)."""
+class Items:
+    """What a request names, a column per property, an entry per item: item i is the grid
+    row starts[i] (stops None), or the key range [starts[i], stops[i]) (b"": to the end);
+    its group (default 0); whether its rows come back (default not); its bound for each
+    skip spec, an (n, nspecs) array; the conditions its rows are tested against, an
+    (n, nconds) bool array (None: every one)."""
 
-    start: bytes
-    stop: bytes = b""
-    group: int = 0
-    rows_of: bool = False
-    bounds: tuple[int, ...] = ()
-    tests: bytes | None = None
+    starts: list[bytes]
+    stops: list[bytes] | None = None
+    groups: np.ndarray | None = None
+    rows_of: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+    tests: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def take(self, idx: np.ndarray, starts: list[bytes] | None = None, stops: list[bytes] | None = None) -> "Items":
+        """Items idx[0], idx[1], ... (with other keys, when given)."""
+        cut = lambda a: None if a is None else a[idx]  # noqa: E731
+        return Items([self.starts[i] for i in idx.tolist()] if starts is None else starts,
+                     stops if stops is not None else None if self.stops is None else [self.stops[i] for i in idx.tolist()],
+                     cut(self.groups), cut(self.rows_of), cut(self.bounds), cut(self.tests))
 
 
-def items_of(request: ScanRequest, keys: list[bytes]) -> list[Item]:
+def items_of(request: ScanRequest, keys: list[bytes]) -> Items:
     """The items of a store request: request.grids[i] read from row keys[i]."""
-    groups = request.group_of_grids().tolist()
-    rows_of = request.rows_of.tolist() if request.rows_of is not None else [False] * len(keys)
-    bounds = request.skip.bounds.tolist() if request.skip is not None else [()] * len(keys)
-    if request.tested is None:
-        tests = [None] * len(keys)
-    else:
-        packed = np.packbits(request.tested, axis=1, bitorder="little")
-        flat, w = packed.tobytes(), packed.shape[1]
-        tests = [flat[i : i + w] for i in range(0, len(flat), w)] if w else [b""] * len(keys)
-    return [Item(k, b"", g, r, tuple(b), t) for k, g, r, b, t in zip(keys, groups, rows_of, bounds, tests)]
+    return Items(keys, None, request.groups, request.rows_of,
+                 request.skip.bounds if request.skip is not None else None, request.tested)
 
 
-def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> bytes:
+def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes:
     """A request for GridScanObserver: `request`'s conditions, columns, grouping and skip
     specs over `items` (request.grids is not read)."""
     out = [struct.pack("<BBHH", VERSION, layout, ncols, len(request.conditions))]
@@ -117,20 +124,25 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: list[Item]) -> 
         out.append(struct.pack("<BH", 1, nspecs))
         out += [struct.pack("<HB", request.columns.index(c), is_max) for c, is_max in skip.specs]
         out += [struct.pack("<Bq", best is not None, 0 if best is None else best) for best in skip.best]
-    out.append(struct.pack("<I", len(items)))
+    n = len(items)
+    out.append(struct.pack("<I", n))
+    stops = items.stops if items.stops is not None else []
+    for keys in (items.starts, stops):
+        offsets = np.zeros(n + 1, "<u4")
+        if keys:
+            np.cumsum(list(map(len, keys)), out=offsets[1:])
+        out.append(offsets.tobytes())
+    out += [b"".join(items.starts), b"".join(stops)]
+    out.append((np.zeros(n, "<u4") if items.groups is None else items.groups.astype("<u4")).tobytes())
+    out.append((np.zeros(n, "u1") if items.rows_of is None else items.rows_of.astype("u1")).tobytes())
+    if nspecs:
+        out.append(np.ascontiguousarray(items.bounds, "<i8").tobytes())
     mask = (len(request.conditions) + 7) // 8
-    every = b"\xff" * mask
-    for it in items:
-        out.append(_item_struct(len(it.start), len(it.stop), nspecs, mask).pack(
-            len(it.start), it.start, len(it.stop), it.stop, it.group, it.rows_of, *it.bounds,
-            every if it.tests is None else it.tests))
+    if items.tests is None:
+        out.append(b"\xff" * (mask * n))
+    elif mask:
+        out.append(np.packbits(items.tests, axis=1, bitorder="little").tobytes())
     return b"".join(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def _item_struct(start: int, stop: int, nspecs: int, mask: int) -> struct.Struct:
-    """The layout of one request item with keys of these lengths (one pack per item)."""
-    return struct.Struct(f"<H{start}sH{stop}sIB{nspecs}q{mask}s")
 
 
 @dataclass
@@ -158,8 +170,7 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
     costs = struct.unpack_from("<qqqq", data, at)
     (ngot,) = struct.unpack_from("<I", data, at + 32)
     at += 36
-    found = np.frombuffer(data, np.dtype([("group", "<u4"), ("count", "<i8"), ("stats", "<i8", (naggcols, 5))]),
-                          count=ngot, offset=at)
+    found = np.frombuffer(data, _groups_found(naggcols), count=ngot, offset=at)
     at += found.nbytes
     groups = found["group"].astype(np.int64)
     if ngot and groups.max() >= ngroups:
@@ -177,13 +188,10 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
     return Part(region, Found(groups, ScanAnswer(aggs, rows, *costs)))
 
 
-@dataclass
-class _Piece:
-    """A part of item `item` no region has answered yet: [start, stop), stop None = to the end."""
-
-    item: int
-    start: bytes
-    stop: bytes | None
+@functools.lru_cache(maxsize=64)
+def _groups_found(naggcols: int) -> np.dtype:
+    """An answer's record of one group (making a dtype costs tens of microseconds)."""
+    return np.dtype([("group", "<u4"), ("count", "<i8"), ("stats", "<i8", (naggcols, 5))])
 
 
 @dataclass
@@ -208,33 +216,26 @@ class RegionCache:
             self._regions.pop(table, None)
 
 
-def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, items: list[Item],
+def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, items: Items,
         regions: RegionCache, trips) -> ScanAnswer:
     """The answer to `request` over `items` from the regions of `table`, in one Thrift
     call when the cached region list is right (more when regions have moved: each call
     counted in `trips`, a TripCounter)."""
     answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
     rows: dict[int, list[np.ndarray]] = {}
-    if layout == SEGMENTS:  # each item one row
-        pieces = [_Piece(i, it.start, it.start + b"\0") for i, it in enumerate(items)]
+    pending = _Rows(items.starts) if layout == SEGMENTS else _Ranges(items)
 
-        def request_for(asked: list[_Piece]) -> bytes:
-            return encode(layout, ncols, request, [items[p.item] for p in asked])
-    else:
-        pieces = [_Piece(i, it.start, it.stop or None) for i, it in enumerate(items)]
-        pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
-
-        def request_for(asked: list[_Piece]) -> bytes:
-            return encode(layout, ncols, request, [_sent(items[p.item], p) for p in asked])
+    def request_for(asked) -> bytes:
+        return encode(layout, ncols, request, pending.items(items, asked))
 
     def decode_answer(data: bytes) -> Part:
         return decode(data, request.ngroups, len(request.columns), ncols)
 
-    for asked, part in _each_region(client, table, pieces, ATTRIBUTE, request_for, decode_answer, regions, trips,
-                                    rows_only=layout == SEGMENTS):
+    for asked, part in _each_region(client, table, pending, ATTRIBUTE, request_for, decode_answer, regions, trips):
         found = part.answer
+        item_of = pending.item_of(asked)
         for j, got in found.answer.rows.items():
-            rows.setdefault(asked[j].item, []).append(got)
+            rows.setdefault(item_of[j], []).append(got)
         found.answer.rows = {}
         answer.merge(found.answer, groups=found.groups)
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
@@ -248,20 +249,19 @@ def lookup(client, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions
     the row's "r" cells as (segment number, value length) in number order, and the
     indexes of those element IDs its live segments hold."""
     out: list[tuple[list[tuple[int, int]], set[int]]] = [([], set()) for _ in grids]
-    pieces = [_Piece(i, key, key + b"\0") for i, (key, _) in enumerate(grids)]
+    pending = _Rows([key for key, _ in grids])
 
-    def request_for(asked: list[_Piece]) -> bytes:
+    def request_for(asked: np.ndarray) -> bytes:
         parts = [struct.pack("<BI", VERSION, len(asked))]
-        for p in asked:
-            key, eids = grids[p.item]
+        for i in asked.tolist():
+            key, eids = grids[i]
             parts.append(struct.pack("<H", len(key)) + key + struct.pack("<I", len(eids)))
             parts += [struct.pack("<H", len(e)) + e for e in eids]
         return b"".join(parts)
 
-    for asked, part in _each_region(client, table, pieces, KEYS, request_for, _decode_lookup, regions, trips,
-                                    rows_only=True):
+    for asked, part in _each_region(client, table, pending, KEYS, request_for, _decode_lookup, regions, trips):
         for j, found in part.answer.items():
-            out[asked[j].item] = found
+            out[int(asked[j])] = found
     return out
 
 
@@ -293,21 +293,22 @@ def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
     return (start, end, region_id), at + 8
 
 
-def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, request_for, decode_answer,
-                 regions: RegionCache, trips, rows_only: bool = False):
-    """Asks the regions of `table` about `pieces` (request_for(pieces) makes the request
-    sent as `attribute`; decode_answer(value) reads an answer cell into a Part) until
-    every piece is answered by exactly one region. Yields (the pieces asked, Part) of
-    each answer to count; a Part's items are indexes into the pieces asked. rows_only:
-    every piece is one row (a grid row), which one region answers whole."""
+def _each_region(client, table: bytes, pending, attribute: bytes, request_for, decode_answer,
+                 regions: RegionCache, trips):
+    """Asks the regions of `table` about what `pending` (_Rows or _Ranges) holds
+    (request_for(pending.asked()) makes the request sent as `attribute`; decode_answer(value)
+    reads an answer cell into a Part) until every part of it is answered by exactly one
+    region. Yields (what was asked, Part) of each answer to count; a Part's items are
+    indexes into what was asked."""
     column = b"a:" + attribute
     for attempt in range(ATTEMPTS):
-        if not pieces:
+        if not pending:
             return
         known = regions.get(client, table, fresh=attempt > 0)
-        anchors = _anchors(known, pieces)
+        anchors = pending.anchors(known)
+        asked = pending.asked()
         trips.add()
-        results = client.getRows(table, anchors, {attribute: request_for(pieces)})
+        results = client.getRows(table, anchors, {attribute: request_for(asked)})
         parts = []
         for row in results:
             cell = row.columns.get(column)
@@ -318,45 +319,21 @@ def _each_region(client, table: bytes, pieces: list[_Piece], attribute: bytes, r
         if len(results) < len(anchors):
             raise ObserverMissing(f"{len(anchors) - len(results)} regions of HBase table {table.decode()} did not "
                                   f"answer a {attribute.decode()} request: GridScanObserver is not loaded for them")
-        asked = pieces
         answered = _consistent(parts)
         for part in answered:
             yield asked, part
-        if rows_only:
-            pieces = _unanswered_rows(pieces, [(p.region[0], p.region[1]) for p in answered])
-        else:
-            for part in answered:
-                rs, re, _ = part.region
-                pieces = [q for p in pieces for q in _outside(p, rs, re or None)]
-    if pieces:
+        pending.answered([(p.region[0], p.region[1]) for p in answered])
+    if pending:
         regions.forget(table)
-        raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, {len(pieces)} parts of a "
+        raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, parts of a "
                                f"{attribute.decode()} request unanswered after {ATTEMPTS} region lists")
 
 
 def observer_answers(client, table: bytes) -> bool:
     """Whether the region holding the first row of `table` answers a scan request (one
     Thrift call): whether GridScanObserver is loaded for the table."""
-    probe = encode(SEGMENTS, 0, ScanRequest([], [], []), [])
+    probe = encode(SEGMENTS, 0, ScanRequest([], [], []), Items([]))
     return any(ANSWER in r.columns for r in client.getRows(table, [b"\0"], {ATTRIBUTE: probe}))
-
-
-def _sent(item: Item, piece: _Piece) -> Item:
-    """A key range item as far as the piece asked of it reaches."""
-    return Item(piece.start, piece.stop or b"", item.group, item.rows_of, item.bounds, item.tests)
-
-
-def _anchors(known: list[tuple[bytes, bytes]], pieces: list[_Piece]) -> list[bytes]:
-    """One row key inside each region (by `known`) that holds a part of some piece."""
-    anchors = []
-    for rs, re in known:
-        for p in pieces:
-            if (p.stop is None or p.stop > rs) and (not re or p.start < re):
-                key = max(p.start, rs) or b"\0"  # an empty row key is not a row
-                if not re or key < re:
-                    anchors.append(key)
-                break
-    return anchors
 
 
 def _consistent(parts: list[Part]) -> list[Part]:
@@ -374,16 +351,99 @@ def _consistent(parts: list[Part]) -> list[Part]:
     return keep
 
 
-def _unanswered_rows(pieces: list[_Piece], answered: list[tuple[bytes, bytes]]) -> list[_Piece]:
-    """The pieces, each one row, that none of the answered regions (sorted by start, none
-    overlapping another; an empty end is the table's end) holds."""
-    starts = [rs for rs, _ in answered]
-    out = []
-    for p in pieces:
-        i = bisect.bisect_right(starts, p.start) - 1
-        if i < 0 or answered[i][1] and p.start >= answered[i][1]:
-            out.append(p)
-    return out
+class _Rows:
+    """Items that are one row each (a grid row; a lookup's grid), as far as no region has
+    answered for them yet. What is asked keeps the items' order (skipping visits them in
+    it); regions are matched against the keys in key order, by bisection."""
+
+    def __init__(self, keys: list[bytes]):
+        self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
+        self.sorted = [keys[i] for i in self.order.tolist()]
+        self.done = np.zeros(len(keys), bool)
+
+    def __bool__(self) -> bool:
+        return not self.done.all()
+
+    def asked(self) -> np.ndarray:
+        """The items not yet answered, in their own order."""
+        return np.flatnonzero(~self.done)
+
+    @staticmethod
+    def items(items: Items, asked: np.ndarray) -> Items:
+        return items if len(asked) == len(items) else items.take(asked)
+
+    @staticmethod
+    def item_of(asked: np.ndarray) -> list[int]:
+        return asked.tolist()
+
+    def _span(self, rs: bytes, re: bytes) -> tuple[int, int]:
+        """Positions (in key order) of the keys inside region [rs, re)."""
+        return bisect.bisect_left(self.sorted, rs), bisect.bisect_left(self.sorted, re) if re else len(self.sorted)
+
+    def anchors(self, known: list[tuple[bytes, bytes]]) -> list[bytes]:
+        """One row key inside each region (by `known`) that holds an unanswered item."""
+        out = []
+        for rs, re in known:
+            a, z = self._span(rs, re)
+            waiting = np.flatnonzero(~self.done[self.order[a:z]])
+            if len(waiting):
+                out.append(self.sorted[a + int(waiting[0])] or b"\0")  # an empty row key is not a row
+        return out
+
+    def answered(self, regions: list[tuple[bytes, bytes]]) -> None:
+        for rs, re in regions:
+            a, z = self._span(rs, re)
+            self.done[self.order[a:z]] = True
+
+
+@dataclass
+class _Piece:
+    """A part of item `item` no region has answered yet: [start, stop), stop None = to the end."""
+
+    item: int
+    start: bytes
+    stop: bytes | None
+
+
+class _Ranges:
+    """Items that are key ranges (ROW_CELLS), as far as no region has answered for them
+    yet: pieces of them, each cut where regions end."""
+
+    def __init__(self, items: Items):
+        pieces = [_Piece(i, start, stop or None) for i, (start, stop) in enumerate(zip(items.starts, items.stops))]
+        self.pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
+
+    def __bool__(self) -> bool:
+        return bool(self.pieces)
+
+    def asked(self) -> list[_Piece]:
+        return self.pieces
+
+    @staticmethod
+    def items(items: Items, asked: list[_Piece]) -> Items:
+        """Each piece as far as it reaches, with its item's other properties."""
+        return items.take(np.array([p.item for p in asked], np.int64), [p.start for p in asked],
+                          [p.stop or b"" for p in asked])
+
+    @staticmethod
+    def item_of(asked: list[_Piece]) -> list[int]:
+        return [p.item for p in asked]
+
+    def anchors(self, known: list[tuple[bytes, bytes]]) -> list[bytes]:
+        """One row key inside each region (by `known`) that holds a part of some piece."""
+        anchors = []
+        for rs, re in known:
+            for p in self.pieces:
+                if (p.stop is None or p.stop > rs) and (not re or p.start < re):
+                    key = max(p.start, rs) or b"\0"  # an empty row key is not a row
+                    if not re or key < re:
+                        anchors.append(key)
+                    break
+        return anchors
+
+    def answered(self, regions: list[tuple[bytes, bytes]]) -> None:
+        for rs, re in regions:
+            self.pieces = [q for p in self.pieces for q in _outside(p, rs, re or None)]
 
 
 def _outside(p: _Piece, rs: bytes, re: bytes | None) -> list[_Piece]:
