@@ -40,6 +40,7 @@ from .tree import TreeState
 CUT, EDGE, SPANNING = 0, 1, 2
 # A plan lists at most this many grid IDs of each kind when asked to explain itself.
 EXPLAIN_GRIDS = 10_000
+NO_EDGES = np.zeros((0, 4), np.float64)  # a query without a polygon
 
 
 @numba.njit(cache=True, nogil=True)
@@ -73,17 +74,18 @@ def _face(xlo, xhi, ylo, yhi, edges, eps):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, root, qlo, qhi,
+def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, count, root, qlo, qhi,
           edges, lon_axis, lat_axis, lon_scale, lat_scale, eps,
           t_axis, base, step,
-          reused, reused_bucket, scan, scan_kind, tested, region_leaves):
+          reused, reused_bucket, scan, scan_kind, tested, region_leaves, tally):
     """The walk of the module docstring, over the grids' data bounds lo/hi. Fills
     reused/reused_bucket (grids answered from their aggregates, and their bucket),
-    scan/scan_kind (leaves to read: CUT, EDGE or SPANNING), tested (per leaf to read and
-    dimension: whether the leaf's split box, which holds every row it will ever have,
-    reaches outside the query's range, so its rows must be tested there), and
-    region_leaves = leaves settled [inside, on the edge of, outside] the polygon. Returns
-    (number reused, number to read)."""
+    scan/scan_kind (leaves to read that hold rows (count > 0): CUT, EDGE or SPANNING),
+    tested (per leaf to read and dimension: whether the leaf's split box, which holds
+    every row it will ever have, reaches outside the query's range, so its rows must be
+    tested there), region_leaves = leaves settled [inside, on the edge of, outside] the
+    polygon, and tally = [leaves below the reused grids, leaves reached to read (empty
+    ones too) of kind CUT, EDGE, SPANNING]. Returns (number reused, number to read)."""
     ndim = qlo.shape[0]
     polygon = edges.shape[0] > 0
     stack = np.empty(4096, np.int64)
@@ -120,14 +122,19 @@ def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, root, qlo, qhi,
                 reused[nr], reused_bucket[nr] = i, b0
                 nr += 1
                 region_leaves[0] += leaves_below[i]
+                tally[0] += leaves_below[i]
                 continue
         if leaf:
+            kind = SPANNING if (inside and state == 2) else (EDGE if state == 1 else CUT)
+            tally[1 + kind] += 1
+            region_leaves[0 if state == 2 else 1] += 1
+            if count[i] == 0:
+                continue
             scan[ns] = i
-            scan_kind[ns] = 2 if (inside and state == 2) else (1 if state == 1 else 0)
+            scan_kind[ns] = kind
             for d in range(ndim):
                 tested[ns, d] = split_lo[i, d] < qlo[d] or split_hi[i, d] > qhi[d]
             ns += 1
-            region_leaves[0 if state == 2 else 1] += 1
             continue
         if top + 2 > stack.shape[0]:
             grown = np.empty(2 * stack.shape[0], np.int64)
@@ -198,36 +205,33 @@ class Planner:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
             return out, True
-        reused, rbucket, scan, kind, tested, region_leaves = self._walk(tree, ds, spec, series, region)
+        reused, rbucket, scan, kind, tested, region_leaves, tally = self._walk(tree, ds, spec, series, region)
+        reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
                                    (int(v) for v in region_leaves)))
         elif spec.region is not None:  # a rectangle, read as a box: its leaves inside and cut
-            plan.region = {"leaves_inside": int(tree.leaves_below[reused].sum() + (kind == SPANNING).sum()),
-                           "leaves_on_edge": int((kind == CUT).sum()), "leaves_outside": 0, "rectangle": True}
-        if limits.max_grids is not None and len(reused) + len(scan) > limits.max_grids:
-            raise WorkLimitExceeded(f"the query uses {len(reused) + len(scan)} grids, more than the limit of "
+            plan.region = {"leaves_inside": int(tally[0] + tally[1 + SPANNING]),
+                           "leaves_on_edge": int(tally[1 + CUT]), "leaves_outside": 0, "rectangle": True}
+        if limits.max_grids is not None and len(reused) + reached > limits.max_grids:
+            raise WorkLimitExceeded(f"the query uses {len(reused) + reached} grids, more than the limit of "
                                     f"{limits.max_grids}; narrow it")
-        plan.reused_grids_before = int(tree.leaves_below[reused].sum())
+        plan.reused_grids_before = int(tally[0])
         plan.reused_grids_after = len(reused)
         plan.rows_in_reused_grids = out.add_into(rbucket, tree.aggs, rows=reused, columns=cols)
-        plan.scanned_grids_before = len(scan)
-        counts = tree.aggs.count[scan]
-        has_rows = counts > 0
-        scan, kind, counts, tested = scan[has_rows], kind[has_rows], counts[has_rows], tested[has_rows]
+        plan.scanned_grids_before = reached
         if explain:
             plan.grids = {"reused": [tree.ids[i] for i in reused[:EXPLAIN_GRIDS].tolist()],
                           "scanned": [tree.ids[i] for i in scan[:EXPLAIN_GRIDS].tolist()],
                           "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
         if not len(scan):
             return out, True
+        counts = tree.aggs.count[scan]
         skip, passed_over = None, 0
-        if spec.minmax_only and series is None and not (kind == EDGE).any():
-            skip, order = _skip(spec, cols, tree.aggs, scan, out)
+        if spec.minmax_only and series is None and not tally[1 + EDGE]:
+            skip, keep = _skip(spec, cols, tree.aggs, scan, out)
             # Leaves that cannot beat what the reused grids found already stay unread.
-            keep = order[~_useless(skip, skip.bounds)]
-            passed_over = len(order) - len(keep)
-            skip.bounds = skip.bounds[~_useless(skip, skip.bounds)]
+            passed_over = len(scan) - len(keep)
             scan, kind, tested = scan[keep], kind[keep], tested[keep]
             if not len(scan):
                 plan.scanned_grids_after = 0
@@ -269,16 +273,17 @@ class Planner:
         reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
         scan, kind = np.empty(n, np.int64), np.empty(n, np.int64)
         tested = np.empty((n, len(spec.box)), np.bool_)
-        region_leaves = np.zeros(3, np.int64)
-        edges = region.edges if region is not None else np.zeros((0, 4), np.float64)
+        region_leaves, tally = np.zeros(3, np.int64), np.zeros(4, np.int64)
+        edges = region.edges if region is not None else NO_EDGES
+        box = np.array(spec.box, np.int64)
         nr, ns = _walk(
-            tree.dlo, tree.dhi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
-            np.array([lo for lo, _ in spec.box], np.int64), np.array([hi for _, hi in spec.box], np.int64),
+            tree.dlo, tree.dhi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.aggs.count, tree.root,
+            box[:, 0], box[:, 1],
             edges, region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
             ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1,
-            reused, rbucket, scan, kind, tested, region_leaves)
-        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], tested[:ns], region_leaves
+            reused, rbucket, scan, kind, tested, region_leaves, tally)
+        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], tested[:ns], region_leaves, tally
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -316,30 +321,50 @@ def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:
 
 def _skip(spec: QuerySpec, cols: list[int], aggs: AggArrays, scan: np.ndarray,
           found: AggArrays) -> tuple[Skip, np.ndarray]:
-    """4.6.2 for a min/max-only query: the leaves to read (rows `scan` of the tree's
-    aggregates) in the order most likely to hold the answer (by the first aggregate's
-    stored bound), each leaf's stored bounds, and the best answers the reused grids gave
-    already."""
+    """4.6.2 for a min/max-only query: which leaves to read (positions in `scan`, rows of
+    the tree's aggregates), in the order most likely to hold the answer (by the first
+    aggregate's stored bound), leaving out those whose stored bounds cannot improve the
+    best answers the reused grids gave already; and the Skip the store gets."""
     specs = [(a.col, a.func == "max") for a in spec.aggregates]
-    bounds = np.stack([(aggs.maxs if m else aggs.mins)[scan, c] for c, m in specs], axis=1)
-    order = np.argsort(-bounds[:, 0] if specs[0][1] else bounds[:, 0], kind="stable")
     best = []
     for c, m in specs:
         j = cols.index(c)
         seen = found.present[0, j] > 0
         best.append(int((found.maxs if m else found.mins)[0, j]) if seen else None)
+    known = all(b is not None for b in best)
+    keep, bounds = _skip_order(scan, aggs.mins, aggs.maxs, np.array([c for c, _ in specs], np.int64),
+                               np.array([m for _, m in specs], np.bool_),
+                               np.array([b if known else 0 for b in best], np.int64), known)
     # The kernel reads bounds by the request's column order of the specs' columns.
-    return Skip([(c, m) for c, m in specs], bounds[order], best), order
+    return Skip(specs, bounds, best), keep
 
 
-def _useless(skip: Skip, bounds: np.ndarray) -> np.ndarray:
-    """Which leaves (rows of bounds) cannot improve any of skip's best answers."""
-    out = np.ones(len(bounds), bool)
-    for j, ((_, is_max), best) in enumerate(zip(skip.specs, skip.best)):
-        if best is None:
-            return np.zeros(len(bounds), bool)
-        out &= (bounds[:, j] <= best) if is_max else (bounds[:, j] >= best)
-    return out
+@numba.njit(cache=True, nogil=True)
+def _skip_order(scan, mins, maxs, spec_col, spec_max, best, known):
+    """_skip's leaves in one compiled pass: (positions in scan to read, in order, and
+    their stored bounds, a column per spec). Spec j bounds a leaf by its stored max
+    (spec_max[j]) or min of column spec_col[j]; the order is by spec 0's bound, best
+    first (stable). With `known` (every spec has a best answer already), a leaf is left
+    out when no spec's bound beats its best."""
+    n, k = scan.shape[0], spec_col.shape[0]
+    bounds = np.empty((n, k), np.int64)
+    for i in range(n):
+        for j in range(k):
+            bounds[i, j] = maxs[scan[i], spec_col[j]] if spec_max[j] else mins[scan[i], spec_col[j]]
+    order = np.argsort(-bounds[:, 0] if spec_max[0] else bounds[:, 0], kind="mergesort")
+    keep = np.empty(n, np.int64)
+    kept = 0
+    for i in order:
+        useless = known
+        for j in range(k):
+            if spec_max[j]:
+                useless = useless and bounds[i, j] <= best[j]
+            else:
+                useless = useless and bounds[i, j] >= best[j]
+        if not useless:
+            keep[kept] = i
+            kept += 1
+    return keep[:kept], bounds[keep[:kept]]
 
 
 def _add_rows(out: AggArrays, rows: np.ndarray, cols: list[int], buckets: Buckets | None) -> None:

@@ -81,12 +81,14 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
     n = tree.n
     reused, rb, scan, kind = (np.empty(n, np.int64) for _ in range(4))
     tested = np.empty((n, len(q)), np.bool_)
-    counts = np.zeros(3, np.int64)
+    counts, tally = np.zeros(3, np.int64), np.zeros(4, np.int64)
+    rows = (np.arange(n) % 3 != 0).astype(np.int64)  # every third grid holds no rows
     base = q[0][0]
     # The data bounds are the split boxes here.
-    nr, ns = _walk(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.root,
+    nr, ns = _walk(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, rows, tree.root,
                    np.array([a for a, _ in q]), np.array([b for _, b in q]), edges, 1, 2, 10.0, 10.0, EPSILON,
-                   0 if step else -1, base, step or 1, reused, rb, scan, kind, tested, counts)
+                   0 if step else -1, base, step or 1, reused, rb, scan, kind, tested, counts, tally)
+    assert tally[0] == tree.leaves_below[reused[:nr]].sum()
     bucket = (lambda v: (v - base) // step) if step else (lambda v: 0)
     settled = {}
     for i, b in zip(reused[:nr].tolist(), rb[:nr].tolist()):
@@ -101,7 +103,7 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
                 settled[leaf] = "reused"
     for i, k, t in zip(scan[:ns].tolist(), kind[:ns].tolist(), tested[:ns].tolist()):
         g = tree.ids[i]
-        assert g in leaves and g not in settled
+        assert g in leaves and g not in settled and rows[i] > 0
         box = tuple(map(tuple, leaves[g]))
         assert touches(box, q)
         assert t == [not (ql <= lo and hi <= qh) for (lo, hi), (ql, qh) in zip(box, q)]
@@ -114,10 +116,16 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
         else:
             assert k == EDGE and polygon is not None
         settled[g] = "scan"
+    empty = 0  # leaves reached to read that hold no rows: counted, not read
     for g, box in leaves.items():
         box = tuple(map(tuple, box))
         wanted = touches(box, q) and (polygon is None or polygon.intersects(face(box)))
-        if wanted:
+        if wanted and g not in settled and rows[tree.index[g]] == 0:
+            empty += 1
+        elif wanted:
             assert g in settled, g
         elif g in settled:  # conservative: on the polygon's edge by the compiled test
             assert settled[g] == "scan" and polygon is not None
+    # Conservative leaves are reached too, empty or not: only a polygon makes them.
+    reached = int(tally[1:].sum())
+    assert reached >= ns + empty and (polygon is not None or reached == ns + empty)
