@@ -3,9 +3,11 @@
 Writers move a dataset's epoch on after committing a change to it; readers holding a
 dataset's tree in memory (gridagg.tree) read the epoch, without a round trip, to learn
 whether anything may have changed since they last confirmed their version with
-PostgreSQL. The board is a small LMDB database: the embedded store keeps it in its own
-file, the HBase store in <data dir>/epochs. An epoch only ever grows (it outlives a drop
-of its dataset), so it never repeats a value.
+PostgreSQL. The board is a small LMDB environment of its own: the embedded store's in
+<its LMDB dir>/epochs, the HBase store's in <data dir>/epochs. Not a database of the
+embedded store's environment: LMDB zeroes a slot for every database the environment may
+open (4096 there) at each read transaction, 200 KB for each query's epoch. An epoch only
+ever grows (it outlives a drop of its dataset), so it never repeats a value.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ class EpochBoard:
 
     ID_KEY = b"\x00board"  # never a dataset name
 
-    def __init__(self, env: lmdb.Environment, db=None):
+    def __init__(self, env: lmdb.Environment):
         self.env = env
-        self.db = env.open_db(b"epochs", create=True) if db is None else db
+        self.db = env.open_db(b"epochs", create=True)
         with self.env.begin(write=True, db=self.db) as txn:
             made = txn.get(self.ID_KEY)
             if made is None:

@@ -14,9 +14,9 @@ stored rows, is rewritten as one segment.
 LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence number to
 a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB
 allows one writer and many readers across processes, so API workers and ingest processes
-can share it.
-One more, "epochs", is the board of dataset epochs (gridagg.epochs): every process of
-the store shares this file, so reading an epoch needs no round trip.
+can share it. Beside them, in the directory's "epochs", the board of dataset epochs
+(gridagg.epochs): every process of the store shares it, so reading an epoch needs no
+round trip.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class EmbeddedStore(CellStore):
         self._dbs: dict[str, object] = {}
         self._opened = 0  # database handles opened so far
         self._opening = threading.Lock()
-        self.board = EpochBoard(self.env)
+        self.board = EpochBoard.open(path / "epochs")
         self._snapshot: Snapshot | None = None
         self._snapshot_lock = threading.Lock()
 
