@@ -465,8 +465,10 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
                      f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} |")
     groups = [g for g in CPU_GROUPS if any(f"cpu_{g}_ms" in r for r in runs)]
     lines += ["", "## Where the CPU goes (ms of CPU per request, over the whole run)", "",
-              "Read from /proc for each process group while the run lasted; the machine has "
-              f"{os.cpu_count()} cores, shared by all of them.", "",
+              "Each process group's CPU time in /proc over the run, divided by the requests sent; the "
+              f"machine's {os.cpu_count()} cores are shared by all of them. The kernel charges CPU time "
+              "by clock tick, so these are samples: close for runs of seconds that keep the cores busy, "
+              "high for a process that sleeps and wakes between short requests.", "",
               "| system | aggregate | clients | " + " | ".join(CPU_GROUPS[g] for g in groups) + " |",
               "|---|---|---|" + "---|" * len(groups)]
     for r in runs:

@@ -36,12 +36,16 @@ def binary(settings: Settings) -> Path:
         raise GridaggError("gridagg bench builds its load driver (loadtest/loadgen.go) with Go: install it "
                            "(e.g. apt install golang-go) and put `go` on PATH")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:  # a single-file build: no module needed
-        built = Path(tmp) / "loadgen"
-        proc = subprocess.run([go, "build", "-o", str(built), str(SOURCE)], cwd=tmp, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise GridaggError(f"building loadtest/loadgen.go failed: {proc.stderr.strip()[:500]}")
-        os.replace(built, path)
+    built = path.with_name(f".{path.name}.{os.getpid()}")  # renamed into place when whole
+    # One file that imports the standard library only: no module to set up.
+    proc = subprocess.run([go, "build", "-o", str(built), str(SOURCE)], cwd=path.parent, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise GridaggError(f"building loadtest/loadgen.go failed: {proc.stderr.strip()[:500]}")
+    os.replace(built, path)
+    for old in path.parent.glob("gridagg-loadgen-*"):  # builds of earlier sources
+        if old != path:
+            old.unlink(missing_ok=True)
     return path
 
 
@@ -56,7 +60,7 @@ def write_requests(path: Path, dataset: str, agg: str, count: int, seed: int) ->
 def run_load(settings: Settings, url: str, dataset: str, agg: str, clients: int, max_requests: int,
              seconds: float, seed: int, outdir: Path, tag: str, meter: CpuMeter) -> dict:
     """One run: `clients` clients send the paper's `agg` queries to `dataset` at `url`
-    until `max_requests` are sent or `seconds` pass. Returns the driver's result (requests,
+    until `max_requests` are sent after the ramp or `seconds` pass. Returns the driver's result (requests,
     failures, rps, latency p50/p95/p99/mean in ms, seconds of the measured part), the
     wall time and CPU ms per request by process group (cpu_<group>_ms). The driver's
     result and its log are kept under outdir/load/<tag>.*"""
@@ -64,7 +68,7 @@ def run_load(settings: Settings, url: str, dataset: str, agg: str, clients: int,
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         requests = Path(tmp) / "requests.txt"
-        # Every client gets requests of its own: the run sends at most max_requests.
+        # Every client gets requests of its own (the ramp's requests wrap around).
         write_requests(requests, dataset, agg, max_requests + clients, seed)
         # Clients start 10 ms apart (at most 1 s in all), so the server's workers share them.
         argv = [str(binary(settings)), "-url", url, "-requests", str(requests), "-clients", str(clients),

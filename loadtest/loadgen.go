@@ -12,10 +12,11 @@
 //
 // FILE holds one request a line, "PATH<TAB>JSON BODY", each sent as a POST; client i
 // of N sends lines i, i+N, i+2N, ... (wrapping around). The clients start over -ramp
-// seconds (default 1), which is not measured. The result, written as JSON: sent and
-// failures (every request sent); requests, seconds (from the end of the ramp to the last
-// answer), rps and latency p50/p95/p99/mean in ms of the requests sent after the ramp.
-// A failure is an answer other than 200 or no answer; the first few go to stderr.
+// seconds (default 1): what is sent meanwhile is neither measured nor counted towards
+// -max. The result, written as JSON: sent and failures (every request sent); requests,
+// seconds (from the end of the ramp to the last answer), rps and latency
+// p50/p95/p99/mean in ms of the requests sent after the ramp. A failure is an answer
+// other than 200 or no answer; the first few go to stderr.
 package main
 
 import (
@@ -62,7 +63,7 @@ func main() {
 	base := flag.String("url", "", "the API's base URL (127.0.0.1 or localhost)")
 	file := flag.String("requests", "", "file of requests, one a line: PATH<TAB>JSON BODY")
 	clients := flag.Int("clients", 1, "concurrent clients")
-	max := flag.Int64("max", 1000, "stop after this many requests in all")
+	max := flag.Int64("max", 1000, "stop after this many measured requests (sent after the ramp)")
 	seconds := flag.Float64("seconds", 30, "stop sending after this many seconds")
 	ramp := flag.Float64("ramp", 1, "start the clients evenly over this many seconds")
 	token := flag.String("token", "", "bearer token for reads, if the API needs one")
@@ -138,7 +139,7 @@ func readRequests(path string) ([]request, error) {
 // goes to whichever wakes first) and measures the requests sent once every client runs.
 func run(base string, reqs []request, clients int, max int64, limit, ramp time.Duration, token string) result {
 	host := strings.TrimPrefix(base, "http://")
-	var budget, sent, failures int64 // budget: requests claimed, sent: requests answered or failed
+	var budget, sent, failures int64 // budget: measured requests claimed; sent: all answered or failed
 	failed := make(chan string, shownFailures)
 	latencies := make([][]float64, clients)
 	lastDone := make([]time.Time, clients)
@@ -152,12 +153,18 @@ func run(base string, reqs []request, clients int, max int64, limit, ramp time.D
 			time.Sleep(ramp * time.Duration(c) / time.Duration(clients))
 			conn := &connection{host: host, token: token}
 			defer conn.close()
-			for i := c; atomic.AddInt64(&budget, 1) <= max && time.Now().Before(deadline); i += clients {
+			for i := c; ; i += clients {
 				t0 := time.Now()
+				measured := !t0.Before(steady)
+				// Only measured requests draw on the budget: a short run of fast answers
+				// would otherwise spend it all during the ramp.
+				if !t0.Before(deadline) || (measured && atomic.AddInt64(&budget, 1) > max) {
+					break
+				}
 				problem := conn.send(reqs[i%len(reqs)])
 				done := time.Now()
 				atomic.AddInt64(&sent, 1)
-				if !t0.Before(steady) {
+				if measured {
 					latencies[c] = append(latencies[c], float64(done.Sub(t0))/float64(time.Millisecond))
 					lastDone[c] = done
 				}

@@ -75,11 +75,14 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     for r in result["runs"]:
         assert r["failures"] == 0, r
         assert r["requests"] > 0, r
+        assert min(r[f"cpu_{g}_ms"] for g in bench.CPU_GROUPS) >= 0, r
+    # Where the CPU went (sampled at the kernel's clock ticks: summed over the runs).
+    assert sum(r["cpu_api_ms"] for r in result["runs"]) > 0
     out = tmp_path / "report"
     text = (out / "report.md").read_text()
     assert "gridagg / PostgreSQL alone" in text and "gridagg / DuckDB" in text and "Measured selectivity" in text
     assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
-    assert "In-process: gridagg's planner vs DuckDB" in text
+    assert "In-process: gridagg's planner vs DuckDB" in text and "Where the CPU goes" in text
     for name in ("runs.csv", "load.csv", "table3.csv", "throughput_min.png", "throughput_sum.png"):
         assert (out / name).exists(), name
     with open(out / "runs.csv") as f:
@@ -154,6 +157,15 @@ def test_the_load_driver_stops_at_its_time_and_measures_after_the_ramp(settings,
     assert proc.returncode == 0, proc.stderr
     assert res["failures"] == 0 and 0 < res["requests"] < res["sent"] == len(bodies)
     assert 0.5 < res["seconds"] <= 1.5
+
+
+def test_the_load_drivers_budget_counts_only_what_it_measures(settings, recorder, tmp_path):
+    # Fast answers fill the ramp with requests; the budget still buys `-max` measured ones.
+    url, bodies = recorder
+    proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "4", "-max", "5",
+                       "-seconds", "20", "-ramp", "0.4")
+    assert proc.returncode == 0, proc.stderr
+    assert res["requests"] == 5 and res["sent"] == len(bodies) > 5
 
 
 def test_the_load_driver_refuses_other_hosts_and_bad_request_files(settings, tmp_path):
