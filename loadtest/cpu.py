@@ -41,14 +41,16 @@ def _stat_fields(path: Path) -> list[str]:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes (all their threads) so far."""
+    """User + system CPU seconds of these processes (all their threads) and of their
+    children that have ended, so far. A child's time moves to its parent as the parent
+    reaps it (PostgreSQL's backends, say), so a group's sum over its tree stays whole."""
     total = 0
     for pid in pids:
         try:
             fields = _stat_fields(Path(f"/proc/{pid}/stat"))
         except (OSError, IndexError):
             continue  # gone
-        total += int(fields[11]) + int(fields[12])  # utime, stime
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
     return total / TICK
 
 
@@ -97,12 +99,13 @@ class CpuMeter:
     @contextmanager
     def measure(self) -> Iterator[Usage]:
         usage = Usage()
-        pids = {name: descendants(roots()) for name, roots in self.groups.items()}
-        before = {name: cpu_seconds(p) for name, p in pids.items()}
+        before = {name: cpu_seconds(descendants(roots())) for name, roots in self.groups.items()}
         machine, t0 = machine_seconds(), time.monotonic()
         yield usage
         usage.wall = time.monotonic() - t0
-        usage.cpu = {name: cpu_seconds(p) - before[name] for name, p in pids.items()}
+        # The trees as they are now: processes started during the run count, and those
+        # ended count in their parents.
+        usage.cpu = {name: cpu_seconds(descendants(roots())) - before[name] for name, roots in self.groups.items()}
         if usage._child is not None:
             usage.cpu["load"] = usage._child
         usage.cpu["machine"] = machine_seconds() - machine

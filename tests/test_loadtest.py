@@ -9,11 +9,13 @@ import csv
 import http.server
 import json
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
-from gridagg_loadtest import bench, driver, workload
+from gridagg_loadtest import bench, cpu, driver, workload
 from gridagg_loadtest.cli import register
 
 
@@ -52,10 +54,10 @@ def test_the_paper_data_space_holds_every_generated_row(tmp_path):
     for col, src in zip(cfg.dataset.columns, cfg.sources):
         for v in df[src.source].astype(str).tolist():
             assert encode_value(col, src, v)[1] is None
-    time = cfg.dataset.dimensions[0]
+    time_dim = cfg.dataset.dimensions[0]
     for w in workload.paper_queries(200, 5):
         start, end = (datetime.fromisoformat(t) for t in w["time"])
-        assert time.epoch <= start and end <= parse_timestamp(time.hi, "max")
+        assert time_dim.epoch <= start and end <= parse_timestamp(time_dim.hi, "max")
 
 
 def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, unique_name):
@@ -175,3 +177,29 @@ def test_the_load_driver_refuses_other_hosts_and_bad_request_files(settings, tmp
     proc = subprocess.run([str(driver.binary(settings)), "-url", "http://127.0.0.1:1", "-requests",
                            str(tmp_path / "bad.txt")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "line 1: want PATH<TAB>JSON BODY" in proc.stderr
+
+
+def test_the_cpu_meter_counts_processes_that_start_and_end_during_a_run(tmp_path):
+    # A group's root starts a child that burns CPU, ends and is reaped while the meter runs
+    # (as PostgreSQL's backends come and go): its time counts, none is subtracted.
+    go = tmp_path / "go"
+    root = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"while not __import__('os').path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "subprocess.run([sys.executable, '-c', 'sum(range(60_000_000))'])\n"
+        "time.sleep(30)\n")])
+    try:
+        meter = cpu.CpuMeter({"group": lambda: [root.pid]})
+        with meter.measure() as usage:
+            go.touch()
+            deadline = time.monotonic() + 60
+            while len(cpu.descendants([root.pid])) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the child has started
+            while len(cpu.descendants([root.pid])) > 1 and time.monotonic() < deadline:
+                time.sleep(0.01)  # ... and ended
+        assert usage.cpu["group"] >= 0.2, usage.cpu
+        assert usage.cpu["machine"] >= usage.cpu["group"] - 0.05
+        assert usage.per_request(2)["group"] == round(1000 * usage.cpu["group"] / 2, 3)
+    finally:
+        root.kill()
+        root.wait()
