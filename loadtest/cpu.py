@@ -96,16 +96,19 @@ class CpuMeter:
     def __init__(self, groups: dict[str, Callable[[], list[int]]]):
         self.groups = groups
 
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds so far of each group's tree as it is now: a process started since
+        the last reading counts whole, one that has ended counts in its parent."""
+        return {name: cpu_seconds(descendants(roots())) for name, roots in self.groups.items()}
+
     @contextmanager
     def measure(self) -> Iterator[Usage]:
         usage = Usage()
-        before = {name: cpu_seconds(descendants(roots())) for name, roots in self.groups.items()}
+        before = self.seconds()
         machine, t0 = machine_seconds(), time.monotonic()
         yield usage
         usage.wall = time.monotonic() - t0
-        # The trees as they are now: processes started during the run count, and those
-        # ended count in their parents.
-        usage.cpu = {name: cpu_seconds(descendants(roots())) - before[name] for name, roots in self.groups.items()}
+        usage.cpu = {name: seconds - before[name] for name, seconds in self.seconds().items()}
         if usage._child is not None:
             usage.cpu["load"] = usage._child
         usage.cpu["machine"] = machine_seconds() - machine

@@ -60,10 +60,10 @@ def write_requests(path: Path, dataset: str, agg: str, count: int, seed: int) ->
 def run_load(settings: Settings, url: str, dataset: str, agg: str, clients: int, max_requests: int,
              seconds: float, seed: int, outdir: Path, tag: str, meter: CpuMeter) -> dict:
     """One run: `clients` clients send the paper's `agg` queries to `dataset` at `url`
-    until `max_requests` are sent after the ramp or `seconds` pass. Returns the driver's result (requests,
-    failures, rps, latency p50/p95/p99/mean in ms, seconds of the measured part), the
-    wall time and CPU ms per request by process group (cpu_<group>_ms). The driver's
-    result and its log are kept under outdir/load/<tag>.*"""
+    until `max_requests` are sent after the ramp or `seconds` pass. Returns the driver's
+    result (requests, failures, rps, latency p50/p95/p99/mean in ms, seconds of the
+    measured part), the wall time and CPU ms per request by process group
+    (cpu_<group>_ms). The driver's result and its log are kept under outdir/load/<tag>.*"""
     prefix = outdir / "load" / tag
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
