@@ -14,6 +14,7 @@ import org.apache.hadoop.hbase.ByteBufferExtendedCell;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellBuilderFactory;
 import org.apache.hadoop.hbase.CellBuilderType;
+import org.apache.hadoop.hbase.CellComparatorImpl;
 import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.client.Get;
@@ -363,47 +364,36 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return v == Short.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
     }
 
-    /** The stored value of an absent (NULL) value of narrow column c: its type's least value. */
-    long nullDelta(int c) {
-      return width[c] == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE;
-    }
-
     /**
-     * Rows a..z-1 of narrow column c as stored (deltas from base[c]; NULL: nullDelta(c))
-     * into `into` from index 0: one bulk copy, not a bounds-checked read a value (a column
-     * of width 2 through `shorts`, scratch, then widened).
+     * Rows a..z-1 of column c as stored, from index 0 of the array of its width: `longs`
+     * (width 8: the values, NULL Long.MIN_VALUE), `ints` or `shorts` (deltas from base[c],
+     * NULL the type's least value). One bulk copy, not a bounds-checked read a value; loops
+     * then read the array of the column's own width (widening it first would cost more
+     * than the copy).
      */
-    void deltas(int c, int a, int z, int[] into, short[] shorts) {
+    void copy(int c, int a, int z, long[] longs, int[] ints, short[] shorts) {
       ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
       from.position(at[c] + width[c] * a);
-      if (width[c] == 4) {
-        from.asIntBuffer().get(into, 0, z - a);
-        return;
-      }
-      from.asShortBuffer().get(shorts, 0, z - a);
-      for (int r = 0; r < z - a; r++) {
-        into[r] = shorts[r];
-      }
-    }
-
-    /** Rows a..z-1 of column c into `into` from index 0 (NULL: Long.MIN_VALUE); `ints` and `shorts` are scratch. */
-    void copy(int c, int a, int z, long[] into, int[] ints, short[] shorts) {
       if (width[c] == 8) {
-        ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-        from.position(at[c] + 8 * a);
-        from.asLongBuffer().get(into, 0, z - a);
-        return;
-      }
-      deltas(c, a, z, ints, shorts);
-      long bs = base[c], nul = nullDelta(c);
-      for (int r = 0; r < z - a; r++) {
-        into[r] = ints[r] == nul ? Long.MIN_VALUE : ints[r] + bs;
+        from.asLongBuffer().get(longs, 0, z - a);
+      } else if (width[c] == 4) {
+        from.asIntBuffer().get(ints, 0, z - a);
+      } else {
+        from.asShortBuffer().get(shorts, 0, z - a);
       }
     }
 
     /** First row whose column 0 is >= v (rows are ordered by column 0). */
     int lowerBound(long v) {
-      int a = 0, z = n;
+      // Mostly v lies outside the segment's span (a grid inside the query's time range):
+      // two reads instead of a search.
+      if (n == 0 || get(0, 0) >= v) {
+        return 0;
+      }
+      if (get(0, n - 1) < v) {
+        return n;
+      }
+      int a = 1, z = n - 1;
       while (a < z) {
         int m = (a + z) >>> 1;
         if (get(0, m) < v) {
@@ -702,35 +692,57 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
       Scan scan = new Scan().withStartRow(q.start[order[0]]).withStopRow(q.start[order[order.length - 1]], true)
           .addFamily(ROWS).setFilter(new MultiRowRangeFilter(ranges));
-      List<Cell> cells = new ArrayList<>();
-      int at = 0; // next item in key order
-      try (RegionScanner scanner = region.getScanner(scan)) {
-        boolean more = true;
-        while (more) {
-          cells.clear();
-          more = scanner.next(cells);
-          if (cells.isEmpty()) {
-            continue;
-          }
-          Cell first = cells.get(0);
-          // Items whose grid has no row come before this row; then the row's own items.
-          while (at < order.length && compareRow(first, q.start[order[at]]) > 0) {
-            passOver(order[at++]);
-          }
-          while (at < order.length && compareRow(first, q.start[order[at]]) == 0) {
-            int i = order[at++];
-            passOver(i);
-            grid(i, cells);
-          }
+      int[] at = {0}; // next item in key order
+      eachRow(scan, cells -> {
+        Cell first = cells.get(0);
+        // Items whose grid has no row come before this row; then the row's own items.
+        while (at[0] < order.length && compareRow(first, q.start[order[at[0]]]) > 0) {
+          passOver(order[at[0]++]);
         }
-      }
-      while (at < order.length) {
-        passOver(order[at++]);
+        while (at[0] < order.length && compareRow(first, q.start[order[at[0]]]) == 0) {
+          int i = order[at[0]++];
+          passOver(i);
+          grid(i, cells);
+        }
+      });
+      while (at[0] < order.length) {
+        passOver(order[at[0]++]);
       }
     }
 
     static int compareRow(Cell cell, byte[] key) {
-      return Bytes.compareTo(cell.getRowArray(), cell.getRowOffset(), cell.getRowLength(), key, 0, key.length);
+      return CellComparatorImpl.COMPARATOR.compareRows(cell, key, 0, key.length);
+    }
+
+    /** What is done with a row's cells (valid until it returns). */
+    interface RowVisitor {
+      void visit(List<Cell> cells) throws IOException;
+    }
+
+    /**
+     * Each row `scan` finds in this region, in key order, handed to `visitor`: through
+     * nextRaw inside one region operation (a coprocessor's way; next() takes the region's
+     * lock per row), read positionally (the blocks are in the block cache; a long scan
+     * would otherwise reopen its files for a streaming read part way).
+     */
+    void eachRow(Scan scan, RowVisitor visitor) throws IOException {
+      scan.setReadType(Scan.ReadType.PREAD);
+      List<Cell> cells = new ArrayList<>();
+      region.startRegionOperation();
+      try (RegionScanner scanner = region.getScanner(scan)) {
+        synchronized (scanner) {
+          boolean more = true;
+          while (more) {
+            cells.clear();
+            more = scanner.nextRaw(cells);
+            if (!cells.isEmpty()) {
+              visitor.visit(cells);
+            }
+          }
+        }
+      } finally {
+        region.closeRegionOperation();
+      }
     }
 
     /** A grid's row: its live segments (the last base segment and those after it). */
@@ -761,25 +773,57 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /**
      * Scratch arrays for columns(): a column's rows (int64, or a narrow column's deltas),
-     * the offsets of the rows that pass, their groups.
+     * the offsets of the rows that pass, and the runs of them that share a group (run r:
+     * selected[runFrom[r]..runTo[r]-1], group runGroup[r]).
      */
     long[] values = new long[0];
     int[] ints = new int[0];
     short[] shorts = new short[0];
     int[] selected = new int[0];
-    int[] groupOf = new int[0];
+    /** Whether every row passed select(): then selected is not written (row s is s). */
+    boolean allRows;
+    int[] runFrom = new int[1], runTo = new int[1], runGroup = new int[1];
+    /** What the scratch array of width w holds: rows copiedA[w]..copiedZ[w]-1 of column copiedCol[w] of copiedSeg[w]. */
+    final Columns[] copiedSeg = new Columns[9];
+    final int[] copiedCol = new int[9], copiedA = new int[9], copiedZ = new int[9];
 
-    /** Rows a..z-1 of column `col` of s, into `values`. */
-    long[] column(Columns s, int col, int a, int z) {
-      s.copy(col, a, z, values, ints, shorts);
-      return values;
+    /**
+     * Rows a..z-1 of column c of seg as stored, into `values`, `ints` or `shorts` by its
+     * width (Columns.copy): copied once for a column both tested and aggregated (or
+     * bucketed), and only the scratch array of its width is overwritten.
+     */
+    void copy(Columns seg, int c, int a, int z) {
+      int w = seg.width[c];
+      if (seg != copiedSeg[w] || c != copiedCol[w] || a != copiedA[w] || z != copiedZ[w]) {
+        seg.copy(c, a, z, values, ints, shorts);
+        copiedSeg[w] = seg;
+        copiedCol[w] = c;
+        copiedA[w] = a;
+        copiedZ[w] = z;
+      }
+    }
+
+    /** Row r (from a) of column c as copy() left it, as a value (NULL: Long.MIN_VALUE). */
+    long copied(Columns seg, int c, int r) {
+      int w = seg.width[c];
+      if (w == 8) {
+        return values[r];
+      }
+      long d = w == 4 ? ints[r] : shorts[r];
+      return d == (w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE) ? Long.MIN_VALUE : d + seg.base[c];
+    }
+
+    /** Row offset (from a) of the s-th selected row. */
+    int row(int s) {
+      return allRows ? s : selected[s];
     }
 
     /**
-     * What rows() does for an aggregate, a column at a time: each column the request needs
-     * is copied out of the segment once; each condition narrows a list of the rows that
-     * pass so far (tested without branches: which rows pass is data, not predictable), and
-     * the aggregates are taken over that list only.
+     * What rows() does for an aggregate, a column at a time: each condition narrows a list
+     * of the rows that pass so far (tested without branches: which rows pass is data, not
+     * predictable); the list is cut into runs of one group (the item's, or a run per time
+     * bucket); each aggregated column is copied out of the segment once and added up a run
+     * at a time, a narrow one on its deltas, the base added once per run.
      */
     void columns(int i, Columns seg, int a, int z) {
       int m = z - a;
@@ -791,38 +835,34 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         ints = new int[m];
         shorts = new short[m];
         selected = new int[m];
-        groupOf = new int[m];
       }
       int ns = select(i, seg, a, z);
-      if (q.bucketCol >= 0) {
-        ns = buckets(seg, a, z, ns);
-        rowsMatched += ns;
-        // Rows come in time order, so a bucket's rows are one run of the selected ones:
-        // each run is added up as a whole.
-        for (int s = 0, e; s < ns; s = e) {
-          e = runEnd(s, ns);
-          count[groupOf[s]] += e - s;
-        }
-        for (int j = 0; j < k; j++) {
-          long[] v = column(seg, q.aggCol[j], a, z);
-          for (int s = 0, e; s < ns; s = e) {
-            e = runEnd(s, ns);
-            aggregate(groupOf[s] * k + j, v, s, e);
-          }
-        }
-        return;
-      }
       if (ns == 0) {
         return;
       }
-      int g = q.group[i];
-      rowsMatched += ns;
-      count[g] += ns;
+      int nruns = 1;
+      if (q.bucketCol >= 0) {
+        nruns = bucketRuns(seg, a, z, ns);
+      } else {
+        runFrom[0] = 0;
+        runTo[0] = ns;
+        runGroup[0] = q.group[i];
+      }
+      for (int r = 0; r < nruns; r++) {
+        int rows = runTo[r] - runFrom[r];
+        rowsMatched += rows;
+        count[runGroup[r]] += rows;
+      }
       for (int j = 0; j < k; j++) {
-        if (seg.width[q.aggCol[j]] == 8) {
-          aggregate(g * k + j, column(seg, q.aggCol[j], a, z), 0, ns);
-        } else {
-          aggregateNarrow(g * k + j, seg, q.aggCol[j], a, z, ns);
+        int c = q.aggCol[j];
+        copy(seg, c, a, z);
+        for (int r = 0; r < nruns; r++) {
+          int slot = runGroup[r] * k + j;
+          if (seg.width[c] == 8) {
+            aggregate(slot, values, runFrom[r], runTo[r]);
+          } else {
+            aggregateDeltas(slot, seg, c, runFrom[r], runTo[r]);
+          }
         }
       }
     }
@@ -834,9 +874,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
      */
     int select(int i, Columns seg, int a, int z) {
       int ns = z - a;
-      for (int r = 0; r < ns; r++) {
-        selected[r] = r;
-      }
+      allRows = true;
       for (int j = 0; j < q.condCol.length && ns > 0; j++) {
         if (q.condCol[j] == 0 || !q.tests(i, j)) {
           continue;
@@ -848,18 +886,20 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         int c = q.condCol[j];
         if (seg.width[c] != 8) {
           ns = selectNarrow(seg, c, a, z, lo, hi, ns);
-          continue;
+        } else {
+          // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
+          long span = (hi - lo) ^ Long.MIN_VALUE;
+          copy(seg, c, a, z);
+          long[] v = values;
+          int kept = 0;
+          for (int s = 0; s < ns; s++) {
+            int r = row(s);
+            selected[kept] = r;
+            kept += ((v[r] - lo) ^ Long.MIN_VALUE) <= span ? 1 : 0;
+          }
+          ns = kept;
         }
-        // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
-        long span = (hi - lo) ^ Long.MIN_VALUE;
-        long[] v = column(seg, c, a, z);
-        int kept = 0;
-        for (int s = 0; s < ns; s++) {
-          int r = selected[s];
-          selected[kept] = r;
-          kept += ((v[r] - lo) ^ Long.MIN_VALUE) <= span ? 1 : 0;
-        }
-        ns = kept;
+        allRows = false;
       }
       return ns;
     }
@@ -877,35 +917,54 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         return 0;
       }
       long dlo = Math.max(lo, base + least + 1) - base, span = Math.min(hi, base + most) - base - dlo;
-      int[] v = ints;
-      seg.deltas(c, a, z, v, shorts);
+      copy(seg, c, a, z);
       int kept = 0;
-      for (int s = 0; s < ns; s++) {
-        int r = selected[s];
-        long d = v[r] - dlo;
-        selected[kept] = r;
-        kept += d >= 0 && d <= span ? 1 : 0;
+      if (wide) {
+        for (int s = 0; s < ns; s++) {
+          int r = row(s);
+          long d = ints[r] - dlo;
+          selected[kept] = r;
+          kept += d >= 0 && d <= span ? 1 : 0;
+        }
+      } else {
+        for (int s = 0; s < ns; s++) {
+          int r = row(s);
+          long d = shorts[r] - dlo;
+          selected[kept] = r;
+          kept += d >= 0 && d <= span ? 1 : 0;
+        }
       }
       return kept;
     }
 
     /**
-     * aggregate() of a narrow column, rows a..z-1 copied out as stored: deltas summed,
-     * then the base once per value.
+     * aggregate() of narrow column c of seg, as copy() left it, selected rows from..to-1:
+     * the deltas summed, then the base once per value.
      */
-    void aggregateNarrow(int slot, Columns seg, int c, int a, int z, int ns) {
-      int[] v = ints;
-      seg.deltas(c, a, z, v, shorts);
-      long nul = seg.nullDelta(c), has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
-      for (int s = 0; s < ns; s++) {
-        long x = v[selected[s]];
-        if (x == nul) {
-          continue; // NULL: an absent value
+    void aggregateDeltas(int slot, Columns seg, int c, int from, int to) {
+      long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
+      if (seg.width[c] == 4) {
+        for (int s = from; s < to; s++) {
+          int x = ints[row(s)];
+          if (x == Integer.MIN_VALUE) {
+            continue; // NULL: an absent value
+          }
+          has++;
+          least = Math.min(least, x);
+          most = Math.max(most, x);
+          sum += x;
         }
-        has++;
-        least = Math.min(least, x);
-        most = Math.max(most, x);
-        sum += x;
+      } else {
+        for (int s = from; s < to; s++) {
+          short x = shorts[row(s)];
+          if (x == Short.MIN_VALUE) {
+            continue;
+          }
+          has++;
+          least = Math.min(least, x);
+          most = Math.max(most, x);
+          sum += x;
+        }
       }
       if (has == 0) {
         return;
@@ -920,45 +979,72 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
 
     /**
-     * Keeps the first ns selected rows that fall in a bucket, each bucket into groupOf;
-     * returns how many. A row inside the last row's bucket needs no division: rows in time
-     * order divide once per bucket.
+     * Cuts the ns selected rows of rows a..z-1 into runs of one time bucket, those outside
+     * every bucket left out; returns how many runs. Rows are in time order, so a bucket's
+     * rows are one run: on the column the rows are ordered by (column 0), where a bucket
+     * ends is a binary search, not a division per row. The search reads a copy of the
+     * column: probing the segment itself would miss the CPU's caches at every step.
      */
-    int buckets(Columns seg, int a, int z, int ns) {
-      long[] t = column(seg, q.bucketCol, a, z);
+    int bucketRuns(Columns seg, int a, int z, int ns) {
+      int bc = q.bucketCol;
       long base = q.bucketBase, step = q.bucketStep;
-      long bucket = 0, from = 0, to = Long.MIN_VALUE; // the last row's bucket: [from, to)
-      int kept = 0;
-      for (int s = 0; s < ns; s++) {
-        int r = selected[s];
-        long x = t[r];
-        if (x < from || x >= to) {
-          bucket = Math.floorDiv(x - base, step);
-          from = base + bucket * step;
-          to = from + step;
+      copy(seg, bc, a, z);
+      int nruns = 0;
+      for (int s = 0, e; s < ns; s = e) {
+        long bucket = Math.floorDiv(copied(seg, bc, row(s)) - base, step);
+        if (bc == 0) {
+          e = firstFrom(seg, s + 1, ns, bucketStart(bucket + 1));
+        } else {
+          e = s + 1;
+          while (e < ns && Math.floorDiv(copied(seg, bc, row(e)) - base, step) == bucket) {
+            e++;
+          }
         }
-        if (bucket >= 0 && bucket < q.nbuckets) {
-          selected[kept] = r;
-          groupOf[kept++] = (int) bucket;
+        if (bucket < 0 || bucket >= q.nbuckets) {
+          continue;
         }
+        if (nruns == runFrom.length) {
+          runFrom = Arrays.copyOf(runFrom, 2 * nruns);
+          runTo = Arrays.copyOf(runTo, 2 * nruns);
+          runGroup = Arrays.copyOf(runGroup, 2 * nruns);
+        }
+        runFrom[nruns] = s;
+        runTo[nruns] = e;
+        runGroup[nruns++] = (int) bucket;
       }
-      return kept;
+      return nruns;
     }
 
-    /** The end of the run of selected rows from s on that fall in s's group. */
-    int runEnd(int s, int ns) {
-      int e = s + 1;
-      while (e < ns && groupOf[e] == groupOf[s]) {
-        e++;
+    /** Where bucket b starts (Long.MAX_VALUE past the int64 range). */
+    long bucketStart(long b) {
+      try {
+        return Math.addExact(q.bucketBase, Math.multiplyExact(b, q.bucketStep));
+      } catch (ArithmeticException e) {
+        return b > 0 ? Long.MAX_VALUE : Long.MIN_VALUE;
       }
-      return e;
+    }
+
+    /** The first selected s in from..to-1 whose column 0 is >= t (to if none), as copied: it ascends. */
+    int firstFrom(Columns seg, int from, int to, long t) {
+      if (from == to || copied(seg, 0, row(to - 1)) < t) {
+        return to;
+      }
+      while (from < to) {
+        int mid = (from + to) >>> 1;
+        if (copied(seg, 0, row(mid)) < t) {
+          from = mid + 1;
+        } else {
+          to = mid;
+        }
+      }
+      return from;
     }
 
     /** Selected rows from..to-1 of column values v into the aggregate at `slot`, held in registers meanwhile. */
     void aggregate(int slot, long[] v, int from, int to) {
       long has = 0, least = min[slot], most = max[slot], high = 0, low = 0;
       for (int s = from; s < to; s++) {
-        long x = v[selected[s]];
+        long x = v[row(s)];
         if (x == Long.MIN_VALUE) {
           continue; // NULL: an absent value
         }
@@ -1000,27 +1086,21 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       if (to.length > 0) {
         scan.withStopRow(to);
       }
-      List<Cell> cells = new ArrayList<>();
-      long seen = 0;
-      try (RegionScanner scanner = region.getScanner(scan)) {
-        boolean more = true;
-        while (more) {
-          cells.clear();
-          more = scanner.next(cells);
-          for (Cell cell : cells) {
-            if (cell.getValueLength() != 8 * q.ncols) {
-              throw new DoNotRetryIOException(ATTRIBUTE + ": row " + Bytes.toStringBinary(CellUtil.cloneRow(cell))
-                  + " has a " + cell.getValueLength() + "-byte cell, not " + q.ncols + " int64s");
-            }
-            ByteBuffer b = value(cell);
-            rowsVisited++;
-            rows(i, Columns.wide(b, b.position(), 1, q.ncols), 0, 1);
+      long[] seen = {0};
+      eachRow(scan, cells -> {
+        for (Cell cell : cells) {
+          if (cell.getValueLength() != 8 * q.ncols) {
+            throw new DoNotRetryIOException(ATTRIBUTE + ": row " + Bytes.toStringBinary(CellUtil.cloneRow(cell))
+                + " has a " + cell.getValueLength() + "-byte cell, not " + q.ncols + " int64s");
           }
-          if ((++seen & 0xfff) == 0) {
-            checkCaller();
-          }
+          ByteBuffer b = value(cell);
+          rowsVisited++;
+          rows(i, Columns.wide(b, b.position(), 1, q.ncols), 0, 1);
         }
-      }
+        if ((++seen[0] & 0xfff) == 0) {
+          checkCaller();
+        }
+      });
     }
 
     /**
