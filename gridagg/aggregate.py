@@ -250,19 +250,26 @@ class AggArrays:
                          self.hi.sum(axis=0, keepdims=True), self.lo.sum(axis=0, keepdims=True))
 
     def aggregate(self, i: int, columns: list[int] | None = None, ncols: int | None = None) -> PartialAggregate:
-        """Row i as a PartialAggregate. With `columns` (this object's columns are those
-        columns of an ncols-column dataset), the others are left empty."""
+        """Row i as a PartialAggregate (see aggregates)."""
+        return self.take(slice(i, i + 1)).aggregates(columns, ncols)[0]
+
+    def aggregates(self, columns: list[int] | None = None, ncols: int | None = None) -> list[PartialAggregate]:
+        """Every row as a PartialAggregate. With `columns` (this object's columns are those
+        columns of an ncols-column dataset), the others are left empty. The arrays become
+        Python ints once, not a conversion per value (a series has thousands of them)."""
         k = self.present.shape[1]
-        present = [int(v) for v in self.present[i]]
-        sums = [(int(h) << 32) + int(lo) for h, lo in zip(self.hi[i], self.lo[i])]
-        mins = [int(v) if n else None for v, n in zip(self.mins[i], present)]
-        maxs = [int(v) if n else None for v, n in zip(self.maxs[i], present)]
-        if columns is None:
-            return PartialAggregate(int(self.count[i]), sums, mins, maxs, present)
-        out = PartialAggregate.empty(ncols if ncols is not None else k)
-        out.count = int(self.count[i])
-        for j, c in enumerate(columns):
-            out.sums[c], out.mins[c], out.maxs[c], out.present[c] = sums[j], mins[j], maxs[j], present[j]
+        width = k if columns is None else (ncols if ncols is not None else k)
+        at = list(range(k)) if columns is None else list(columns)
+        out = []
+        for count, present, mins, maxs, his, los in zip(self.count.tolist(), self.present.tolist(), self.mins.tolist(),
+                                                        self.maxs.tolist(), self.hi.tolist(), self.lo.tolist()):
+            agg = PartialAggregate(count, [0] * width, [None] * width, [None] * width, [0] * width)
+            for j, c in enumerate(at):
+                n = present[j]
+                agg.present[c], agg.sums[c] = n, (his[j] << 32) + los[j]
+                if n:
+                    agg.mins[c], agg.maxs[c] = mins[j], maxs[j]
+            out.append(agg)
         return out
 
 

@@ -184,7 +184,7 @@ class Planner:
         windows = _windows(buckets, series.width)
         cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
-        return SeriesResult(series, [windows.aggregate(i, cols, ncols) for i in range(len(windows))], plan)
+        return SeriesResult(series, windows.aggregates(cols, ncols), plan)
 
     # -- the walk and the scan ---------------------------------------------------------
 

@@ -273,7 +273,7 @@ class Column:
                 return enc
             if -(2**53) <= enc <= 2**53:  # exact as a double: one correctly rounded division
                 return enc / 10**self.scale
-        value = Fraction(enc)
+        value = enc if type(enc) is Fraction else Fraction(enc)  # an avg is one already
         if value.denominator == 1 and self.scale == 0:
             return value.numerator
         # int / int rounds correctly, as float(Fraction) does, without Fraction arithmetic

@@ -292,7 +292,7 @@ class HBaseStore(CellStore):
         ncols = len(ds.columns)
         if not request.grids:
             return scan_segments(request, [], ncols)
-        keys = [grid_prefix(g) for g in request.grids]
+        keys = list(map(grid_prefix, request.grids))
         with self._client(ds.name, slow=True) as (client, table):
             if self._observer_answers(client, table):
                 try:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import operator
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -357,8 +358,11 @@ class _Rows:
     it); regions are matched against the keys in key order, by bisection."""
 
     def __init__(self, keys: list[bytes]):
-        self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
-        self.sorted = [keys[i] for i in self.order.tolist()]
+        if all(map(operator.lt, keys, keys[1:])):  # as the planner lists grids: no sort
+            self.order, self.sorted = np.arange(len(keys)), keys
+        else:
+            self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
+            self.sorted = [keys[i] for i in self.order.tolist()]
         self.done = np.zeros(len(keys), bool)
 
     def __bool__(self) -> bool:
