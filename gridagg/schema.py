@@ -72,7 +72,11 @@ def parse_timestamp(value: object, field_name: str) -> datetime:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise InvalidInput(f"{field_name}: {value!r} is not finite", field=field_name)
-        ts = datetime.fromtimestamp(value, tz=timezone.utc)
+        try:
+            ts = datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInput(f"{field_name}: {value!r} seconds is outside the calendar (years 1-9999)",
+                               field=field_name) from None
     else:
         raise InvalidInput(
             f"{field_name}: expected a timestamp, got {type(value).__name__}", field=field_name
