@@ -13,17 +13,21 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
  */
 public class CreatePresplitTable {
   /**
-   * families: "name:maxVersions" each; splits: the start keys of the 2nd..nth regions,
-   * in hex. Returns false when the table exists already.
+   * families: "name:maxVersions" or "name:maxVersions:blockBytes" each; splits: the start
+   * keys of the 2nd..nth regions, in hex. Returns false when the table exists already.
    */
   public static boolean create(Connection conn, String table, String[] families, String[] splits)
       throws Exception {
     TableName name = TableName.valueOf(table);
     TableDescriptorBuilder desc = TableDescriptorBuilder.newBuilder(name);
     for (String family : families) {
-      String[] spec = family.split(":", 2);
-      desc.setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(spec[0].getBytes("UTF-8"))
-          .setMaxVersions(Integer.parseInt(spec[1])).build());
+      String[] spec = family.split(":", 3);
+      ColumnFamilyDescriptorBuilder cf = ColumnFamilyDescriptorBuilder.newBuilder(spec[0].getBytes("UTF-8"))
+          .setMaxVersions(Integer.parseInt(spec[1]));
+      if (spec.length == 3) {
+        cf.setBlocksize(Integer.parseInt(spec[2]));
+      }
+      desc.setColumnFamily(cf.build());
     }
     byte[][] keys = new byte[splits.length][];
     for (int i = 0; i < splits.length; i++) {

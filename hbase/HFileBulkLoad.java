@@ -12,6 +12,7 @@ import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.KeyValue;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Connection;
@@ -86,7 +87,7 @@ public class HFileBulkLoad {
   public static void warmUp(String quorum, String port, String file) throws Exception {
     connection(quorum, port);
     Path path = new Path(file);
-    create(base(), path).close();
+    create(base(), path, HConstants.DEFAULT_BLOCKSIZE).close();
     path.getFileSystem(base()).delete(path, false);
     BulkLoadHFiles.create(conf(quorum, port));
   }
@@ -109,10 +110,11 @@ public class HFileBulkLoad {
    * Rows of `in` with a "cells" value (packed cells of the region numbered "region", see
    * Run) become HFiles under dir/family/: per task, one per region, merging the task's
    * values of that region (and more when a task buffers over FLUSH_BYTES). The returned
-   * Dataset holds the other rows. Every cell is stamped `ts` (gridagg.stamps).
+   * Dataset holds the other rows. Every cell is stamped `ts` (gridagg.stamps); blocks of
+   * the files hold `blockBytes` (the family's block size).
    */
-  public static Dataset<Row> write(Dataset<Row> in, String family, String dir, long ts) {
-    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), ts), Encoders.row(in.schema()));
+  public static Dataset<Row> write(Dataset<Row> in, String family, int blockBytes, String dir, long ts) {
+    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), blockBytes, ts), Encoders.row(in.schema()));
   }
 
   /**
@@ -120,13 +122,14 @@ public class HFileBulkLoad {
    * dir/family/name. The file holds, per cell: a 2-byte row length, the row, a 2-byte
    * qualifier length, the qualifier, a 4-byte value length and the value (big-endian
    * lengths). A file, because py4j sends a byte array as text: 0.45 s for 9 MB. Every
-   * cell is stamped `ts`.
+   * cell is stamped `ts`; blocks hold `blockBytes`.
    */
-  public static void writeCells(String cells, String dir, String family, String name, long ts) throws Exception {
+  public static void writeCells(String cells, String dir, String family, int blockBytes, String name, long ts)
+      throws Exception {
     Configuration conf = base();
     byte[] fam = Bytes.toBytes(family);
     ByteBuffer in = ByteBuffer.wrap(Files.readAllBytes(Paths.get(URI.create(cells))));
-    try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name))) {
+    try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name), blockBytes)) {
       while (in.hasRemaining()) {
         byte[] row = new byte[in.getShort() & 0xffff];
         in.get(row);
@@ -139,9 +142,9 @@ public class HFileBulkLoad {
     }
   }
 
-  static HFile.Writer create(Configuration conf, Path path) throws Exception {
+  static HFile.Writer create(Configuration conf, Path path, int blockBytes) throws Exception {
     return HFile.getWriterFactory(conf, CacheConfig.DISABLED).withPath(path.getFileSystem(conf), path)
-        .withFileContext(new HFileContextBuilder().withBlockSize(64 * 1024).build()).create();
+        .withFileContext(new HFileContextBuilder().withBlockSize(blockBytes).build()).create();
   }
 
   public static void load(String table, String dir, String quorum, String port) throws Exception {
@@ -154,11 +157,13 @@ public class HFileBulkLoad {
   static class Writer implements MapPartitionsFunction<Row, Row> {
     final String dir;
     final byte[] family;
+    final int blockBytes;
     final long ts;
 
-    Writer(String dir, byte[] family, long ts) {
+    Writer(String dir, byte[] family, int blockBytes, long ts) {
       this.dir = dir;
       this.family = family;
+      this.blockBytes = blockBytes;
       this.ts = ts;
     }
 
@@ -198,7 +203,7 @@ public class HFileBulkLoad {
             runs.add(run);
           }
         }
-        try (HFile.Writer out = create(conf, path)) {
+        try (HFile.Writer out = create(conf, path, blockBytes)) {
           while (!runs.isEmpty()) {
             Run run = runs.poll();
             out.append(run.cell(family, ts));

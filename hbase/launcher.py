@@ -602,12 +602,26 @@ def _compile_tool(settings, class_name: str, cp: str) -> Path:
     return classes
 
 
+def family_specs(families) -> list[str]:
+    """Column families as CreatePresplitTable takes them: "name:maxVersions", then
+    ":blockBytes" for a family that sets "block_size". `families`: iterable of names, or
+    a dict name -> {"max_versions": n, "block_size": bytes} (happybase style, both optional)."""
+    if not isinstance(families, dict):
+        return [f"{fam}:1" for fam in families]
+    specs = []
+    for fam, opts in families.items():
+        opts = opts or {}
+        spec = f"{fam}:{int(opts.get('max_versions', 1))}"
+        specs.append(spec + (f":{int(opts['block_size'])}" if "block_size" in opts else ""))
+    return specs
+
+
 def create_presplit_table(settings, name: str, families, split_keys) -> None:
     """Create table `name` pre-split at `split_keys` in the local HBase.
 
     Thrift1's createTable has no split keys, so this runs a tiny Java Admin client
     (compiled once with javac into tools/classes) against the local HBase's ZooKeeper.
-    `families`: iterable of names, or a dict name -> {"max_versions": n} (happybase style).
+    `families`: as family_specs takes them.
     `split_keys`: iterable of bytes (or str), the start keys of the 2nd..nth regions.
     """
     if settings.hbase:
@@ -615,10 +629,7 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
                             "(GRIDAGG_HBASE points to an external gateway)")
     if running_pid(settings, "master") is None:
         raise LauncherError("the local HBase is not running (gridagg services up)")
-    if isinstance(families, dict):
-        specs = [f"{fam}:{int((opts or {}).get('max_versions', 1))}" for fam, opts in families.items()]
-    else:
-        specs = [f"{fam}:1" for fam in families]
+    specs = family_specs(families)
     if not specs:
         raise LauncherError("at least one column family is needed")
     keys = []

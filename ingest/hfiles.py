@@ -82,8 +82,9 @@ class BulkLoad:
         HFiles, one per task and region."""
         from pyspark.sql import DataFrame
 
-        family = self.format.rows_family.decode()
-        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family, self.dir.as_uri(), self.stamp), self.spark)
+        family = self.format.rows_family
+        return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family.decode(), self.format.block_bytes(family),
+                                                      self.dir.as_uri(), self.stamp), self.spark)
 
     def write_aggregates(self, aggregates) -> None:
         """Aggregates (grid ID -> PartialAggregate), as the store's cells, into an HFile
@@ -104,7 +105,7 @@ class BulkLoad:
                     + struct.pack(">I", len(value)) + value for row, value in cells[a:b]))
                 try:
                     self.jvm.HFileBulkLoad.writeCells(path.as_uri(), self.dir.as_uri(), family.decode(),
-                                                      f"aggregates-r{r}", self.stamp)
+                                                      self.format.block_bytes(family), f"aggregates-r{r}", self.stamp)
                 finally:
                     path.unlink()
 

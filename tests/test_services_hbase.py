@@ -50,6 +50,13 @@ def test_presplit_regions(table):
     assert table.families()[b"h"]["max_versions"] == 3
 
 
+def test_family_specs():
+    """Families as CreatePresplitTable takes them: a block size only where one is set."""
+    assert launcher.family_specs({"r": {"max_versions": 1, "block_size": 1 << 20}, "a": {"max_versions": 3}}) == [
+        "r:1:1048576", "a:3"]
+    assert launcher.family_specs(["m", "h"]) == ["m:1", "h:1"]
+
+
 def test_presplit_rejects_existing_table(settings, table):
     with pytest.raises(launcher.LauncherError, match="already exists"):
         launcher.create_presplit_table(settings, table.name.decode(), ["m"], SPLITS)

@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 
 REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
 SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start keys of regions 2..
-FAMILIES = {"r": {"max_versions": 1}, "a": {"max_versions": 1}}
+# Column families and their options (happybase style, plus "block_size", which tables
+# created through Thrift1 cannot set: the README says how to set it on an external HBase).
+FAMILIES = {"r": {"max_versions": 1, "block_size": grid_rows.BLOCK_BYTES}, "a": {"max_versions": 1}}
 CHUNK = 1000  # aggregates per multi-get or batched put
 GRIDS_PER_READ = 64  # grid rows per multi-get of segments
 GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
@@ -102,7 +104,8 @@ class HBaseStore(CellStore):
                 create_presplit_table(self.settings, table_name(ds.name), FAMILIES, SPLITS)
             else:
                 # Thrift1 cannot pre-split; an external cluster splits regions as they grow.
-                conn.create_table(table_name(ds.name), FAMILIES)
+                conn.create_table(table_name(ds.name), {
+                    family: {k: v for k, v in opts.items() if k != "block_size"} for family, opts in FAMILIES.items()})
 
     def drop_dataset(self, name: str) -> None:
         if self.has_table(name):

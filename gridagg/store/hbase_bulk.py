@@ -22,6 +22,7 @@ from ..grid import grid_prefix
 from .hbase import FAMILIES, SPLITS, HBaseStore, table_name
 
 PUT, DELETE_FAMILY = 0, 1  # kinds of packed cells (HFileBulkLoad.Run)
+DEFAULT_BLOCK_BYTES = 64 * 1024  # HBase's
 
 
 class HBaseBulkFormat:
@@ -35,7 +36,13 @@ class HBaseBulkFormat:
 
     def families(self) -> str:
         """The table's column families as HFileBulkLoad.createTable takes them."""
-        return ",".join(f"{name}:{opts['max_versions']}" for name, opts in FAMILIES.items())
+        from gridagg_hbase.launcher import family_specs
+
+        return ",".join(family_specs(FAMILIES))
+
+    def block_bytes(self, family: bytes) -> int:
+        """The HFile block size of the table's column family `family`."""
+        return FAMILIES[family.decode()].get("block_size", DEFAULT_BLOCK_BYTES)
 
     def split_keys(self) -> list[bytes]:
         """The start keys of a new table's regions after the first."""

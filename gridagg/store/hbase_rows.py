@@ -27,6 +27,12 @@ from .. import segments
 FAMILY = b"r"
 SEGMENT_BYTES = 1 << 20  # a segment's size bound: cells stay far below hbase.server.keyvalue.maxsize
 MAX_SEGMENTS = 8  # live segments per grid; a write that would make more rewrites the grid
+# HFile block size of family "r" (HBase's default is 64 KB). A region server pays for
+# every block a scan enters (a block cache lookup, its reference count, moving to it):
+# with 64 KB blocks a ~54 KB segment cell was about a block, and entering blocks took half
+# of HBase's share of a broad scan. A block this size holds the largest segment whole and
+# about 20 of a typical grid's.
+BLOCK_BYTES = SEGMENT_BYTES
 NUMBER = struct.Struct(">Q")
 
 
