@@ -61,22 +61,25 @@ def add_services(sub) -> None:
     jar = actions.add_parser(
         "observer-jar", help="build HBase's scan observer as a jar, for an external cluster's region servers",
         description="Build the region servers' scan observer (hbase/GridScanObserver.java) as a jar. Put it "
-                    "on every region server's classpath and set hbase.coprocessor.user.region.classes to "
-                    "its class (README: HBase, server-side scans); the local HBase loads it by itself.")
+                    "on every region server's classpath, set hbase.coprocessor.user.region.classes to "
+                    "its class and start the region servers (Java 17 or later) with --add-modules "
+                    "jdk.incubator.vector (README: HBase, server-side scans); the local HBase does all "
+                    "this by itself.")
     jar.add_argument("out", type=Path, help="the jar to write")
     jar.set_defaults(func=_services_observer_jar)
 
 
 def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
-    from gridagg_hbase.launcher import OBSERVER_CLASS, LauncherError, observer_jar
+    from gridagg_hbase.launcher import OBSERVER_CLASS, OBSERVER_FLAGS, LauncherError, observer_jar
 
     try:
         out = observer_jar(settings, args.out)
     except LauncherError as exc:
         print(f"gridagg: error: {exc}", file=sys.stderr)
         return 1
-    print(f"{out}: deploy it on every region server's classpath and set "
-          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS}")
+    print(f"{out}: deploy it on every region server's classpath, set "
+          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} and add {' '.join(OBSERVER_FLAGS)} "
+          f"to HBASE_REGIONSERVER_OPTS")
     return 0
 
 

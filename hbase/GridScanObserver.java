@@ -30,6 +30,12 @@ import org.apache.hadoop.hbase.ipc.RpcServer;
 import org.apache.hadoop.hbase.regionserver.Region;
 import org.apache.hadoop.hbase.regionserver.RegionScanner;
 import org.apache.hadoop.hbase.util.Bytes;
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorMask;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
 
 /**
  * gridagg's scans on the region servers: filters and aggregates the rows of a region and
@@ -95,6 +101,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  *            length, u32 nfound, then u32 index of each element ID found
  * </pre>
  *
+ * <p>The row loops use the Vector API (Lanes): the region server's JVM needs
+ * {@code --add-modules jdk.incubator.vector}; without it every scan fails with that advice.
+ *
  * <p>Failures: an IOException (e.g. the region is closing) reaches the client as it is,
  * and the client's retries apply; anything else is rethrown as DoNotRetryIOException,
  * never thrown from the hook as it is (hbase.coprocessor.abortonerror would abort the
@@ -131,6 +140,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       answer = scan != null ? new Scanner(region, new Request(scan)).run() : new Lookup(region, keys).run();
     } catch (IOException e) {
       throw e;
+    } catch (NoClassDefFoundError e) {
+      throw new DoNotRetryIOException(ATTRIBUTE + " in region " + region.getRegionInfo().getRegionNameAsString()
+          + ": the region server lacks the Vector API (" + e.getMessage() + "): start its JVM with "
+          + "--add-modules jdk.incubator.vector (JDK 17 or later)", e);
     } catch (Throwable e) {
       throw new DoNotRetryIOException((scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE) + " failed in region "
           + region.getRegionInfo().getRegionNameAsString() + ": " + e, e);
@@ -364,25 +377,6 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return v == Short.MIN_VALUE ? Long.MIN_VALUE : v + base[c];
     }
 
-    /**
-     * Rows a..z-1 of column c as stored, from index 0 of the array of its width: `longs`
-     * (width 8: the values, NULL Long.MIN_VALUE), `ints` or `shorts` (deltas from base[c],
-     * NULL the type's least value). One bulk copy, not a bounds-checked read a value; loops
-     * then read the array of the column's own width (widening it first would cost more
-     * than the copy).
-     */
-    void copy(int c, int a, int z, long[] longs, int[] ints, short[] shorts) {
-      ByteBuffer from = b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-      from.position(at[c] + width[c] * a);
-      if (width[c] == 8) {
-        from.asLongBuffer().get(longs, 0, z - a);
-      } else if (width[c] == 4) {
-        from.asIntBuffer().get(ints, 0, z - a);
-      } else {
-        from.asShortBuffer().get(shorts, 0, z - a);
-      }
-    }
-
     /** First row whose column 0 is >= v (rows are ordered by column 0). */
     int lowerBound(long v) {
       // Mostly v lies outside the segment's span (a grid inside the query's time range):
@@ -390,19 +384,202 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       if (n == 0 || get(0, 0) >= v) {
         return 0;
       }
-      if (get(0, n - 1) < v) {
-        return n;
-      }
-      int a = 1, z = n - 1;
-      while (a < z) {
-        int m = (a + z) >>> 1;
+      return get(0, n - 1) < v ? n : firstAtLeast(v, 1, n - 1);
+    }
+
+    /** The first of rows from..to-1 whose column 0 is >= v (to if none). */
+    int firstAtLeast(long v, int from, int to) {
+      while (from < to) {
+        int m = (from + to) >>> 1;
         if (get(0, m) < v) {
-          a = m + 1;
+          from = m + 1;
         } else {
-          z = m;
+          to = m;
         }
       }
-      return a;
+      return from;
+    }
+  }
+
+  /**
+   * The row loops of columns(), SIMD lanes at a time (jdk.incubator.vector: the region
+   * server runs with --add-modules jdk.incubator.vector), as the embedded store's
+   * compiled kernel runs them. A segment's narrow columns are read where they are stored
+   * (little-endian, as values of their own width), 16 shorts or 8 ints a step; which rows
+   * pass is kept as a byte a row, 0 or -1 (JDK 17 stores and loads masks of int lanes to
+   * booleans slowly; bytes converted from lanes are quick). int64 columns, rare in
+   * segments, are read a value at a time.
+   */
+  static final class Lanes {
+    static final VectorSpecies<Short> SHORTS = ShortVector.SPECIES_256;
+    static final VectorSpecies<Integer> INTS = IntVector.SPECIES_256;
+    static final VectorSpecies<Byte> BYTES = ByteVector.SPECIES_256;
+    /** As many bytes as SHORTS, as INTS has lanes. */
+    static final VectorSpecies<Byte> SHORT_BYTES = ByteVector.SPECIES_128, INT_BYTES = ByteVector.SPECIES_64;
+    static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+    /** Rows a narrow column's int lanes add up before their sums move to an int64 (no overflow). */
+    static final int SUM_ROWS = 1 << 16;
+
+    /**
+     * Marks pass[r - a] (-1) for rows a..z-1 whose column c lies in lo..hi (first: sets
+     * every mark; else: clears those of rows that do not); false when no row can. NULL
+     * never does: a narrow column's bounds become deltas above the type's least value.
+     */
+    static boolean test(Columns s, int c, int a, int z, long lo, long hi, byte[] pass, boolean first) {
+      int w = s.width[c];
+      if (lo > hi) {
+        return false;
+      }
+      if (w == 8) {
+        for (int i = 0, at = s.at[c] + 8 * a; i < z - a; i++) {
+          long v = s.b.getLong(at + 8 * i);
+          pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
+        }
+        return true;
+      }
+      long least = w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE, most = w == 4 ? Integer.MAX_VALUE : Short.MAX_VALUE;
+      long base = s.base[c];
+      if (lo > base + most || hi < base + least + 1) {
+        return false;
+      }
+      int dlo = (int) (Math.max(lo, base + least + 1) - base), dhi = (int) (Math.min(hi, base + most) - base);
+      if (w == 4) {
+        testInts(s.b, s.at[c] + 4 * a, z - a, dlo, dhi, pass, first);
+      } else {
+        testShorts(s.b, s.at[c] + 2 * a, z - a, (short) dlo, (short) dhi, pass, first);
+      }
+      return true;
+    }
+
+    // One method per width, each small enough for the JIT to inline every Vector API
+    // call in it (else the lanes are boxed objects, many times slower).
+
+    static void testShorts(ByteBuffer b, int at, int n, short lo, short hi, byte[] pass, boolean first) {
+      int i = 0;
+      for (int upper = SHORTS.loopBound(n); i < upper; i += SHORTS.length()) {
+        ShortVector v = ShortVector.fromByteBuffer(SHORTS, b, at + 2 * i, LE);
+        ByteVector m = (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
+            .convertShape(VectorOperators.S2B, SHORT_BYTES, 0);
+        (first ? m : m.and(ByteVector.fromArray(SHORT_BYTES, pass, i))).intoArray(pass, i);
+      }
+      for (; i < n; i++) {
+        short v = b.getShort(at + 2 * i);
+        pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
+      }
+    }
+
+    static void testInts(ByteBuffer b, int at, int n, int lo, int hi, byte[] pass, boolean first) {
+      int i = 0;
+      for (int upper = INTS.loopBound(n); i < upper; i += INTS.length()) {
+        IntVector v = IntVector.fromByteBuffer(INTS, b, at + 4 * i, LE);
+        ByteVector m = (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
+            .convertShape(VectorOperators.I2B, INT_BYTES, 0);
+        (first ? m : m.and(ByteVector.fromArray(INT_BYTES, pass, i))).intoArray(pass, i);
+      }
+      for (; i < n; i++) {
+        int v = b.getInt(at + 4 * i);
+        pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
+      }
+    }
+
+    /** How many of pass[from..to-1] are marked. */
+    static int count(byte[] pass, int from, int to) {
+      int n = 0, i = from;
+      for (int upper = from + BYTES.loopBound(to - from); i < upper; i += BYTES.length()) {
+        n += ByteVector.fromArray(BYTES, pass, i).compare(VectorOperators.NE, (byte) 0).trueCount();
+      }
+      for (; i < to; i++) {
+        n += pass[i] != 0 ? 1 : 0;
+      }
+      return n;
+    }
+
+    /**
+     * Column c of rows from..to-1, those marked in pass[at + r - from] and not NULL:
+     * {present, least, most, high, low} as stored (a narrow column's deltas; high and
+     * low: an int64 column's sum as the sums of x >> 32 and of its low 32 bits, a narrow
+     * column's sum in low).
+     */
+    static long[] fold(Columns s, int c, int from, int to, byte[] pass, int at) {
+      int w = s.width[c];
+      return w == 8 ? foldLongs(s, c, from, to, pass, at)
+          : w == 4 ? foldInts(s, c, from, to, pass, at) : foldShorts(s, c, from, to, pass, at);
+    }
+
+    static long[] foldShorts(Columns s, int c, int from, int to, byte[] pass, int at) {
+      int n = to - from, p = s.at[c] + 2 * from, i = 0;
+      long has = 0, sum = 0;
+      ShortVector least = ShortVector.broadcast(SHORTS, Short.MAX_VALUE);
+      ShortVector most = ShortVector.broadcast(SHORTS, Short.MIN_VALUE);
+      for (int upper = SHORTS.loopBound(n); i < upper; ) {
+        IntVector sums = IntVector.zero(INTS);
+        for (int stop = Math.min(upper, i + SUM_ROWS); i < stop; i += SHORTS.length()) {
+          ShortVector v = ShortVector.fromByteBuffer(SHORTS, s.b, p + 2 * i, LE);
+          ShortVector marks = (ShortVector) ByteVector.fromArray(SHORT_BYTES, pass, at + i)
+              .convertShape(VectorOperators.B2S, SHORTS, 0);
+          VectorMask<Short> m = marks.compare(VectorOperators.NE, (short) 0).and(v.compare(VectorOperators.NE, Short.MIN_VALUE));
+          has += m.trueCount();
+          ShortVector kept = ShortVector.zero(SHORTS).blend(v, m);
+          least = least.min(v.blend(Short.MAX_VALUE, m.not()));
+          most = most.max(v.blend(Short.MIN_VALUE, m.not()));
+          sums = sums.add(kept.convertShape(VectorOperators.S2I, INTS, 0)).add(kept.convertShape(VectorOperators.S2I, INTS, 1));
+        }
+        sum += sums.reduceLanesToLong(VectorOperators.ADD);
+      }
+      long lo = least.reduceLanesToLong(VectorOperators.MIN), hi = most.reduceLanesToLong(VectorOperators.MAX);
+      for (; i < n; i++) {
+        short x = s.b.getShort(p + 2 * i);
+        if (pass[at + i] != 0 && x != Short.MIN_VALUE) {
+          has++;
+          lo = Math.min(lo, x);
+          hi = Math.max(hi, x);
+          sum += x;
+        }
+      }
+      return new long[] {has, lo, hi, 0, sum};
+    }
+
+    static long[] foldInts(Columns s, int c, int from, int to, byte[] pass, int at) {
+      int n = to - from, p = s.at[c] + 4 * from, i = 0;
+      long has = 0, sum = 0;
+      IntVector least = IntVector.broadcast(INTS, Integer.MAX_VALUE);
+      IntVector most = IntVector.broadcast(INTS, Integer.MIN_VALUE);
+      for (int upper = INTS.loopBound(n); i < upper; i += INTS.length()) {
+        IntVector v = IntVector.fromByteBuffer(INTS, s.b, p + 4 * i, LE);
+        IntVector marks = (IntVector) ByteVector.fromArray(INT_BYTES, pass, at + i).convertShape(VectorOperators.B2I, INTS, 0);
+        VectorMask<Integer> m = marks.compare(VectorOperators.NE, 0).and(v.compare(VectorOperators.NE, Integer.MIN_VALUE));
+        has += m.trueCount();
+        // an int's lanes could overflow: each step's sum goes to an int64 (a reduction a step)
+        sum += IntVector.zero(INTS).blend(v, m).reduceLanesToLong(VectorOperators.ADD);
+        least = least.min(v.blend(Integer.MAX_VALUE, m.not()));
+        most = most.max(v.blend(Integer.MIN_VALUE, m.not()));
+      }
+      long lo = least.reduceLanesToLong(VectorOperators.MIN), hi = most.reduceLanesToLong(VectorOperators.MAX);
+      for (; i < n; i++) {
+        int x = s.b.getInt(p + 4 * i);
+        if (pass[at + i] != 0 && x != Integer.MIN_VALUE) {
+          has++;
+          lo = Math.min(lo, x);
+          hi = Math.max(hi, x);
+          sum += x;
+        }
+      }
+      return new long[] {has, lo, hi, 0, sum};
+    }
+
+    static long[] foldLongs(Columns s, int c, int from, int to, byte[] pass, int at) {
+      long has = 0, lo = Long.MAX_VALUE, hi = Long.MIN_VALUE, high = 0, low = 0;
+      for (int r = from, p = s.at[c] + 8 * from; r < to; r++, p += 8) {
+        long x = s.b.getLong(p);
+        if (pass[at + r - from] != 0 && x != Long.MIN_VALUE) {
+          has++;
+          lo = Math.min(lo, x);
+          hi = Math.max(hi, x);
+          high += x >> 32;
+          low += x & 0xFFFFFFFFL;
+        }
+      }
+      return new long[] {has, lo, hi, high, low};
     }
   }
 
@@ -771,232 +948,84 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /**
-     * Scratch arrays for columns(): a column's rows (int64, or a narrow column's deltas),
-     * the offsets of the rows that pass, and the runs of them that share a group (run r:
-     * selected[runFrom[r]..runTo[r]-1], group runGroup[r]).
-     */
-    long[] values = new long[0];
-    int[] ints = new int[0];
-    short[] shorts = new short[0];
-    int[] selected = new int[0];
-    /** Whether every row passed select(): then selected is not written (row s is s). */
-    boolean allRows;
-    int[] runFrom = new int[1], runTo = new int[1], runGroup = new int[1];
-    /** What the scratch array of width w holds: rows copiedA[w]..copiedZ[w]-1 of column copiedCol[w] of copiedSeg[w]. */
-    final Columns[] copiedSeg = new Columns[9];
-    final int[] copiedCol = new int[9], copiedA = new int[9], copiedZ = new int[9];
+    /** Whether each of the rows a..z-1 columns() is at passes its item's conditions (-1) or not (0): row r at pass[r - a]. */
+    byte[] pass = new byte[0];
+    /** Runs of rows of one group: rows runFrom[r]..runTo[r]-1 in group runGroup[r], runRows[r] of them passing. */
+    int[] runFrom = new int[1], runTo = new int[1], runGroup = new int[1], runRows = new int[1];
 
     /**
-     * Rows a..z-1 of column c of seg as stored, into `values`, `ints` or `shorts` by its
-     * width (Columns.copy): copied once for a column both tested and aggregated (or
-     * bucketed), and only the scratch array of its width is overwritten.
-     */
-    void copy(Columns seg, int c, int a, int z) {
-      int w = seg.width[c];
-      if (seg != copiedSeg[w] || c != copiedCol[w] || a != copiedA[w] || z != copiedZ[w]) {
-        seg.copy(c, a, z, values, ints, shorts);
-        copiedSeg[w] = seg;
-        copiedCol[w] = c;
-        copiedA[w] = a;
-        copiedZ[w] = z;
-      }
-    }
-
-    /** Row r (from a) of column c as copy() left it, as a value (NULL: Long.MIN_VALUE). */
-    long copied(Columns seg, int c, int r) {
-      int w = seg.width[c];
-      if (w == 8) {
-        return values[r];
-      }
-      long d = w == 4 ? ints[r] : shorts[r];
-      return d == (w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE) ? Long.MIN_VALUE : d + seg.base[c];
-    }
-
-    /** Row offset (from a) of the s-th selected row. */
-    int row(int s) {
-      return allRows ? s : selected[s];
-    }
-
-    /**
-     * What rows() does for an aggregate, a column at a time: each condition narrows a list
-     * of the rows that pass so far (tested without branches: which rows pass is data, not
-     * predictable); the list is cut into runs of one group (the item's, or a run per time
-     * bucket); each aggregated column is copied out of the segment once and added up a run
-     * at a time, a narrow one on its deltas, the base added once per run.
+     * What rows() does for an aggregate, a column at a time and SIMD lanes at a time (the
+     * Vector API, like the embedded store's compiled kernel): each tested condition marks
+     * in `pass` which rows meet it; the rows are cut into runs of one group (the item's,
+     * or one per time bucket); each aggregated column is added up a run at a time, the
+     * rows that pass picked by mask, a narrow column on its deltas (the base added once
+     * per run).
      */
     void columns(int i, Columns seg, int a, int z) {
-      int m = z - a;
-      if (m <= 0) {
+      if (z <= a || !select(i, seg, a, z)) {
         return;
       }
-      if (values.length < m) {
-        values = new long[m];
-        ints = new int[m];
-        shorts = new short[m];
-        selected = new int[m];
-      }
-      int ns = select(i, seg, a, z);
-      if (ns == 0) {
-        return;
-      }
-      int nruns = 1;
-      if (q.bucketCol >= 0) {
-        nruns = bucketRuns(seg, a, z, ns);
-      } else {
-        runFrom[0] = 0;
-        runTo[0] = ns;
-        runGroup[0] = q.group[i];
-      }
+      int nruns = runs(i, seg, a, z);
       for (int r = 0; r < nruns; r++) {
-        int rows = runTo[r] - runFrom[r];
-        rowsMatched += rows;
-        count[runGroup[r]] += rows;
+        runRows[r] = Lanes.count(pass, runFrom[r] - a, runTo[r] - a);
+        rowsMatched += runRows[r];
+        count[runGroup[r]] += runRows[r];
       }
       for (int j = 0; j < k; j++) {
-        int c = q.aggCol[j];
-        copy(seg, c, a, z);
         for (int r = 0; r < nruns; r++) {
-          int slot = runGroup[r] * k + j;
-          if (seg.width[c] == 8) {
-            aggregate(slot, values, runFrom[r], runTo[r]);
-          } else {
-            aggregateDeltas(slot, seg, c, runFrom[r], runTo[r]);
+          if (runRows[r] > 0) {
+            fold(runGroup[r] * k + j, seg, q.aggCol[j], runFrom[r], runTo[r], a);
           }
         }
       }
     }
 
     /**
-     * Offsets (from row a) of item i's rows a..z-1 that meet every condition into
-     * `selected`; returns how many. Conditions on column 0 are skipped (a..z are the rows
-     * that meet them), and so are those the request says every row of the item meets.
+     * Marks in `pass` which of rows a..z-1 meet every condition of item i, but those on
+     * column 0 (a..z are the rows that meet them) and those the request says every row
+     * of the item meets; false when no row can.
      */
-    int select(int i, Columns seg, int a, int z) {
-      int ns = z - a;
-      allRows = true;
-      for (int j = 0; j < q.condCol.length && ns > 0; j++) {
+    boolean select(int i, Columns seg, int a, int z) {
+      if (pass.length < z - a) {
+        pass = new byte[Math.max(z - a, 2 * pass.length)];
+      }
+      boolean first = true;
+      for (int j = 0; j < q.condCol.length; j++) {
         if (q.condCol[j] == 0 || !q.tests(i, j)) {
           continue;
         }
-        long lo = q.condLo[j], hi = q.condHi[j];
-        if (lo > hi) {
-          return 0;
+        if (!Lanes.test(seg, q.condCol[j], a, z, q.condLo[j], q.condHi[j], pass, first)) {
+          return false;
         }
-        int c = q.condCol[j];
-        if (seg.width[c] != 8) {
-          ns = selectNarrow(seg, c, a, z, lo, hi, ns);
-        } else {
-          // lo <= v <= hi as one unsigned comparison: v - lo <= hi - lo
-          long span = (hi - lo) ^ Long.MIN_VALUE;
-          copy(seg, c, a, z);
-          long[] v = values;
-          int kept = 0;
-          for (int s = 0; s < ns; s++) {
-            int r = row(s);
-            selected[kept] = r;
-            kept += ((v[r] - lo) ^ Long.MIN_VALUE) <= span ? 1 : 0;
-          }
-          ns = kept;
-        }
-        allRows = false;
+        first = false;
       }
-      return ns;
+      if (first) {
+        Arrays.fill(pass, 0, z - a, (byte) -1);
+      }
+      return true;
     }
 
     /**
-     * select() of one condition on a narrow column, rows a..z-1 copied out as stored:
-     * lo..hi as a range of deltas from the column's base (NULL, the type's least value,
-     * lies below it).
+     * Cuts rows a..z-1 into runs of one group (run fields), rows outside every bucket left
+     * out; returns how many. Rows are in time order, so on column 0 a bucket's rows are
+     * one run and where it ends is a binary search.
      */
-    int selectNarrow(Columns seg, int c, int a, int z, long lo, long hi, int ns) {
-      boolean wide = seg.width[c] == 4;
-      long least = wide ? Integer.MIN_VALUE : Short.MIN_VALUE, most = wide ? Integer.MAX_VALUE : Short.MAX_VALUE;
-      long base = seg.base[c];
-      if (lo > base + most || hi < base + least + 1) {
-        return 0;
+    int runs(int i, Columns seg, int a, int z) {
+      if (q.bucketCol < 0) {
+        runFrom[0] = a;
+        runTo[0] = z;
+        runGroup[0] = q.group[i];
+        return 1;
       }
-      long dlo = Math.max(lo, base + least + 1) - base, span = Math.min(hi, base + most) - base - dlo;
-      copy(seg, c, a, z);
-      int kept = 0;
-      if (wide) {
-        for (int s = 0; s < ns; s++) {
-          int r = row(s);
-          long d = ints[r] - dlo;
-          selected[kept] = r;
-          kept += d >= 0 && d <= span ? 1 : 0;
-        }
-      } else {
-        for (int s = 0; s < ns; s++) {
-          int r = row(s);
-          long d = shorts[r] - dlo;
-          selected[kept] = r;
-          kept += d >= 0 && d <= span ? 1 : 0;
-        }
-      }
-      return kept;
-    }
-
-    /**
-     * aggregate() of narrow column c of seg, as copy() left it, selected rows from..to-1:
-     * the deltas summed, then the base once per value.
-     */
-    void aggregateDeltas(int slot, Columns seg, int c, int from, int to) {
-      long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, sum = 0;
-      if (seg.width[c] == 4) {
-        for (int s = from; s < to; s++) {
-          int x = ints[row(s)];
-          if (x == Integer.MIN_VALUE) {
-            continue; // NULL: an absent value
-          }
-          has++;
-          least = Math.min(least, x);
-          most = Math.max(most, x);
-          sum += x;
-        }
-      } else {
-        for (int s = from; s < to; s++) {
-          short x = shorts[row(s)];
-          if (x == Short.MIN_VALUE) {
-            continue;
-          }
-          has++;
-          least = Math.min(least, x);
-          most = Math.max(most, x);
-          sum += x;
-        }
-      }
-      if (has == 0) {
-        return;
-      }
-      long base = seg.base[c];
-      present[slot] += has;
-      min[slot] = Math.min(min[slot], least + base);
-      max[slot] = Math.max(max[slot], most + base);
-      // sum = hi * 2^32 + lo: each value's base parts go to hi and lo, its delta (>= 0) to lo
-      hi[slot] += has * (base >> 32);
-      lo[slot] += sum + has * (base & 0xFFFFFFFFL);
-    }
-
-    /**
-     * Cuts the ns selected rows of rows a..z-1 into runs of one time bucket, those outside
-     * every bucket left out; returns how many runs. Rows are in time order, so a bucket's
-     * rows are one run: on the column the rows are ordered by (column 0), where a bucket
-     * ends is a binary search, not a division per row. The search reads a copy of the
-     * column: probing the segment itself would miss the CPU's caches at every step.
-     */
-    int bucketRuns(Columns seg, int a, int z, int ns) {
-      int bc = q.bucketCol;
+      int bc = q.bucketCol, nruns = 0;
       long base = q.bucketBase, step = q.bucketStep;
-      copy(seg, bc, a, z);
-      int nruns = 0;
-      for (int s = 0, e; s < ns; s = e) {
-        long bucket = Math.floorDiv(copied(seg, bc, row(s)) - base, step);
+      for (int s = a, e; s < z; s = e) {
+        long bucket = Math.floorDiv(seg.get(bc, s) - base, step);
         if (bc == 0) {
-          e = firstFrom(seg, s + 1, ns, bucketStart(bucket + 1));
+          e = seg.firstAtLeast(bucketStart(bucket + 1), s + 1, z);
         } else {
           e = s + 1;
-          while (e < ns && Math.floorDiv(copied(seg, bc, row(e)) - base, step) == bucket) {
+          while (e < z && Math.floorDiv(seg.get(bc, e) - base, step) == bucket) {
             e++;
           }
         }
@@ -1007,6 +1036,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           runFrom = Arrays.copyOf(runFrom, 2 * nruns);
           runTo = Arrays.copyOf(runTo, 2 * nruns);
           runGroup = Arrays.copyOf(runGroup, 2 * nruns);
+          runRows = Arrays.copyOf(runRows, 2 * nruns);
         }
         runFrom[nruns] = s;
         runTo[nruns] = e;
@@ -1024,41 +1054,23 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** The first selected s in from..to-1 whose column 0 is >= t (to if none), as copied: it ascends. */
-    int firstFrom(Columns seg, int from, int to, long t) {
-      if (from == to || copied(seg, 0, row(to - 1)) < t) {
-        return to;
+    /**
+     * Column c of rows from..to-1 of seg, those passing (pass[r - a]) and not NULL, into
+     * the aggregate at `slot`. Sums are exact: a narrow column's deltas in int64, an int64
+     * column as two halves (x >> 32 and its low 32 bits), as add() keeps them.
+     */
+    void fold(int slot, Columns seg, int c, int from, int to, int a) {
+      long[] f = Lanes.fold(seg, c, from, to, pass, from - a); // present, least, most, high, low
+      if (f[0] == 0) {
+        return;
       }
-      while (from < to) {
-        int mid = (from + to) >>> 1;
-        if (copied(seg, 0, row(mid)) < t) {
-          from = mid + 1;
-        } else {
-          to = mid;
-        }
-      }
-      return from;
-    }
-
-    /** Selected rows from..to-1 of column values v into the aggregate at `slot`, held in registers meanwhile. */
-    void aggregate(int slot, long[] v, int from, int to) {
-      long has = 0, least = min[slot], most = max[slot], high = 0, low = 0;
-      for (int s = from; s < to; s++) {
-        long x = v[row(s)];
-        if (x == Long.MIN_VALUE) {
-          continue; // NULL: an absent value
-        }
-        has++;
-        least = Math.min(least, x);
-        most = Math.max(most, x);
-        high += x >> 32;
-        low += x & 0xFFFFFFFFL;
-      }
-      present[slot] += has;
-      min[slot] = least;
-      max[slot] = most;
-      hi[slot] += high;
-      lo[slot] += low;
+      long base = seg.width[c] == 8 ? 0 : seg.base[c];
+      present[slot] += f[0];
+      min[slot] = Math.min(min[slot], f[1] + base);
+      max[slot] = Math.max(max[slot], f[2] + base);
+      // a delta's value is delta + base: the base's halves go to hi and lo once per value
+      hi[slot] += f[3] + f[0] * (base >> 32);
+      lo[slot] += f[4] + f[0] * (base & 0xFFFFFFFFL);
     }
 
     /** Value x (present) into the aggregate at `slot`: sums as two halves, exact. */

@@ -87,8 +87,10 @@ THRIFT_CLIENT_OPTIONS = {
 # Heap per JVM but the region server's (settings.hbase_heap): modest, this runs next to
 # PostgreSQL and Spark on a small machine.
 HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m"}
-# Short-lived admin JVMs: the C1 compiler only (starts faster).
-EXTRA_FLAGS = {"admin": ["-XX:TieredStopAtLevel=1"]}
+# Short-lived admin JVMs: the C1 compiler only (starts faster). The region server (in the
+# master's JVM) runs the observer's row loops on the Vector API, an incubator module.
+OBSERVER_FLAGS = ["--add-modules", "jdk.incubator.vector"]
+EXTRA_FLAGS = {"admin": ["-XX:TieredStopAtLevel=1"], "master": OBSERVER_FLAGS}
 
 
 class LauncherError(RuntimeError):
@@ -576,12 +578,12 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
 
 def _compile_tool(settings, class_name: str, cp: str) -> Path:
     """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir.
-    The observer is compiled for Java 8, the oldest JDK HBase 2.6 runs on."""
+    The observer is compiled for Java 17 with the Vector API (OBSERVER_FLAGS)."""
     p = paths(settings)
     classes = p.tools / "classes"
     src = HERE / f"{class_name}.java"
     stamp = p.tools / f"{class_name}.key"
-    options = ["--release", "8", "-Xlint:-options"] if class_name == OBSERVER_CLASS else []
+    options = ["--release", "17", *OBSERVER_FLAGS] if class_name == OBSERVER_CLASS else []
     key = hashlib.sha256((src.read_text() + "\0" + cp + "\0" + " ".join(options)).encode()).hexdigest()
     if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
         return classes
@@ -687,7 +689,8 @@ def region_admin(settings, command: str, table: str, *args: str) -> None:
 
 def observer_jar(settings, out: Path) -> Path:
     """The scan observer's classes as a jar for an external cluster's region servers
-    (compiled once against HBase 2.6.1, for Java 8 and later)."""
+    (compiled once against HBase 2.6.1, for Java 17 and later; the region servers need
+    OBSERVER_FLAGS)."""
     classes = _compile_tool(settings, OBSERVER_CLASS, resolve_classpath(settings))
     out = Path(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
