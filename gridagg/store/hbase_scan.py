@@ -387,11 +387,16 @@ class _Rows:
     def anchors(self, known: list[tuple[bytes, bytes]]) -> list[bytes]:
         """One row key inside each region (by `known`) that holds an unanswered item."""
         out = []
+        first_ask = not self.done.any()  # most requests: each region's first key, no mask to read
         for rs, re in known:
             a, z = self._span(rs, re)
-            waiting = np.flatnonzero(~self.done[self.order[a:z]])
-            if len(waiting):
-                out.append(self.sorted[a + int(waiting[0])] or b"\0")  # an empty row key is not a row
+            if first_ask:
+                at = a if a < z else None
+            else:
+                waiting = np.flatnonzero(~self.done[self.order[a:z]])
+                at = a + int(waiting[0]) if len(waiting) else None
+            if at is not None:
+                out.append(self.sorted[at] or b"\0")  # an empty row key is not a row
         return out
 
     def answered(self, regions: list[tuple[bytes, bytes]]) -> None:
