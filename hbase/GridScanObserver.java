@@ -496,13 +496,12 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     /**
      * Column c of rows from..to-1, those marked in pass[at + r - from] and not NULL:
-     * {present, least, most, high, low} as stored (a narrow column's deltas; high and
-     * low: an int64 column's sum as the sums of x >> 32 and of its low 32 bits, a narrow
-     * column's sum in low).
+     * {present, least, most, high, low} as stored (a narrow column's deltas); the sum is
+     * high * 2^32 + low (int64 values go in as their halves, x >> 32 and the low 32 bits).
      */
     static long[] fold(Columns s, int c, int from, int to, byte[] pass, int at) {
       int w = s.width[c];
-      return w == 8 ? foldLongs(s, c, from, to, pass, at)
+      return w == 8 ? foldRows(s, c, from, to, pass, at, new long[] {0, Long.MAX_VALUE, Long.MIN_VALUE, 0, 0})
           : w == 4 ? foldInts(s, c, from, to, pass, at) : foldShorts(s, c, from, to, pass, at);
     }
 
@@ -526,17 +525,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
         sum += sums.reduceLanesToLong(VectorOperators.ADD);
       }
-      long lo = least.reduceLanesToLong(VectorOperators.MIN), hi = most.reduceLanesToLong(VectorOperators.MAX);
-      for (; i < n; i++) {
-        short x = s.b.getShort(p + 2 * i);
-        if (pass[at + i] != 0 && x != Short.MIN_VALUE) {
-          has++;
-          lo = Math.min(lo, x);
-          hi = Math.max(hi, x);
-          sum += x;
-        }
-      }
-      return new long[] {has, lo, hi, 0, sum};
+      long[] f = {has, least.reduceLanesToLong(VectorOperators.MIN), most.reduceLanesToLong(VectorOperators.MAX), 0, sum};
+      return foldRows(s, c, from + i, to, pass, at + i, f);
     }
 
     static long[] foldInts(Columns s, int c, int from, int to, byte[] pass, int at) {
@@ -554,32 +544,29 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         least = least.min(v.blend(Integer.MAX_VALUE, m.not()));
         most = most.max(v.blend(Integer.MIN_VALUE, m.not()));
       }
-      long lo = least.reduceLanesToLong(VectorOperators.MIN), hi = most.reduceLanesToLong(VectorOperators.MAX);
-      for (; i < n; i++) {
-        int x = s.b.getInt(p + 4 * i);
-        if (pass[at + i] != 0 && x != Integer.MIN_VALUE) {
-          has++;
-          lo = Math.min(lo, x);
-          hi = Math.max(hi, x);
-          sum += x;
-        }
-      }
-      return new long[] {has, lo, hi, 0, sum};
+      long[] f = {has, least.reduceLanesToLong(VectorOperators.MIN), most.reduceLanesToLong(VectorOperators.MAX), 0, sum};
+      return foldRows(s, c, from + i, to, pass, at + i, f);
     }
 
-    static long[] foldLongs(Columns s, int c, int from, int to, byte[] pass, int at) {
-      long has = 0, lo = Long.MAX_VALUE, hi = Long.MIN_VALUE, high = 0, low = 0;
-      for (int r = from, p = s.at[c] + 8 * from; r < to; r++, p += 8) {
-        long x = s.b.getLong(p);
-        if (pass[at + r - from] != 0 && x != Long.MIN_VALUE) {
-          has++;
-          lo = Math.min(lo, x);
-          hi = Math.max(hi, x);
-          high += x >> 32;
-          low += x & 0xFFFFFFFFL;
+    /**
+     * The scalar fold, of any width, into f (as fold() returns it): rows from..to-1 one at a
+     * time (an int64 column; the rows after a narrow column's last full lanes). A value
+     * goes to high and low as its halves, which add up to it for any width.
+     */
+    static long[] foldRows(Columns s, int c, int from, int to, byte[] pass, int at, long[] f) {
+      int w = s.width[c];
+      long nil = w == 8 ? Long.MIN_VALUE : w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE;
+      for (int r = from, p = s.at[c] + w * from; r < to; r++, p += w) {
+        long x = w == 8 ? s.b.getLong(p) : w == 4 ? s.b.getInt(p) : s.b.getShort(p);
+        if (pass[at + r - from] != 0 && x != nil) {
+          f[0]++;
+          f[1] = Math.min(f[1], x);
+          f[2] = Math.max(f[2], x);
+          f[3] += x >> 32;
+          f[4] += x & 0xFFFFFFFFL;
         }
       }
-      return new long[] {has, lo, hi, high, low};
+      return f;
     }
   }
 
