@@ -400,9 +400,11 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"driver (loadtest/loadgen.go: closed-loop clients, no think time) on the same machine, each run "
              f"bounded by {args.requests} requests and {args.seconds:g} s; "
              f"before a system's runs its data is read into the OS page cache (its LMDB pages; pg_prewarm of "
-             f"table and index) and an unrecorded warm-up run per aggregate sends {args.warmup} requests at "
-             f"{max(args.clients)} clients. Throughput and latency count the requests sent once all "
-             f"clients of a run were running (they start 10 ms apart).", ""]
+             f"table and index), and unrecorded warm-up runs per aggregate (up to {args.warmup_seconds:g} s "
+             f"each, at {max(args.clients)} clients) go on until its rate stops rising (the last {WARM_RUNS} "
+             f"runs not {WARM_GAIN - 1:.0%} faster on average than the {WARM_RUNS} before them; at most "
+             f"{args.warmup_runs}; their rates under Warm-up below). Throughput and latency count the requests "
+             f"sent once all clients of a run were running (they start 10 ms apart).", ""]
     sel = [s.stats["table3"]["selectivity_pct"] for s in grid_systems if "table3" in s.stats]
     if sel:
         lines += [f"Measured selectivity of the paper's workload: {statistics.fmean(sel):.2f}% "
@@ -474,6 +476,13 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
     for r in runs:
         lines.append(f"| {r['system']} | {r['agg']} | {r['clients']} | "
                      + " | ".join(f"{r[f'cpu_{g}_ms']:.3f}" if f"cpu_{g}_ms" in r else "-" for g in groups) + " |")
+    if meta.get("warmups"):
+        lines += ["", "## Warm-up", "",
+                  "Queries per second of each system's unrecorded warm-up runs, in order, before its "
+                  "recorded runs of that aggregate.", "", "| system | aggregate | warm-up runs (queries/s) |",
+                  "|---|---|---|"]
+        for w in meta["warmups"]:
+            lines.append(f"| {w['system']} | {w['agg']} | {', '.join(f'{x:.0f}' for x in w['rates']) or '-'} |")
     lines += ["", "## Load throughput (the paper's Table 2)", "",
               "| system | rows | seconds | rows/s | leaf grids |", "|---|---|---|---|---|"]
     for s in systems:
@@ -727,6 +736,7 @@ def run(settings: Settings, args) -> dict:
     stores = args.stores or ["embedded"]
     threads = {st: args.threads or default_threads(st) for st in stores}
     runs: list[dict] = []
+    warmups: list[dict] = []
     disagree: list[str] = []
     try:
         logdir = out / "logs"
@@ -745,9 +755,11 @@ def run(settings: Settings, args) -> dict:
         for s in systems:
             url = servers[s.store or "baselines"].url
             prewarm(settings, s)
-            for agg in args.aggs if args.warmup else []:  # every worker, connection, page and code path in use
-                run_load(settings, url, s.dataset, agg, max(args.clients), args.warmup, args.seconds,
-                         args.seed + 3, out, f"{s.dataset}_{agg}_warmup", meter)
+            for agg in args.aggs:  # every worker, connection, page and code path in use, compiled
+                rates = warm_up(settings, url, s.dataset, agg, max(args.clients), args, out, meter)
+                warmups.append({"system": s.label, "agg": agg, "rates": rates})
+                if rates:
+                    log(f"warm-up {s.label} {agg}: " + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
             for agg in args.aggs:
                 for c in args.clients:
                     i += 1
@@ -767,12 +779,35 @@ def run(settings: Settings, args) -> dict:
     meta = {"command": args.command_line, "machine": machine(),
             "server": "; ".join(f"store {st}: {args.workers} workers x {threads[st]} thread(s)" for st in stores),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-            "minutes": (time.time() - started) / 60, "rows": total, "inprocess": inprocess}
+            "minutes": (time.time() - started) / 60, "rows": total, "inprocess": inprocess, "warmups": warmups}
     report = write_report(out, args, meta, systems, runs, disagree)
     log(f"report: {report}")
     if not args.keep:
         drop_all(settings, systems)
     return {"systems": systems, "runs": runs, "disagreements": disagree, "report": report}
+
+
+# A warm-up ends once its last WARM_RUNS runs were not WARM_GAIN times as fast as the WARM_RUNS
+# before them (on average: one run's rate moves by 10% on this shared machine).
+WARM_RUNS, WARM_GAIN = 3, 1.03
+
+
+def warm_up(settings: Settings, url: str, dataset: str, agg: str, clients: int, args, out: Path,
+            meter: CpuMeter) -> list[float]:
+    """Unrecorded runs of `agg` queries (each up to args.warmup_seconds and args.requests
+    requests) until the rate stops rising, or args.warmup_runs runs; returns their rates.
+    A JVM compiles hot code as it runs it: the region server's row loops reach their speed
+    after a minute or two of load, while the embedded store and the baselines level off
+    in their first runs. The recorded runs then measure a server as it serves all day."""
+    rates: list[float] = []
+    for i in range(args.warmup_runs):
+        r = run_load(settings, url, dataset, agg, clients, args.requests, args.warmup_seconds, args.seed + 3 + i,
+                     out, f"{dataset}_{agg}_warmup{i + 1}", meter)
+        rates.append(r["rps"])
+        last, before = rates[-WARM_RUNS:], rates[-2 * WARM_RUNS : -WARM_RUNS]
+        if len(before) == WARM_RUNS and sum(last) <= WARM_GAIN * sum(before):
+            break
+    return rates
 
 
 # The process groups whose CPU a run counts, as the report names them.
@@ -835,9 +870,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "alone, DuckDB)")
     p.add_argument("--requests", type=int, default=2000, help="most requests per run (default 2000)")
     p.add_argument("--seconds", type=float, default=30, help="most seconds per run (default 30)")
+    p.add_argument("--warmup-runs", type=int, default=40,
+                   help="most unrecorded warm-up runs per system and aggregate, at the most clients, before "
+                        "its recorded runs; they stop once the rate stops rising (the last 3 runs not 3%% "
+                        "faster on average than the 3 before them). Default 40; 0: none")
+    p.add_argument("--warmup-seconds", type=float, default=5,
+                   help="most seconds of each warm-up run (default 5; its requests are bounded by --requests)")
     p.add_argument("--warmup", type=int, default=500,
-                   help="requests of an unrecorded warm-up run per system, at the most clients, and boxes "
-                        "answered before the in-process timing (default 500)")
+                   help="boxes each system answers before its in-process timing (default 500)")
     p.add_argument("--stat-queries", type=int, default=50, help="queries for the Table 3 statistics")
     p.add_argument("--check-queries", type=int, default=5, help="queries every system must agree on")
     p.add_argument("--workers", type=int, default=default_workers(),

@@ -65,7 +65,7 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     register(parser.add_subparsers())
     args = parser.parse_args([
         "bench", "--rows", "50000", "--nsize", "50", "500", "--clients", "1", "4", "--requests", "60",
-        "--seconds", "4", "--warmup", "1", "--stat-queries", "5", "--check-queries", "4",
+        "--seconds", "4", "--warmup", "1", "--warmup-runs", "3", "--warmup-seconds", "1", "--stat-queries", "5", "--check-queries", "4",
         "--stores", "embedded", "hbase", "--workers", "2", "--threads", "2",
         "--prefix", unique_name, "--out", str(tmp_path / "report")])
     args.command_line = "gridagg bench (test)"
@@ -85,6 +85,7 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     assert "gridagg / PostgreSQL alone" in text and "gridagg / DuckDB" in text and "Measured selectivity" in text
     assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
     assert "In-process: gridagg's planner vs DuckDB" in text and "Where the CPU goes" in text
+    assert "| gridagg-hbase N=50 | sum | " in text.split("## Warm-up")[1]  # each system's warm-up rates
     for name in ("runs.csv", "load.csv", "table3.csv", "throughput_min.png", "throughput_sum.png"):
         assert (out / name).exists(), name
     with open(out / "runs.csv") as f:
