@@ -431,10 +431,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         return false;
       }
       if (w == 8) {
-        for (int i = 0, at = s.at[c] + 8 * a; i < z - a; i++) {
-          long v = s.b.getLong(at + 8 * i);
-          pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
-        }
+        testRows(s.b, s.at[c] + 8 * a, 8, 0, z - a, lo, hi, pass, first);
         return true;
       }
       long least = w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE, most = w == 4 ? Integer.MAX_VALUE : Short.MAX_VALUE;
@@ -462,10 +459,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
             .convertShape(VectorOperators.S2B, SHORT_BYTES, 0);
         (first ? m : m.and(ByteVector.fromArray(SHORT_BYTES, pass, i))).intoArray(pass, i);
       }
-      for (; i < n; i++) {
-        short v = b.getShort(at + 2 * i);
-        pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
-      }
+      testRows(b, at, 2, i, n, lo, hi, pass, first);
     }
 
     static void testInts(ByteBuffer b, int at, int n, int lo, int hi, byte[] pass, boolean first) {
@@ -476,8 +470,16 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
             .convertShape(VectorOperators.I2B, INT_BYTES, 0);
         (first ? m : m.and(ByteVector.fromArray(INT_BYTES, pass, i))).intoArray(pass, i);
       }
+      testRows(b, at, 4, i, n, lo, hi, pass, first);
+    }
+
+    /**
+     * The scalar test, of any width w: rows i..n-1 of the values from byte `at` on, one at
+     * a time (an int64 column; the rows after a narrow column's last full lanes).
+     */
+    static void testRows(ByteBuffer b, int at, int w, int i, int n, long lo, long hi, byte[] pass, boolean first) {
       for (; i < n; i++) {
-        int v = b.getInt(at + 4 * i);
+        long v = w == 8 ? b.getLong(at + 8 * i) : w == 4 ? b.getInt(at + 4 * i) : b.getShort(at + 2 * i);
         pass[i] = (first || pass[i] != 0) && v >= lo && v <= hi ? (byte) -1 : 0;
       }
     }
