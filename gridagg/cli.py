@@ -34,6 +34,7 @@ import sys
 import textwrap
 from importlib.metadata import entry_points
 
+from gridagg import faults
 from gridagg.config import Settings, help_text
 from gridagg.errors import GridaggError, InvalidInput
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = Settings.from_env()
+        faults.arm(settings.faults)
         return int(args.func(settings, args) or 0)
     except InvalidInput as e:
         print(f"gridagg: error: {e.detail}", file=sys.stderr)

@@ -2,26 +2,10 @@
 
 GridEngine ties the grid directory (PostgreSQL) to a cell store (embedded or HBase).
 
-Concurrency and crashes:
-- Writers of one dataset take its writer lock (a PostgreSQL advisory lock), so
-  concurrent inserts from several processes never lose an update and a grid is never
-  split twice.
-- A split (by an insert, or by a bulk load, ingest.job) writes the children's rows and
-  aggregates, then switches the directory in one transaction, and leaves the old rows
-  in place: they are purged only after 2 x max_query_seconds. A query that listed the
-  old leaf finishes (or is aborted) within max_query_seconds, so it always finds every
-  row it expects, counted once.
-- Each write records an intent (the leaves it touches: an insert's leaves and the new
-  grids of its splits, every leaf for a bulk load) before writing and clears it after,
-  with the directory change. The next writer (or `repair`) finds intents left by a
-  crashed writer and recomputes those leaves' aggregates from their rows, and their
-  ancestors from their children, after deleting any rows under grids below them that
-  never made it into the directory: a crashed write's rows end up either fully counted
-  or, if never stored, not at all.
-- A crashed writer's requests may still land after that (held by the HBase Thrift
-  gateway): every write is stamped (gridagg.stamps), and recovery first seals the
-  crashed writer's leaves and clears its new grids with later stamps, so what lands
-  late changes nothing.
+Every write (an insert with its splits here, a bulk load in ingest.job) follows the one
+write protocol of gridagg.writes: writer lock, recovery of what dead writers left, intent,
+rows, aggregates, directory switch, end. A split leaves the old leaf's rows in place for
+2 x max_query_seconds, so a query still walking the old tree finds every row, once.
 """
 
 from __future__ import annotations
@@ -32,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import faults
+from . import writes
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
 from .errors import InvalidInput, UnknownDataset, WorkLimitExceeded
@@ -46,13 +30,11 @@ from .grid import (
     prefix_range,
     presplit,
     row_key,
-    subtree_range,
 )
 from .planner import Planner
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
 from .split import split_rows
-from .stamps import WriteStamps
 from .store import CellStore
 from .tree import DatasetReplaced, TreeCache
 
@@ -159,8 +141,7 @@ class GridEngine:
         result = InsertResult()
         # Bounded, and short while the store does not answer: an insert is a request
         # someone waits for; behind a failing writer it would only fail later.
-        with self.directory.writer_lock(ds.name, self.writer_wait, lambda: self.store.answers(ds)) as stamps:
-            self.recover(ds, stamps)
+        with self.writing(ds, "insert", self.writer_wait, lambda: self.store.answers(ds)) as write:
             leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
             keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
@@ -175,9 +156,8 @@ class GridEngine:
             values = values[keep]
             keys = [keys[i] for i in keep]
             leaf_of = [leaf_of[i] for i in keep]
-            intent = self.directory.begin_intent(ds.name, sorted(set(leaf_of)))
-            self.store.put_rows(ds, keys, values, stamps)
-            faults.hit("insert.rows_written")
+            write.intend(sorted(set(leaf_of)))
+            write.put_rows(keys, values)
             result.stored = len(keep)
 
             # Aggregate deltas of each touched leaf and of all its ancestors.
@@ -192,28 +172,33 @@ class GridEngine:
                     deltas.setdefault(a, PartialAggregate.empty(ncols)).merge(d)
             current = self.store.get_aggregates(ds, list(deltas))
             merged = {g: current.get(g, PartialAggregate.empty(ncols)).merge(d) for g, d in deltas.items()}
-            self.store.put_aggregates(ds, merged, stamps)
+            write.put_aggregates(merged)
 
             for g in by_leaf:
                 if merged[g].count > ds.grid.n_threshold:
-                    result.splits += self._split(ds, g, merged[g], intent, stamps)
-            self.directory.end_intent(intent, ds, sorted(by_leaf))
-            self.purge_retired(ds, stamps)
+                    result.splits += self._split(write, g, merged[g])
+            write.end(sorted(by_leaf))
         return result
+
+    def writing(self, ds: Dataset, kind: str, wait: float | None = None, healthy=None):
+        """A Write of dataset `ds` (gridagg.writes: the one protocol of every writer) for a
+        `with` block: the writer lock taken, dead writers' leftovers recovered, retired
+        rows purged."""
+        return writes.writing(self.directory, self.store, ds, kind, self.purge_after_seconds, wait, healthy)
 
     # -- Algorithm 2: split ------------------------------------------------------------
 
-    def _split(self, ds: Dataset, grid_id: str, agg: PartialAggregate, intent: int, stamps: WriteStamps) -> int:
+    def _split(self, write: writes.Write, grid_id: str, agg: PartialAggregate) -> int:
         """Split leaf grid_id (gridagg.split), recursing while a child holds more than
-        N_size rows, as part of the write of `intent`. Returns the number of grids split
-        (0 when every row is the same point)."""
+        N_size rows, as part of `write`. Returns the number of grids split (0 when every
+        row is the same point)."""
+        ds = write.ds
         grid = self.directory.grid(ds, grid_id)
         if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
             return 0
-        # Rows a crashed earlier split left under this leaf's descendants would be
+        # Rows a split that died earlier left under this leaf's descendants would be
         # counted twice once a child with that ID exists: clear them first.
-        self._delete_range_rows(ds, *subtree_range(grid_id + "0"), stamps)
-        self._delete_range_rows(ds, *subtree_range(grid_id + "1"), stamps)
+        writes.clear_subtree(self.store, ds, grid_id, write.stamps)
         keys: list[bytes] = []
         parts: list[np.ndarray] = []
         for k, v in self.store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
@@ -228,11 +213,10 @@ class GridEngine:
                 new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
         # New rows and aggregates first, then the directory switch; the old rows stay
         # for queries that still see the old leaf, and are purged later.
-        self.directory.extend_intent(intent, [*done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
-        self.store.put_rows(ds, new_keys, values, stamps)
-        self.store.put_aggregates(ds, {**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}}, stamps)
-        faults.hit("split.children_written")
-        self.directory.replace_leaves(ds, [grid_id], [leaf for leaf, _, _ in done.leaves])
+        write.intend([*done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
+        write.put_rows(new_keys, values)
+        write.put_aggregates({**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
+        write.switch([grid_id], [leaf for leaf, _, _ in done.leaves])
         return done.splits
 
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
@@ -287,59 +271,7 @@ class GridEngine:
                 f"the query ran longer than {self.max_query_seconds:g} s; narrow the box"
             )
 
-    # -- crash safety -------------------------------------------------------------------
-
-    def recover(self, ds: Dataset, stamps: WriteStamps) -> None:
-        """Finish what crashed writers left: seal the leaves their intents name and
-        recompute their aggregates; clear the rows of grids they meant to make that
-        never became leaves (the caller holds the writer lock and its stamps)."""
-        pending = self.directory.pending_intents(ds.name)
-        if not pending:
-            return
-        self.store.settle()  # the crashed writer's last commit, before reading its rows
-        leaves = {g.grid_id for g in self.directory.leaves(ds)}
-        retired = set(self.directory.retired_before(ds.name, 0))  # their purge clears them
-        for intent_id, grids in pending:
-            rebuilt = sorted({g for g in grids if g in leaves})
-            self.store.seal_grids(ds, rebuilt, stamps)
-            self.store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
-            self._rebuild_aggregates(ds, rebuilt, stamps)
-            self.directory.end_intent(intent_id, ds, rebuilt)
-
-    def _rebuild_aggregates(self, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps) -> None:
-        """Recompute these leaves' aggregates from their rows, then every ancestor's
-        from its two children, deepest first."""
-        ncols = len(ds.columns)
-        fresh: dict[str, PartialAggregate] = {}
-        for g in leaf_ids:
-            self._delete_range_rows(ds, *subtree_range(g + "0"), stamps)
-            self._delete_range_rows(ds, *subtree_range(g + "1"), stamps)
-            agg = PartialAggregate.empty(ncols)
-            for _, rows in self.store.scan_rows(ds, *prefix_range(grid_prefix(g))):
-                agg.merge(PartialAggregate.of_rows(rows, ncols))
-            fresh[g] = agg
-        self.store.put_aggregates(ds, fresh, stamps)
-        for a in sorted({a for g in leaf_ids for a in ancestors(g)}, key=len, reverse=True):
-            kids = self.store.get_aggregates(ds, [a + "0", a + "1"])
-            merged = PartialAggregate.empty(ncols)
-            for k in kids.values():
-                merged.merge(k)
-            self.store.put_aggregates(ds, {a: merged}, stamps)
-
-    def purge_retired(self, ds: Dataset, stamps: WriteStamps) -> None:
-        """Delete the rows of leaves split long enough ago that no query needs them
-        (the caller holds the writer lock and its stamps; every write does this at its end)."""
-        due = self.directory.retired_before(ds.name, self.purge_after_seconds)
-        if due:
-            self.store.clear_grids(ds, due, stamps)
-            self.directory.forget_retired(ds.name, due)
-        self.directory.prune_changes(ds.name)
-
-    def _delete_range_rows(self, ds: Dataset, start: bytes, stop: bytes, stamps: WriteStamps) -> int:
-        keys = [k for batch, _ in self.store.scan_rows(ds, start, stop) for k in batch]
-        if keys:
-            self.store.delete_rows(ds, keys, stamps)
-        return len(keys)
+    # -- checks --------------------------------------------------------------------------
 
     def check(self, name: str) -> list[str]:
         """Differences between the stored aggregates and the rows (a full scan): an empty
@@ -371,10 +303,10 @@ class GridEngine:
         leftover intents. Returns the number of leaves rebuilt."""
         ds = self.dataset(name)
         with self.directory.writer_lock(name) as stamps:
-            self.recover(ds, stamps)
+            writes.recover(self.directory, self.store, ds, stamps)
             self.store.settle()
             leaves = [g.grid_id for g in self.directory.leaves(ds)]
-            self._rebuild_aggregates(ds, leaves, stamps)
+            writes.rebuild_aggregates(self.store, ds, leaves, stamps)
             self.directory.record_change(ds, None)
         return len(leaves)
 

@@ -1,9 +1,9 @@
 """Fault points: named places in the write paths where a test makes a writer fail.
 
 The product calls ``faults.hit(POINT)`` at each point of ``POINTS``. Nothing happens
-unless a test armed that point, for a whole process through the setting GRIDAGG_FAULTS
-(``point=action,...``; read at the first hit) or for a block of code with
-``with faults.armed("point=action"):``. The actions:
+unless a test armed that point: for a whole `gridagg` command through the setting
+GRIDAGG_FAULTS (``point=action,...``; the command's main calls ``arm``), or for a block
+of code with ``with faults.armed("point=action"):``. The actions:
 
 raise  raise FaultInjected there, as a failing store call would
 kill   SIGKILL the process there: a crash at a known point, nothing cleaned up
@@ -18,12 +18,15 @@ import contextlib
 import os
 import signal
 
+# The steps of the write protocol (gridagg.writes), for each kind of write.
 POINTS = {
-    "insert.rows_written": "an insert has written its rows, not yet their aggregates",
-    "split.children_written": "a split has written its children's rows and aggregates, "
-                              "not yet switched the directory",
-    "ingest.rows_written": "the bulk load has written its rows, not yet the aggregates",
-    "ingest.directory_switched": "the bulk load has switched the directory and not yet returned",
+    f"{kind}.{step}": f"{what} {meaning}"
+    for kind, what in (("insert", "an insert"), ("ingest", "a bulk load"))
+    for step, meaning in (
+        ("rows_written", "has written rows, not yet their aggregates"),
+        ("switching", "has written the rows and aggregates of its new grids, not yet switched the directory"),
+        ("switched", "has switched the directory, not yet ended its intent"),
+    )
 }
 ACTIONS = ("raise", "kill")
 
@@ -32,7 +35,7 @@ class FaultInjected(Exception):
     """Raised at an armed fault point whose action is "raise"."""
 
 
-_armed: dict[str, str] | None = None  # point -> action; None until the setting is read
+_armed: dict[str, str] = {}  # point -> action
 
 
 def parse(text: str) -> dict[str, str]:
@@ -53,29 +56,26 @@ def parse(text: str) -> dict[str, str]:
 
 def hit(point: str) -> None:
     """The product has reached `point` (a key of POINTS): act if a test armed it."""
-    armed = _armed if _armed is not None else _from_settings()
-    if point in armed:
-        _act(point, armed[point])
+    if point in _armed:
+        _act(point, _armed[point])
+
+
+def arm(points) -> None:
+    """Arm these (point, action) pairs for the rest of the process (a command arms those
+    of its settings, Settings.faults)."""
+    _armed.update(points)
 
 
 @contextlib.contextmanager
 def armed(spec: str):
     """Arm the points of `spec` (as GRIDAGG_FAULTS) in this process for the block."""
     global _armed
-    before = _armed if _armed is not None else _from_settings()
+    before = _armed
     _armed = {**before, **parse(spec)}
     try:
         yield
     finally:
         _armed = before
-
-
-def _from_settings() -> dict[str, str]:
-    global _armed
-    from gridagg.config import Settings  # here: config imports this module
-
-    _armed = dict(Settings.from_env().faults)
-    return _armed
 
 
 def _act(point: str, action: str) -> None:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from gridagg import config
+from gridagg import config, faults
 from gridagg.config import Settings
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(p)
     args = p.parse_args(argv)
     try:
-        return run(Settings.from_env(), args)
+        settings = Settings.from_env()
+        faults.arm(settings.faults)
+        return run(settings, args)
     except config.SettingError as exc:
         print(f"gridagg ingest: error: {exc}", file=sys.stderr)
         return 2

@@ -38,9 +38,9 @@ def classpath(settings, master: str) -> str | None:
 
 
 class BulkLoad:
-    """One job's bulk load into dataset `ds`: write() the rows and write_aggregates() the
-    aggregates as HFiles under a staging directory, load() them into the table, close()
-    removes what is left of the staging."""
+    """One job's bulk load into dataset `ds`: write() the rows as HFiles under a staging
+    directory, load() the aggregates as HFiles too and every file into the table;
+    close() removes what is left of the staging."""
 
     def __init__(self, spark, settings, ds, stamp: int, new_table=None):
         from gridagg_hbase.launcher import paths
@@ -86,16 +86,17 @@ class BulkLoad:
         return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family.decode(), self.format.block_bytes(family),
                                                       self.dir.as_uri(), self.stamp), self.spark)
 
-    def write_aggregates(self, aggregates) -> None:
-        """Aggregates (grid ID -> PartialAggregate), as the store's cells, into an HFile
-        per region (a file across regions would be split first)."""
+    def load(self, aggregates) -> None:
+        """Write the aggregates (grid ID -> PartialAggregate), as the store's cells, into an
+        HFile per region (a file across regions would be split first), then hand every
+        HFile written so far, the rows' too, to the region servers."""
         import pyarrow as pa
 
         family, qualifier = self.format.aggregate_column()
         cells = self.format.aggregate_cells(aggregates)
         rows = pa.array([row for row, _ in cells], pa.binary())
-        # The cells reach the JVM as a file, gone before load() (the bulk load would take
-        # anything in the staging directory for a column family's files).
+        # The cells reach the JVM as a file, gone before the load (the bulk load would
+        # take anything in the staging directory for a column family's files).
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "aggregates.cells"
         for r, (a, b) in enumerate(region_bounds(rows, self.region_starts())):
@@ -108,9 +109,6 @@ class BulkLoad:
                                                       self.format.block_bytes(family), f"aggregates-r{r}", self.stamp)
                 finally:
                     path.unlink()
-
-    def load(self) -> None:
-        """Hand every HFile written so far to the region server."""
         self.wait_for_table()
         if any(self.dir.glob("*/*")):
             self.jvm.HFileBulkLoad.load(self.table, self.dir.as_uri(), *self.zk)

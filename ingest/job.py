@@ -26,21 +26,22 @@ per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.t
    one more file per region and has the region server load all the files;
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
-   old leaves; the engine purges retired leaves' rows once no query can need them
-   (GridEngine.purge_retired, run by every later write, this job's start included);
+   old leaves; every write purges retired leaves' rows at its start once no query can
+   need them (gridagg.writes.purge_retired), this job's included;
 8. only if step 1 counted bad rows: read and encode the inputs again, keeping the bad
    rows, and write them with their reasons to the quarantine output. A clean input is
    read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
 
-Crash safety: the engine's one protocol (gridagg.engine). Before any row is written the
-job records an intent naming every leaf the dataset has, and clears it once the
-directory is switched (step 7), logging the change. A job that dies in between leaves
-its intent: the next writer of the dataset (an insert, another job, `gridagg repair`)
-first recomputes every leaf still current from its rows (clearing rows written under
-grids that never made it into the directory), so no reader keeps seeing half a load
-once anyone writes again. Rerunning the same input also ends exact: step 3 derives
-everything from input + store, so a rerun recomputes the same tree and rewrites the
-same rows; after step 7 a rerun finds every row stored and has nothing left to do.
+Crash safety: the driver runs steps 2-7 as one Write of gridagg.writes, the protocol
+inserts follow too: its intent names every leaf the dataset has before any row is
+written, and ends once the directory is switched (step 7), logging the change. A job that
+dies in between leaves its intent: the next writer of the dataset (an insert, another
+job, `gridagg repair`) first recomputes every leaf still current from its rows (clearing
+rows written under grids that never made it into the directory), so no reader keeps
+seeing half a load once anyone writes again. Rerunning the same input also ends exact:
+step 3 derives everything from input + store, so a rerun recomputes the same tree and
+rewrites the same rows; after step 7 a rerun finds every row stored and has nothing
+left to do.
 """
 
 from __future__ import annotations
@@ -56,16 +57,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gridagg import faults
 from gridagg.aggregate import PartialAggregate, ancestor_aggregates
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import DatasetExists, InvalidInput, UnknownDataset
 from gridagg.schema import Dataset
-from gridagg.stamps import WriteStamps
 from gridagg.grid import Grid
 from gridagg.store import open_store
+from gridagg.writes import Write
 
 from . import buckets, class_archive, hfiles, tasks
 from .config import IngestConfig
@@ -246,13 +246,13 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         engine = GridEngine(directory, store)
         created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
-        with directory.writer_lock(ds.name) as stamps:
+        with engine.writing(ds, "ingest") as write:
             # 1. read + encode + locate, one pass.
-            leaves, btree = _current_tree(spark, engine, ds, stamps)
+            leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
             located = encode(read_source(spark, cfg, paths), cfg, btree,
                              then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, stamps, new_table)
+            _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
             bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
@@ -306,8 +306,8 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     try:
         engine = GridEngine(directory, store)
         _, new_table = _ensure_dataset(spark, settings, engine, ds)
-        with directory.writer_lock(ds.name) as stamps:
-            leaves, btree = _current_tree(spark, engine, ds, stamps)
+        with engine.writing(ds, "ingest") as write:
+            leaves, btree = _current_tree(spark, engine, ds)
             n = _bucket_count(spark)
             to_buckets = tasks.to_eid_buckets(n, cols)
 
@@ -315,7 +315,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
                 return to_buckets(with_leaf(batch, btree.value, ds.ndim) for batch in batches)
 
             located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
-            _load(spark, settings, ds, located, n, leaves, btree, engine, summary, progress, stamps, new_table)
+            _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
     finally:
         store.close()
         directory.close()
@@ -350,12 +350,10 @@ def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset):
     return ensure_dataset(engine, ds), None
 
 
-def _current_tree(spark, engine: GridEngine, ds: Dataset, stamps: WriteStamps):
-    """(leaves, their SplitTree broadcast) of the dataset now, after finishing what a
-    crashed writer left and purging the rows of retired leaves. The caller holds the
-    writer lock, so neither changes until it lets go."""
-    engine.recover(ds, stamps)
-    engine.purge_retired(ds, stamps)
+def _current_tree(spark, engine: GridEngine, ds: Dataset):
+    """(leaves, their SplitTree broadcast) of the dataset now. The caller holds the writer
+    lock (a Write, which recovered what dead writers left), so neither changes until it
+    lets go."""
     leaves = engine.directory.leaves(ds)
     return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
 
@@ -366,28 +364,29 @@ def _bucket_count(spark) -> int:
     return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
-def _load(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree, engine: GridEngine,
-          summary: Summary, progress, stamps: WriteStamps, new_table=None) -> None:
+def _load(spark, settings, write: Write, located, n_buckets: int, leaves: list[Grid], btree, summary: Summary,
+          progress, new_table=None) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
-    ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was built from.
-    `new_table`: see _ensure_dataset. The caller holds the writer lock and its `stamps`:
-    every row and aggregate the job writes gets one stamp of them (each task writes
-    grids of its own, so they never mask each other)."""
-    stamp = stamps.next()
+    ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was
+    built from, as the steps of `write` (gridagg.writes). `new_table`: see
+    _ensure_dataset. Every row the executors write gets one stamp of the write (each
+    task writes grids of its own, so they never mask each other)."""
+    ds = write.ds
+    stamp = write.stamps.next()
     bulk = hfiles.open_bulk_load(spark, settings, ds, stamp, new_table)
     if settings.store == "hbase":
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")
     try:
-        _load_with(spark, settings, ds, located, n_buckets, leaves, btree, engine, summary, progress, bulk, stamp)
+        _load_with(spark, settings, write, located, n_buckets, leaves, btree, summary, progress, bulk, stamp)
     finally:
         if bulk:
             bulk.close()
 
 
-def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: list[Grid], btree,
-               engine: GridEngine, summary: Summary, progress, bulk: hfiles.BulkLoad | None, stamp: int) -> None:
-    directory, store = engine.directory, engine.store
+def _load_with(spark, settings, write: Write, located, n_buckets: int, leaves: list[Grid], btree,
+               summary: Summary, progress, bulk: hfiles.BulkLoad | None, stamp: int) -> None:
+    ds, store = write.ds, write.store
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
     summary.leaves_before = len(leaves)
@@ -395,9 +394,9 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     # 2. one row per element ID, with the number of input rows behind it.
     rows = located.groupBy("bucket").applyInArrow(tasks.dedupe_fn(n_buckets, cols), buckets.SCHEMA)
 
-    # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes; from
-    # here to the directory switch, an intent stands (see Crash safety above).
-    intent = directory.begin_intent(ds.name, [g.grid_id for g in leaves])
+    # 3-5. per leaf bucket: stored rows, dedupe against them, subtrees, row writes, under
+    # an intent naming every leaf (the executors may write under any of them).
+    write.intend([g.grid_id for g in leaves])
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
     build = tasks.build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
                            scan=not (bulk and bulk.new_table), stamp=stamp)
@@ -435,7 +434,7 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     progress(f"read {summary.read} rows, {summary.quarantined} quarantined")
     progress(f"{summary.loaded} new rows in {touched} leaves")
     progress(f"rows written: {written}" + (" (as HFiles)" if bulk else ""))
-    faults.hit("ingest.rows_written")
+    write.rows_written()
 
     # 6. aggregates: touched/new leaves recomputed, ancestors merged from all leaves.
     if bulk:
@@ -445,20 +444,14 @@ def _load_with(spark, settings, ds: Dataset, located, n_buckets: int, leaves: li
     leaf_aggs = store.get_aggregates(ds, untouched) if untouched else {}
     leaf_aggs.update(final)
     anc = ancestor_aggregates({g: leaf_aggs.get(g, PartialAggregate.empty(ncols)) for g in all_leaf_ids}, ncols)
-    if bulk:
-        bulk.write_aggregates({**final, **anc})
-        bulk.load()  # rows and aggregates
-    else:
-        store.put_aggregates(ds, {**final, **anc}, WriteStamps.fixed(stamp))
+    write.put_aggregates({**final, **anc}, put=bulk.load if bulk else None)
     progress(f"aggregates written: {len(final)} leaves, {len(anc)} ancestors")
 
-    # 7. directory switch.
-    if split_leaves:
-        directory.replace_leaves(ds, split_leaves, new_leaves)
+    # 7. directory switch, and the end of the write: any leaf's rows may have changed.
+    write.switch(split_leaves, new_leaves)
     progress(f"directory switched: {len(split_leaves)} leaves replaced by {len(new_leaves)}")
-    faults.hit("ingest.directory_switched")
-    directory.end_intent(intent, ds, None)  # any leaf's rows may have changed
-    summary.leaves_after = directory.leaf_count(ds.name)
+    write.end(None)
+    summary.leaves_after = write.directory.leaf_count(ds.name)
 
 
 def grids_after(leaves: list[Grid], split: list[str], new: list[Grid]) -> list[str]:

@@ -38,10 +38,10 @@ def _doomed_writer(settings: Settings, name: str, tag: str, sending) -> None:
     ds = engine.dataset(name)
     rows, ids = batch_rows(tag, 0), element_ids(tag, 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    with engine.directory.writer_lock(ds.name) as stamps:
-        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+    with engine.writing(ds, "insert") as write:
+        write.intend(sorted(set(leaf_of)))
         sending.set()
-        engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows, stamps)  # held: HBase is away
+        write.put_rows([row_key(g, e) for g, e in zip(leaf_of, ids)], rows)  # held: HBase is away
 
 
 def run(settings: Settings, rounds: int, progress=print) -> int:

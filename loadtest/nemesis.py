@@ -7,9 +7,10 @@ Kinds of fault (KINDS); each is a crash, never a clean stop:
   thrift  SIGKILL the Thrift gateway JVM; down a few seconds, then started again
   pg      PostgreSQL's immediate shutdown (every process quits, no checkpoint); down a
           few seconds, then started again (crash recovery from its WAL)
-  writer  SIGKILL a writer process: at a random moment, or at a fault point of the write
-          path (gridagg.faults: rows written but not their aggregates; a split's children
-          written but not the directory switch); the crew starts a new writer in its place
+  writer  SIGKILL a writer process: at a random moment, or at a step of the write protocol
+          (gridagg.faults: rows written but not their aggregates; a split's children
+          written but not the directory switch; the switch made but not the intent ended);
+          the crew starts a new writer in its place
   reader  SIGKILL a reader process at a random moment; a new one takes its place
 Servers are crashed and started through gridagg.services (pg_crash / pg_up,
 hbase_crash / hbase_up): the project's own service code.
@@ -39,7 +40,7 @@ KINDS = {
 }
 SERVER_KINDS = ("hbase", "thrift", "pg")
 DEFAULT_KINDS = {"hbase": ("hbase", "thrift", "pg", "writer", "reader"), "embedded": ("pg", "writer", "reader")}
-WRITER_KILLS = ("any moment", "insert.rows_written", "split.children_written")
+WRITER_KILLS = ("any moment", "insert.rows_written", "insert.switching", "insert.switched")
 DOWN = (1.0, 5.0)  # how long a crashed server stays down, seconds
 POINT_PATIENCE = 20.0  # a writer armed at a fault point that has not died by then is killed
 

@@ -43,32 +43,23 @@ def insert(engine, ds, rows: np.ndarray, prefix: str):
     return engine.insert_encoded(ds, ids, rows.astype(np.int64))
 
 
-def test_a_write_dying_before_its_aggregates_is_recovered(engine, dataset):
-    base = rows_of(1, 25)
+@pytest.mark.parametrize("recovered_by", ["the next writer", "repair"])
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("insert.")])
+def test_an_insert_dying_at_any_step_of_the_write_protocol_is_recovered(engine, dataset, point, recovered_by):
+    base = rows_of(4, 30)  # exactly N_threshold: the next rows split the leaf
     insert(engine, dataset, base, "a")
-    crashed = rows_of(2, 5)
-    with faults.armed("insert.rows_written=raise"), pytest.raises(faults.FaultInjected):
+    crashed = rows_of(5, 5)
+    with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
         insert(engine, dataset, crashed, "b")
-    assert engine.check(dataset.name)  # rows stored, aggregates not: check says so
-    insert(engine, dataset, rows_of(3, 3), "c")  # the next writer recovers first
-    everything = np.vstack([base, crashed, rows_of(3, 3)])
+    assert engine.directory.pending_intents(dataset.name), "the dying write left no intent"
+    if recovered_by == "repair":
+        engine.repair(dataset.name)
+    later = rows_of(6, 40)  # splits again
+    insert(engine, dataset, later, "c")
+    # The dying write had stored its rows at every step: after recovery they count once.
+    check_tree(engine, dataset.name, np.vstack([base, crashed, later]))
     assert engine.check(dataset.name) == []
-    check_tree(engine, dataset.name, everything)
-
-
-def test_a_split_dying_before_the_directory_switch_is_recovered(engine, dataset):
-    base = rows_of(4, 30)  # exactly N_threshold: the next row splits the leaf
-    insert(engine, dataset, base, "a")
-    with faults.armed("split.children_written=raise"), pytest.raises(faults.FaultInjected):
-        insert(engine, dataset, rows_of(5, 1), "b")
-    # The children's rows were written under keys no leaf owns yet.
-    assert any("under no leaf" in p for p in engine.check(dataset.name))
-    assert engine.repair(dataset.name) >= 1
-    assert engine.check(dataset.name) == []
-    insert(engine, dataset, rows_of(6, 40), "c")  # splits now succeed
-    everything = np.vstack([base, rows_of(5, 1), rows_of(6, 40)])
-    check_tree(engine, dataset.name, everything)
-    assert engine.check(dataset.name) == []
+    assert not engine.directory.pending_intents(dataset.name)
 
 
 def test_split_leaves_keep_their_rows_until_no_query_needs_them(engine, dataset):

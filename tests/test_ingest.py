@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from engine_support import check_answer, check_tree
+from gridagg import faults
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
@@ -175,8 +176,8 @@ def test_tmy3_load_append_hbase(spark, settings, services, unique_name, monkeypa
         assert hfiles.applies(s, spark.sparkContext.master)
         bulk_load = hfiles.BulkLoad.load
 
-        def load_and_look(self):
-            bulk_load(self)
+        def load_and_look(self, aggregates):
+            bulk_load(self, aggregates)
             left.extend(p for p in self.dir.glob("*/*") if not p.name.startswith("."))
 
         monkeypatch.setattr(hfiles.BulkLoad, "load", load_and_look)
@@ -334,11 +335,11 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
         engine.drop_dataset(unique_name)
 
 
-@pytest.mark.parametrize("point", ["ingest.rows_written", "ingest.directory_switched"])
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("ingest.")])
 def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
-    """Kill a real `python -m gridagg_ingest` (the `gridagg ingest` command) at a fault point
-    (gridagg.faults): the next writer's recovery alone leaves every aggregate exact (the
-    engine's one crash protocol), and a rerun adds the rest: exact, no duplicate rows."""
+    """Kill a real `python -m gridagg_ingest` (the `gridagg ingest` command) at each step of
+    the write protocol (gridagg.writes, gridagg.faults): the next writer's recovery alone
+    leaves every aggregate exact, and a rerun adds the rest: exact, no duplicate rows."""
     s, engine = embedded
     cfg_path = tmp_path / "w.toml"
     cfg_path.write_text(EXAMPLE.read_text().replace('name = "weather"', f'name = "{unique_name}"')
@@ -360,12 +361,12 @@ def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
     try:
         ds = engine.dataset(unique_name)
         assert engine.directory.pending_intents(unique_name), "the job left no intent"
-        with engine.directory.writer_lock(unique_name) as stamps:
-            engine.recover(ds, stamps)
+        with engine.writing(ds, "insert"):
+            pass  # a write's first step: recover what the killed job left
         assert engine.check(unique_name) == []
         rerun = load(spark, s, engine, cfg, FILES)
         rows, _ = expected_rows(cfg, FILES)
-        if point == "ingest.directory_switched":
+        if point == "ingest.switched":
             assert rerun.loaded == 0 and rerun.duplicates == len(rows)
         assert rerun.loaded + rerun.duplicates == len(rows)
         check_tree(engine, unique_name, rows)

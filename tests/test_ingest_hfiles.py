@@ -55,7 +55,7 @@ def bulk_load(spark, s, ds, cells: list[tuple]) -> None:
         df = spark.createDataFrame([(None, None, 0, FORMAT.pack_cells(cells))],
                                    "leaf string, info string, region int, cells binary")
         assert bulk.write(df).collect() == []
-        bulk.load()
+        bulk.load({})
     finally:
         bulk.close()
 

@@ -159,8 +159,9 @@ def test_rows_of_a_dead_writer_that_land_after_recovery_change_nothing(hbase_eng
     # gateway holds the request and retries it; A is killed (its lock goes with it).
     rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    with engine.directory.writer_lock(ds.name) as stamps_of_a:
-        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
+    with engine.writing(ds, "insert") as a:
+        a.intend(sorted(set(leaf_of)))
+    stamps_of_a = a.stamps
     # HBase is back: the next writer recovers A's intent (no rows of A yet) and writes.
     engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))
     # Then the gateway's retry of A's request goes through.
@@ -175,9 +176,10 @@ def test_aggregates_a_dead_writer_sends_late_do_not_hide_acknowledged_rows(hbase
     # delta; HBase is away, the gateway holds that request; A is killed.
     rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
     leaf_of = engine.directory.locate(ds, rows[:, :2])
-    with engine.directory.writer_lock(ds.name) as stamps_of_a:
-        engine.directory.begin_intent(ds.name, sorted(set(leaf_of)))
-        engine.store.put_rows(ds, [row_key(g, e) for g, e in zip(leaf_of, ids)], rows, stamps_of_a)
+    with engine.writing(ds, "insert") as a:
+        a.intend(sorted(set(leaf_of)))
+        a.put_rows([row_key(g, e) for g, e in zip(leaf_of, ids)], rows)
+    stamps_of_a = a.stamps
     ncols = len(ds.columns)
     grids = sorted({a for g in leaf_of for a in [*ancestors(g), g]})
     held = engine.store.get_aggregates(ds, grids)
@@ -198,9 +200,10 @@ def test_a_dead_writers_split_that_lands_late_leaves_no_rows_behind(hbase_engine
     # them are held by the gateway; A is killed before the directory switch.
     leaf = engine.directory.leaves(ds)[0].grid_id
     rows, ids = batch_rows("1.0", 0), element_ids("1.0", 0)
-    with engine.directory.writer_lock(ds.name) as stamps_of_a:
-        intent = engine.directory.begin_intent(ds.name, [leaf])
-        engine.directory.extend_intent(intent, [leaf + "0", leaf + "1"])
+    with engine.writing(ds, "insert") as a:
+        a.intend([leaf])
+        a.intend([leaf + "0", leaf + "1"])
+    stamps_of_a = a.stamps
     engine.insert_encoded(ds, element_ids("2.0", 0), batch_rows("2.0", 0))  # recovers A's intent
     engine.store.put_rows(ds, [row_key(leaf + "0", e) for e in ids], rows, stamps_of_a)
     assert engine.check(ds.name) == []  # no rows under a grid that is no leaf

@@ -1,0 +1,175 @@
+"""The write protocol: how every writer changes a dataset (inserts, their splits, bulk loads).
+
+A write holds the dataset's writer lock (a PostgreSQL advisory lock) from its first step
+to its last, and goes through these steps in this order:
+
+1. recover: finish what writers that died left behind (below), and purge the rows of
+   leaves split long enough ago that no query can still need them;
+2. intend: record every grid the write will put rows under (`Write.intend`: the leaves
+   it touches first, the grids a split makes later);
+3. rows: write rows, stamped (`Write.put_rows`; a bulk load's executors write them and
+   the driver says so with `Write.rows_written`);
+4. aggregates: write the aggregates of the touched leaves and their ancestors;
+5. switch: replace leaves by new ones in the directory, in one transaction (splits);
+6. end: clear the intent and log the change, in one transaction, and move the dataset's
+   epoch on (`Write.end`). Only now is the write acknowledged.
+
+A writer that dies between 2 and 6 leaves its intent behind. The next writer's step 1
+(or `gridagg repair`) finds it and, still under the lock, seals the leaves it names (a
+request of the dead writer still on its way lands masked: gridagg.stamps), clears the
+rows under the grids it meant to make that never became leaves, and recomputes the
+aggregates of its leaves from their rows and of their ancestors from their children. So
+a write ends fully counted or not at all, whichever step it died in.
+
+Fault points (gridagg.faults) sit at the same steps for every kind of write:
+"<kind>.rows_written" (rows written, aggregates not), "<kind>.switching" (a split's or
+load's new grids written, directory not switched) and "<kind>.switched" (directory
+switched, intent not ended), where kind is "insert" or "ingest".
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable
+
+import numpy as np
+
+from . import faults
+from .aggregate import PartialAggregate
+from .grid import Grid, ancestors, grid_prefix, prefix_range, subtree_range
+from .schema import Dataset
+from .stamps import WriteStamps
+
+KINDS = ("insert", "ingest")
+
+
+class Write:
+    """One write of dataset `ds` in progress, under its writer lock (see the module
+    docstring). Made by `writing`; its methods are the protocol's steps 2-6."""
+
+    def __init__(self, directory, store, ds: Dataset, kind: str, stamps: WriteStamps):
+        self.directory, self.store, self.ds, self.kind = directory, store, ds, kind
+        self.stamps = stamps
+        self.intent: int | None = None
+        self.ended = False
+
+    def intend(self, grid_ids: list[str]) -> None:
+        """Record that rows will be written under these grids (before writing them)."""
+        if self.intent is None:
+            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids))
+        else:
+            self.directory.extend_intent(self.intent, list(grid_ids))
+
+    def put_rows(self, keys: list[bytes], values: np.ndarray) -> None:
+        """Write rows (row keys, an (m, ncols) int64 array) under grids intended before."""
+        self._check_intended()
+        self.store.put_rows(self.ds, keys, values, self.stamps)
+        self.rows_written()
+
+    def rows_written(self) -> None:
+        """Rows are written (by this process or, for a bulk load, by its executors)."""
+        self._check_intended()
+        faults.hit(f"{self.kind}.rows_written")
+
+    def put_aggregates(self, aggregates: dict[str, PartialAggregate],
+                       put: Callable[[dict[str, PartialAggregate]], None] | None = None) -> None:
+        """Write these grids' aggregates: into the store, or through `put` (a bulk load
+        hands them to the region servers with its rows)."""
+        self._check_intended()
+        if put is None:
+            self.store.put_aggregates(self.ds, aggregates, self.stamps)
+        else:
+            put(aggregates)
+
+    def switch(self, old: list[str], new_leaves: list[Grid]) -> None:
+        """Replace the leaves `old` by `new_leaves` in the directory, in one transaction;
+        their rows and aggregates must be written."""
+        self._check_intended()
+        faults.hit(f"{self.kind}.switching")
+        if old or new_leaves:  # a load that split nothing has nothing to switch
+            self.directory.replace_leaves(self.ds, old, new_leaves)
+        faults.hit(f"{self.kind}.switched")
+
+    def end(self, changed: list[str] | None) -> None:
+        """Clear the intent and log that the rows of the leaves `changed` changed (None:
+        possibly any leaf), in one transaction: the write is done."""
+        self._check_intended()
+        self.directory.end_intent(self.intent, self.ds, changed)
+        self.ended = True
+
+    def _check_intended(self) -> None:
+        if self.intent is None or self.ended:
+            raise RuntimeError("a write step outside its intent: intend() first, nothing after end()")
+
+
+@contextmanager
+def writing(directory, store, ds: Dataset, kind: str, purge_after: float, wait: float | None = None,
+            healthy: Callable[[], bool] | None = None):
+    """A Write of dataset `ds` (kind "insert" or "ingest") for the duration of the block:
+    takes the writer lock (wait and healthy: see GridDirectory.writer_lock), recovers what
+    dead writers left and purges the rows of leaves split more than `purge_after` seconds
+    ago. A block that leaves without ending a write it began leaves its intent for the next
+    writer to recover, as a crash would."""
+    if kind not in KINDS:
+        raise ValueError(f"a write is one of {KINDS}, not {kind!r}")
+    with directory.writer_lock(ds.name, wait, healthy) as stamps:
+        recover(directory, store, ds, stamps)
+        purge_retired(directory, store, ds, stamps, purge_after)
+        yield Write(directory, store, ds, kind, stamps)
+
+
+def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
+    """Finish what dead writers left: seal the leaves their intents name and recompute
+    their aggregates; clear the rows of grids they meant to make that never became leaves
+    (the caller holds the writer lock and its stamps)."""
+    pending = directory.pending_intents(ds.name)
+    if not pending:
+        return
+    store.settle()  # the dead writer's last commit, before reading its rows
+    leaves = {g.grid_id for g in directory.leaves(ds)}
+    retired = set(directory.retired_before(ds.name, 0))  # their purge clears them
+    for intent_id, grids in pending:
+        rebuilt = sorted({g for g in grids if g in leaves})
+        store.seal_grids(ds, rebuilt, stamps)
+        store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
+        rebuild_aggregates(store, ds, rebuilt, stamps)
+        directory.end_intent(intent_id, ds, rebuilt)
+
+
+def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps) -> None:
+    """Recompute these leaves' aggregates from their rows (after clearing rows stored under
+    grids below them, which no leaf owns), then every ancestor's from its two children,
+    deepest first."""
+    ncols = len(ds.columns)
+    fresh: dict[str, PartialAggregate] = {}
+    for g in leaf_ids:
+        clear_subtree(store, ds, g, stamps)
+        agg = PartialAggregate.empty(ncols)
+        for _, rows in store.scan_rows(ds, *prefix_range(grid_prefix(g))):
+            agg.merge(PartialAggregate.of_rows(rows, ncols))
+        fresh[g] = agg
+    store.put_aggregates(ds, fresh, stamps)
+    for a in sorted({a for g in leaf_ids for a in ancestors(g)}, key=len, reverse=True):
+        merged = PartialAggregate.empty(ncols)
+        for kid in store.get_aggregates(ds, [a + "0", a + "1"]).values():
+            merged.merge(kid)
+        store.put_aggregates(ds, {a: merged}, stamps)
+
+
+def clear_subtree(store, ds: Dataset, grid_id: str, stamps: WriteStamps) -> None:
+    """Delete the rows stored under the grids below leaf `grid_id` (not its own): what a
+    split that died before its directory switch wrote there."""
+    for half in ("0", "1"):
+        keys = [k for batch, _ in store.scan_rows(ds, *subtree_range(grid_id + half)) for k in batch]
+        if keys:
+            store.delete_rows(ds, keys, stamps)
+
+
+def purge_retired(directory, store, ds: Dataset, stamps: WriteStamps, after: float) -> None:
+    """Delete the rows of leaves split more than `after` seconds ago (no query can need
+    them any more) and forget old change log entries (the caller holds the writer lock)."""
+    due = directory.retired_before(ds.name, after)
+    if due:
+        store.clear_grids(ds, due, stamps)
+        directory.forget_retired(ds.name, due)
+    directory.prune_changes(ds.name)
