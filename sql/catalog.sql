@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS gridagg_datasets (
 );
 
 -- One row per committed change: the leaves whose rows or aggregates changed, or NULL
--- for "any of them" (a bulk load, a repair). Kept CHANGE_LOG_SECONDS (gridagg.directory).
+-- for "any of them" (a bulk load, a repair). Kept CHANGE_LOG_SECONDS (gridagg.directory.changes).
 CREATE TABLE IF NOT EXISTS gridagg_changes (
     dataset     text NOT NULL,
     version     bigint NOT NULL,
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS gridagg_changes (
 );
 
 -- Leaves replaced by a split. Their rows stay under the old keys until no query that
--- may still see the old directory can be running (see GridEngine), then are purged.
+-- may still see the old directory can be running (gridagg.writes), then are purged.
 CREATE TABLE IF NOT EXISTS gridagg_retired (
     dataset     text NOT NULL,
     grid_id     text NOT NULL,

@@ -2,7 +2,7 @@
 -- columns (two dimensions per box, the last one degenerate when n is odd) and one
 -- composite GiST index over all of them. `version` is the directory version that made
 -- the leaf, so a process holding the tree can read just the leaves added since its own.
--- {table}, {box_columns}, {index} and {index_columns} are filled in by gridagg.directory.
+-- {table}, {box_columns}, {index} and {index_columns} are filled in by gridagg.directory.leaves.
 CREATE TABLE {table} (
     {box_columns},
     grid_id   text PRIMARY KEY,

@@ -1,0 +1,200 @@
+"""The grid directory in PostgreSQL: dataset definitions, the leaf grids' boxes, the log
+of what changed, writer locks, write intents and retired leaves.
+
+GridDirectory is the one object the rest of gridagg holds; each concern is a part of its
+own, a small class over the same pool of connections (database.Database):
+
+- catalog.Catalog: the datasets' definitions and leaf counts;
+- leaves.Leaves: each dataset's leaf boxes under a composite GiST index (which leaf holds
+  a point, the whole tree's leaves in one snapshot);
+- changes.ChangeLog: a version and a log entry per committed change, NOTIFY for other
+  machines, the epoch board for this one;
+- locks.WriterLocks: each dataset's writer lock and its holders' write stamps;
+- intents.Intents: what a write is about to touch (gridagg.writes);
+- retired.Retired: leaves a split replaced, whose rows wait to be purged.
+
+The facade's methods are what callers use; a change that spans parts (creating or
+dropping a dataset, switching leaves, ending a write) runs here in one transaction.
+
+Queries do not ask PostgreSQL for leaves: each serving process holds the whole tree in
+memory (gridagg.tree) and keeps it current through the change log.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..grid import Grid
+from ..schema import Dataset
+from .catalog import Catalog
+from .changes import CHANGE_LOG_SECONDS, CHANNEL, ChangeLog
+from .database import Database, check_pool
+from .intents import Intents
+from .leaves import Leaves, box_literals, parse_boxes
+from .locks import LOCK_STEP_SECONDS, WriterLocks
+from .retired import Retired
+
+__all__ = ["CHANGE_LOG_SECONDS", "CHANNEL", "LOCK_STEP_SECONDS", "GridDirectory", "box_literals", "check_pool",
+           "parse_boxes"]
+
+
+class GridDirectory:
+    """url: a PostgreSQL connection URL; up to max_connections pooled connections, every
+    statement in autocommit unless grouped in a transaction here. Raises StoreUnavailable
+    at once when the server is unreachable."""
+
+    def __init__(self, url: str, max_connections: int = 8):
+        self.url = url
+        self._db = Database(url, max_connections)
+        self.round_trips = self._db.round_trips
+        self._catalog = Catalog(self._db)
+        self._leaves = Leaves(self._db)
+        self._changes = ChangeLog(self._db)
+        self._locks = WriterLocks(self._db)
+        self._intents = Intents(self._db)
+        self._retired = Retired(self._db)
+
+    @property
+    def board(self):
+        """The board whose epochs this directory moves on after each change (gridagg.epochs;
+        GridEngine sets its store's), or None."""
+        return self._changes.board
+
+    @board.setter
+    def board(self, board) -> None:
+        self._changes.board = board
+
+    @property
+    def listening(self):
+        """An Event set once `listen` hears announcements."""
+        return self._changes.listening
+
+    def connection(self):
+        """A pooled autocommit connection for a `with` block (health checks)."""
+        return self._db.connection()
+
+    def close(self) -> None:
+        self._changes.close()
+        self._db.close()
+
+    # -- datasets ---------------------------------------------------------------------
+
+    def create_dataset(self, ds: Dataset, leaves: list[Grid]) -> None:
+        """Record the definition and create the grid table holding these leaves
+        (DatasetExists when the name is taken)."""
+        with self._db.transaction() as conn:
+            version = self._catalog.add(conn, ds, len(leaves))
+            self._leaves.create(conn, ds)
+            self._leaves.insert(conn, ds, leaves, version)
+        self._changes.changed(ds.name)
+
+    def drop_dataset(self, name: str) -> None:
+        with self._db.transaction() as conn:
+            for part in (self._catalog, self._retired, self._intents, self._changes, self._leaves):
+                part.drop(conn, name)
+        self._changes.changed(name)
+
+    def dataset(self, name: str) -> Dataset:
+        return self._catalog.dataset(name)
+
+    def datasets(self) -> list[Dataset]:
+        return self._catalog.datasets()
+
+    def leaf_count(self, name: str) -> int:
+        return self._catalog.leaf_count(name)
+
+    # -- leaves -----------------------------------------------------------------------
+
+    def leaves(self, ds: Dataset) -> list[Grid]:
+        """Every leaf grid with its box, in grid-ID order."""
+        return self._leaves.all(ds)
+
+    def grid(self, ds: Dataset, grid_id: str) -> Grid | None:
+        """Leaf `grid_id`, or None when it is no leaf."""
+        return self._leaves.grid(ds, grid_id)
+
+    def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
+        """The leaf grid ID holding each point (rows of stored dimension values), in one
+        round trip."""
+        return self._leaves.locate(ds, points)
+
+    def load_tree(self, ds: Dataset) -> tuple[int, object, list[tuple]]:
+        """(version, incarnation, leaves) of a dataset in one snapshot: what
+        gridagg.tree.TreeState is built from."""
+        return self._leaves.tree(ds)
+
+    def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid]) -> None:
+        """The directory switch: in one transaction, delete the leaves `old` (each must
+        still be a leaf), insert new_leaves, adjust leaf_count, retire `old` (their rows
+        are purged once no reader can need them) and log the change. The caller holds
+        the writer lock."""
+        with self._db.transaction() as conn:
+            version = self._changes.log(conn, ds, [g.grid_id for g in new_leaves])
+            if old:
+                self._leaves.delete(conn, ds, old)
+                self._retired.add(conn, ds.name, old)
+            if new_leaves:
+                self._leaves.insert(conn, ds, new_leaves, version)
+            self._catalog.count_leaves(conn, ds.name, len(new_leaves) - len(set(old)))
+        self._changes.changed(ds.name)
+
+    # -- the change log ---------------------------------------------------------------
+
+    def changes_since(self, ds: Dataset, version: int):
+        """What changed in the dataset after `version` (gridagg.tree.Changes), in one
+        round trip."""
+        return self._changes.since(ds, version)
+
+    def record_change(self, ds: Dataset, grids: list[str] | None) -> None:
+        """Log that the rows (and aggregates) of these leaves changed; None: any leaf
+        may have (a bulk load, a repair). Readers re-read what they hold of them."""
+        with self._db.transaction() as conn:
+            self._changes.log(conn, ds, grids)
+        self._changes.changed(ds.name)
+
+    def prune_changes(self, name: str) -> None:
+        """Forget log entries older than CHANGE_LOG_SECONDS."""
+        self._changes.prune(name)
+
+    def listen(self, on_change) -> None:
+        """Call on_change(announcement) for every change another process commits
+        ("<dataset> <board id of the writer>"), on_change(None) when changes may have been
+        missed: see changes.ChangeLog.listen."""
+        self._changes.listen(on_change)
+
+    # -- writers ----------------------------------------------------------------------
+
+    def writer_lock(self, name: str, wait: float | None = None, healthy=None):
+        """A `with` block holding the dataset's writer lock, giving the holder's
+        WriteStamps (wait, healthy: see locks.WriterLocks.hold)."""
+        return self._locks.hold(name, wait, healthy)
+
+    def begin_intent(self, name: str, grid_ids: list[str]) -> int:
+        """Record that a write will touch these grids; returns the intent's ID."""
+        return self._intents.begin(name, grid_ids)
+
+    def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:
+        """Add grids a write is about to put rows under (a split's new grids)."""
+        self._intents.extend(intent_id, grid_ids)
+
+    def end_intent(self, intent_id: int, ds: Dataset, changed: list[str] | None) -> None:
+        """End a write: clear its intent and log that the leaves `changed` changed (None:
+        possibly all), in one transaction, then move the epoch on."""
+        with self._db.transaction() as conn:
+            self._intents.clear(conn, intent_id)
+            self._changes.log(conn, ds, changed)
+        self._changes.changed(ds.name)
+
+    def pending_intents(self, name: str) -> list[tuple[int, list[str]]]:
+        """(id, grids) of intents of writers that did not finish (call while holding the
+        writer lock)."""
+        return self._intents.pending(name)
+
+    def retired_before(self, name: str, seconds: float) -> list[str]:
+        """Retired grids whose rows no query can need any more: retired more than
+        `seconds` ago, by PostgreSQL's clock."""
+        return self._retired.before(name, seconds)
+
+    def forget_retired(self, name: str, grid_ids: list[str]) -> None:
+        """Forget these retired grids once their rows are purged."""
+        self._retired.forget(name, grid_ids)

@@ -1,0 +1,76 @@
+"""The writer lock of each dataset and its holders' write stamps (gridagg.stamps).
+
+The lock is a PostgreSQL advisory lock, so it spans processes and dies with a crashed
+writer's connection. Each holder reserves spans of stamps (gridagg_stamps), later than
+every span of earlier holders.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import psycopg
+
+from ..errors import StoreUnavailable
+from ..stamps import SPAN, WriteStamps
+from .database import Database
+
+# A writer waiting for the writer lock looks at the store's health this often.
+LOCK_STEP_SECONDS = 1.0
+
+
+class WriterLocks:
+    def __init__(self, db: Database):
+        self.db = db
+
+    @contextmanager
+    def hold(self, name: str, wait: float | None = None, healthy=None):
+        """Hold the writer lock of dataset `name` for the block; gives the holder's
+        WriteStamps.
+
+        wait: None waits as long as another writer holds the lock (bulk loads,
+        repair); else the seconds to wait before StoreUnavailable. healthy: called
+        after each second of waiting; False (the store the holder writes to does not
+        answer, so the holder is failing too) ends the wait at once with
+        StoreUnavailable instead of queueing behind a failing writer."""
+        key = f"gridagg:{name}"
+        with self.db.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()[0]:
+                self._wait(conn, name, key, wait, healthy)
+            try:
+                yield WriteStamps(lambda: self._reserve_stamps(name))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    @staticmethod
+    def _wait(conn, name: str, key: str, wait: float | None, healthy) -> None:
+        started = time.monotonic()
+        while True:
+            try:
+                # A session lock taken in a transaction outlives it; the timeout does not.
+                with conn.transaction():
+                    conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                                 (f"{LOCK_STEP_SECONDS * 1000:.0f}ms",))
+                    conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+                return
+            except psycopg.errors.LockNotAvailable:
+                waited = time.monotonic() - started
+                if healthy is not None and not healthy():
+                    raise StoreUnavailable(
+                        f"another writer holds the writer lock of dataset {name!r} and the store does not "
+                        f"answer (waited {waited:.1f} s); retry later") from None
+                if wait is not None and waited >= wait:
+                    raise StoreUnavailable(
+                        f"another writer has held the writer lock of dataset {name!r} for the {wait:g} s "
+                        "this write may wait; retry later") from None
+
+    def _reserve_stamps(self, name: str) -> tuple[int, int]:
+        end = self.db.execute(
+            "WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::bigint AS ns) "
+            "INSERT INTO gridagg_stamps AS s (dataset, reserved) SELECT %(n)s, ns + %(span)s FROM now "
+            "ON CONFLICT (dataset) DO UPDATE SET reserved = greatest(s.reserved, excluded.reserved - %(span)s) "
+            "+ %(span)s RETURNING reserved",
+            {"n": name, "span": SPAN},
+        )[0][0]
+        return end - SPAN, end
