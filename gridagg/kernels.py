@@ -56,6 +56,19 @@ def address_of(buffer):
 
 
 @numba.njit(cache=True, nogil=True)
+def even_odd(x, y, edges):
+    """Whether (x, y) lies inside the polygon of `edges` (rows x1, y1, x2, y2 of every
+    ring) by the even-odd rule: a ray from it crosses the edges an odd number of times.
+    Points on an edge may go either way; callers settle those first."""
+    inside = False
+    for e in range(edges.shape[0]):
+        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+            inside = not inside
+    return inside
+
+
+@numba.njit(cache=True, nogil=True)
 def point_in_polygon(x, y, edges, eps):
     """0: (x, y) lies outside the polygon of `edges` (rows x1, y1, x2, y2 of every ring),
     2: inside, 1: within eps of an edge (the exact test must say)."""
@@ -69,12 +82,7 @@ def point_in_polygon(x, y, edges, eps):
         px, py = x1 + t * dx - x, y1 + t * dy - y
         if px * px + py * py <= eps * eps:
             return 1
-    inside = False
-    for e in range(edges.shape[0]):
-        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
-        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
-            inside = not inside
-    return 2 if inside else 0
+    return 2 if even_odd(x, y, edges) else 0
 
 
 I16_MIN, I16_MAX = -(2**15), 2**15 - 1

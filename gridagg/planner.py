@@ -22,12 +22,14 @@ ones that cannot improve it (4.6.2).
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from .aggregate import AggArrays
 from .errors import WorkLimitExceeded
+from .kernels import even_odd
 from .query import Limits, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .regions import EPSILON, Region
 from .rollups import DAY, DayRollups
@@ -64,33 +66,59 @@ def _face(xlo, xhi, ylo, yhi, edges, eps):
         if not ((c1 > 0 and c2 > 0 and c3 > 0 and c4 > 0) or (c1 < 0 and c2 < 0 and c3 < 0 and c4 < 0)):
             return 1
     # No edge near: the rectangle is all in or all out; its centre says which.
-    cx, cy = 0.5 * (xlo + xhi), 0.5 * (ylo + yhi)
-    inside = False
-    for e in range(edges.shape[0]):
-        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
-        if (y1 > cy) != (y2 > cy) and cx < x1 + (cy - y1) * (x2 - x1) / (y2 - y1):
-            inside = not inside
-    return 2 if inside else 0
+    return 2 if even_odd(0.5 * (xlo + xhi), 0.5 * (ylo + yhi), edges) else 0
+
+
+class WalkQuery(NamedTuple):
+    """What the walk selects: the box qlo..qhi (stored values, inclusive); the polygon's
+    edges (none: no polygon) over dimensions lon_axis/lat_axis, whose stored values are
+    divided by lon_scale/lat_scale, with eps its margin; and the time buckets of a series
+    (t_axis -1: one bucket), bucket b = (t - base) // step."""
+
+    qlo: np.ndarray
+    qhi: np.ndarray
+    edges: np.ndarray
+    lon_axis: int
+    lat_axis: int
+    lon_scale: float
+    lat_scale: float
+    eps: float
+    t_axis: int
+    base: int
+    step: int
+
+
+class WalkResult(NamedTuple):
+    """What the walk fills, each array as long as the tree (the walk says how much it
+    used): reused/reused_bucket, the grids answered from their aggregates and their
+    bucket; scan/scan_kind, the leaves to read that hold rows and their kind (CUT, EDGE
+    or SPANNING); tested, per leaf to read and dimension, whether the leaf's split box
+    (which holds every row it will ever have) reaches outside the query's range, so its
+    rows must be tested there; region_leaves, leaves settled [inside, on the edge of,
+    outside] the polygon; tally, [leaves below the reused grids, leaves reached to read
+    (empty ones too) of kind CUT, EDGE, SPANNING]."""
+
+    reused: np.ndarray
+    reused_bucket: np.ndarray
+    scan: np.ndarray
+    scan_kind: np.ndarray
+    tested: np.ndarray
+    region_leaves: np.ndarray
+    tally: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, count, root, qlo, qhi,
-          edges, lon_axis, lat_axis, lon_scale, lat_scale, eps,
-          t_axis, base, step,
-          reused, reused_bucket, scan, scan_kind, tested, region_leaves, tally):
-    """The walk of the module docstring, over the grids' data bounds lo/hi. Fills
-    reused/reused_bucket (grids answered from their aggregates, and their bucket),
-    scan/scan_kind (leaves to read that hold rows (count > 0): CUT, EDGE or SPANNING),
-    tested (per leaf to read and dimension: whether the leaf's split box, which holds
-    every row it will ever have, reaches outside the query's range, so its rows must be
-    tested there), region_leaves = leaves settled [inside, on the edge of, outside] the
-    polygon, and tally = [leaves below the reused grids, leaves reached to read (empty
-    ones too) of kind CUT, EDGE, SPANNING]. Returns (number reused, number to read)."""
+def _walk(tree, query, out):
+    """The walk of the module docstring over a gridagg.tree.WalkTree for a WalkQuery, filling a
+    WalkResult. Returns (number reused, number to read)."""
+    lo, hi, left, right, leaves_below = tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below
+    qlo, qhi, edges = query.qlo, query.qhi, query.edges
+    reused, scan, tally, region_leaves = out.reused, out.scan, out.tally, out.region_leaves
     ndim = qlo.shape[0]
     polygon = edges.shape[0] > 0
     stack = np.empty(4096, np.int64)
     known_inside = np.empty(4096, np.bool_)  # the polygon covers the parent, so this grid too
-    stack[0], known_inside[0] = root, not polygon
+    stack[0], known_inside[0] = tree.root, not polygon
     top, nr, ns = 1, 0, 0
     while top > 0:
         top -= 1
@@ -107,19 +135,20 @@ def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, count, root, ql
             continue
         state = 2
         if not state_known:
-            state = _face(lo[i, lon_axis] / lon_scale, hi[i, lon_axis] / lon_scale,
-                          lo[i, lat_axis] / lat_scale, hi[i, lat_axis] / lat_scale, edges, eps)
+            state = _face(lo[i, query.lon_axis] / query.lon_scale, hi[i, query.lon_axis] / query.lon_scale,
+                          lo[i, query.lat_axis] / query.lat_scale, hi[i, query.lat_axis] / query.lat_scale,
+                          edges, query.eps)
             if state == 0:
                 region_leaves[2] += leaves_below[i]
                 continue
         leaf = left[i] < 0
         if inside and state == 2:
             b0, b1 = 0, 0
-            if t_axis >= 0:
-                b0 = (lo[i, t_axis] - base) // step
-                b1 = (hi[i, t_axis] - base) // step
+            if query.t_axis >= 0:
+                b0 = (lo[i, query.t_axis] - query.base) // query.step
+                b1 = (hi[i, query.t_axis] - query.base) // query.step
             if b0 == b1:
-                reused[nr], reused_bucket[nr] = i, b0
+                reused[nr], out.reused_bucket[nr] = i, b0
                 nr += 1
                 region_leaves[0] += leaves_below[i]
                 tally[0] += leaves_below[i]
@@ -128,12 +157,12 @@ def _walk(lo, hi, split_lo, split_hi, left, right, leaves_below, count, root, ql
             kind = SPANNING if (inside and state == 2) else (EDGE if state == 1 else CUT)
             tally[1 + kind] += 1
             region_leaves[0 if state == 2 else 1] += 1
-            if count[i] == 0:
+            if tree.count[i] == 0:
                 continue
             scan[ns] = i
-            scan_kind[ns] = kind
+            out.scan_kind[ns] = kind
             for d in range(ndim):
-                tested[ns, d] = split_lo[i, d] < qlo[d] or split_hi[i, d] > qhi[d]
+                out.tested[ns, d] = tree.split_lo[i, d] < qlo[d] or tree.split_hi[i, d] > qhi[d]
             ns += 1
             continue
         if top + 2 > stack.shape[0]:
@@ -270,20 +299,17 @@ class Planner:
     def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
               region: Region | None):
         n = tree.n
-        reused, rbucket = np.empty(n, np.int64), np.empty(n, np.int64)
-        scan, kind = np.empty(n, np.int64), np.empty(n, np.int64)
-        tested = np.empty((n, len(spec.box)), np.bool_)
-        region_leaves, tally = np.zeros(3, np.int64), np.zeros(4, np.int64)
-        edges = region.edges if region is not None else NO_EDGES
+        out = WalkResult(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                         np.empty((n, len(spec.box)), np.bool_), np.zeros(3, np.int64), np.zeros(4, np.int64))
         box = np.array(spec.box, np.int64)
-        nr, ns = _walk(
-            tree.dlo, tree.dhi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, tree.aggs.count, tree.root,
-            box[:, 0], box[:, 1],
-            edges, region.lon_axis if region else 0, region.lat_axis if region else 0,
+        query = WalkQuery(
+            box[:, 0], box[:, 1], region.edges if region is not None else NO_EDGES,
+            region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
-            ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1,
-            reused, rbucket, scan, kind, tested, region_leaves, tally)
-        return reused[:nr], rbucket[:nr], scan[:ns], kind[:ns], tested[:ns], region_leaves, tally
+            ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1)
+        nr, ns = _walk(tree.walk, query, out)
+        return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
+                out.region_leaves, out.tally)
 
     # -- bookkeeping -------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +59,22 @@ class Changes:
     complete: bool  # False: the log no longer reaches back that far
     leaves: list[tuple]  # (grid_id, next_dim, lo_0, hi_0, ...) of leaves added since
     touched: list[str] | None  # leaves whose rows changed since; None: possibly all
+
+
+class WalkTree(NamedTuple):
+    """The tree as the planner's compiled walk reads it (gridagg.planner._walk): per grid
+    its data bounds lo/hi (lo > hi: no rows), its split box split_lo/split_hi, children
+    left/right (-1 for a leaf), leaves_below and row count; and the root's index."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    split_lo: np.ndarray
+    split_hi: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    leaves_below: np.ndarray
+    count: np.ndarray
+    root: int
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,12 @@ class TreeState:
     @property
     def leaf_count(self) -> int:
         return int(self.leaves_below[self.root])
+
+    @cached_property
+    def walk(self) -> WalkTree:
+        """This tree for the planner's walk (made once: a state never changes)."""
+        return WalkTree(self.dlo, self.dhi, self.lo, self.hi, self.left, self.right, self.leaves_below,
+                        self.aggs.count, self.root)
 
     def touched_since(self, version: int) -> set[str] | None:
         """Leaves whose rows changed after `version` (None: possibly any, or too long ago

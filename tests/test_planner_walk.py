@@ -9,11 +9,11 @@ import shapely
 from hypothesis import given, settings, strategies as st
 from shapely.geometry import box as shapely_box
 
-from gridagg.planner import CUT, EDGE, SPANNING, _walk
+from gridagg.planner import CUT, EDGE, SPANNING, WalkQuery, WalkResult, _walk
 from gridagg.regions import EPSILON
 from gridagg.schema import Dataset
 from gridagg.aggregate import AggArrays
-from gridagg.tree import TreeState
+from gridagg.tree import TreeState, WalkTree
 
 DS = Dataset.from_json({"name": "walk", "dimensions": [
     {"name": "t", "min": 0, "max": 999}, {"name": "lon", "scale": 1, "min": -50, "max": 50},
@@ -79,15 +79,16 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
         xy = np.asarray(polygon.exterior.coords, np.float64)
         edges = np.hstack([xy[:-1], xy[1:]])
     n = tree.n
-    reused, rb, scan, kind = (np.empty(n, np.int64) for _ in range(4))
-    tested = np.empty((n, len(q)), np.bool_)
-    counts, tally = np.zeros(3, np.int64), np.zeros(4, np.int64)
+    out = WalkResult(*(np.empty(n, np.int64) for _ in range(4)), np.empty((n, len(q)), np.bool_),
+                     np.zeros(3, np.int64), np.zeros(4, np.int64))
     rows = (np.arange(n) % 3 != 0).astype(np.int64)  # every third grid holds no rows
     base = q[0][0]
     # The data bounds are the split boxes here.
-    nr, ns = _walk(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, rows, tree.root,
-                   np.array([a for a, _ in q]), np.array([b for _, b in q]), edges, 1, 2, 10.0, 10.0, EPSILON,
-                   0 if step else -1, base, step or 1, reused, rb, scan, kind, tested, counts, tally)
+    walked = WalkTree(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, rows, tree.root)
+    query = WalkQuery(np.array([a for a, _ in q]), np.array([b for _, b in q]), edges, 1, 2, 10.0, 10.0, EPSILON,
+                      0 if step else -1, base, step or 1)
+    nr, ns = _walk(walked, query, out)
+    reused, rb, scan, kind, tested, _, tally = out
     assert tally[0] == tree.leaves_below[reused[:nr]].sum()
     bucket = (lambda v: (v - base) // step) if step else (lambda v: 0)
     settled = {}
