@@ -31,7 +31,7 @@ from .grid import (
     presplit,
     row_key,
 )
-from .planner import Planner
+from .planner import Planner, rollup_answers
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
 from .split import split_rows
@@ -222,22 +222,48 @@ class GridEngine:
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 
     def query(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
-              explain: bool = False, limits: Limits | None = None) -> QueryResult:
+              explain: bool = False, limits: Limits | None = None, deadline: float | None = None) -> QueryResult:
         """Aggregates over the rows inside a box, and inside a polygon region when one is
         given (a GeoJSON Polygon or MultiPolygon over the lon/lat dimensions); see
         QuerySpec.parse for the inputs. With explain, the plan lists the grids used.
-        limits: this query's work limits (default: the engine's)."""
+        limits: this query's work limits (default: the engine's). deadline: seconds the
+        answer may take (0: from the tree alone, no store call); past it the answer holds
+        bounds instead of what was not read (QueryResult.progress). None: exact, always."""
         return self._asked(name, lambda ds: self.planner.query(
-            ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain))
+            ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain, deadline))
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
                end=None, region: dict | None = None, explain: bool = False,
-               max_points: int | None = None, limits: Limits | None = None) -> SeriesResult:
+               max_points: int | None = None, limits: Limits | None = None,
+               deadline: float | None = None) -> SeriesResult:
         """Aggregates per time bucket of `step` (e.g. "1d"), or over a moving `window` of
-        whole steps ending with each bucket, from start to end; see SeriesSpec."""
+        whole steps ending with each bucket, from start to end; see SeriesSpec. deadline:
+        as for query."""
         return self._asked(name, lambda ds: self.planner.series(
             ds, SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points),
-            limits or self.limits, explain))
+            limits or self.limits, explain, deadline))
+
+    def query_steps(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
+                    explain: bool = False, limits: Limits | None = None, deadline: float | None = None):
+        """query()'s answer as it improves: from the tree at once, then each time a part
+        of the scan is read, until exact or past `deadline` seconds (None: until exact,
+        within max_query_seconds). Yields QueryResults; the request is checked first."""
+        spec = self._asked(name, lambda ds: (ds, QuerySpec.parse(ds, where, aggregates, region)))
+        return self.planner.progress(*spec, None, limits or self.limits, explain, self._patience(deadline))
+
+    def series_steps(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
+                     end=None, region: dict | None = None, explain: bool = False,
+                     max_points: int | None = None, limits: Limits | None = None, deadline: float | None = None):
+        """series()'s answer as it improves (SeriesResults), as query_steps."""
+        ds, series = self._asked(name, lambda ds: (ds, SeriesSpec.parse(
+            ds, where, aggregates, step, window, start, end, region, max_points)))
+        deadline = self._patience(deadline)
+        if rollup_answers(ds, series):  # exact at once
+            return iter([self.planner.series(ds, series, limits or self.limits, explain, deadline)])
+        return self.planner.progress(ds, series.query, series, limits or self.limits, explain, deadline)
+
+    def _patience(self, deadline: float | None) -> float:
+        return self.max_query_seconds if deadline is None else min(deadline, self.max_query_seconds)
 
     def _asked(self, name: str, answer):
         """answer(definition of dataset `name`), asked again with the definition read

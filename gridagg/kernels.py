@@ -85,6 +85,7 @@ def point_in_polygon(x, y, edges, eps):
     return 2 if even_odd(x, y, edges) else 0
 
 
+NO_STOP = np.zeros(1, np.uint8)  # a scan nobody stops
 I16_MIN, I16_MAX = -(2**15), 2**15 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
@@ -230,7 +231,7 @@ def _add_run(at, width, base, a, start, end, mask, agg_cols, group, count, prese
 def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
           bucket_col, bucket_base, bucket_step, nbuckets,
           skip_cols, skip_max, skip_bounds, best_has, best_val,
-          edges, lon_col, lat_col, lon_scale, lat_scale, eps,
+          edges, lon_col, lat_col, lon_scale, lat_scale, eps, stop,
           count, present, mins, maxs, hi, lo, stats):
     """Segments of grid i are addresses[grid_first[i]:grid_first[i + 1]] (each the address
     of a segment's header). Fills the output arrays (one row per group) and
@@ -262,6 +263,9 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
     width = np.empty(ncols, np.int64)
     base = np.empty(ncols, np.int64)
     for g in range(ngrids):
+        if stop[0]:
+            stats[4] = 1
+            break
         if nskip > 0:
             useless = True
             for s in range(nskip):
@@ -421,7 +425,7 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
             else np.ascontiguousarray(request.rows_of, np.bool_))
     tested = (np.ones((ngrids, len(conds)), np.bool_) if request.tested is None
               else np.ascontiguousarray(request.tested, np.bool_))
-    stats = np.zeros(4, np.int64)
+    stats = np.zeros(5, np.int64)
     rows, grids = _scan(
         addresses, first, request.group_of_grids().astype(np.int64), edge, tested,
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
@@ -432,8 +436,10 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
         np.zeros((0, 4)) if polygon is None else polygon.edges, 0 if polygon is None else polygon.lon_column,
         0 if polygon is None else polygon.lat_column, 1.0 if polygon is None else float(polygon.lon_scale),
         1.0 if polygon is None else float(polygon.lat_scale), 0.0 if polygon is None else polygon.eps,
+        NO_STOP if request.stop is None else request.stop,
         out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
-    answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats)
+    answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats[:4])
+    answer.stopped = bool(stats[4])
     if len(grids):
         for g in np.unique(grids).tolist():
             answer.rows[g] = rows[grids == g]

@@ -4,17 +4,21 @@ a scan of millions of rows finishes in about the time of its largest part.
 
 A part is a range [g0, g1) of the request's grids (ScanRequest.part); its answer keys the
 rows it hands back by grid index within the part, so merging shifts them by g0.
+
+A scan read against a deadline (gridagg.planner's progress) goes in small parts instead,
+read in order, a few at once, each counted as it finishes (`chunks`, `read_until`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from .scan import ScanAnswer
+from .scan import ScanAnswer, ScanRequest
 
 # Rows of a part: below this many a scan stays whole (handing work to another thread
 # costs more than it saves).
@@ -52,6 +56,52 @@ def answer_in_parts(parts: list[tuple[int, int]], answer: Callable[[int, int], S
     for g0, future in futures:
         out.merge(future.result(), offset=g0)
     return out
+
+
+def chunks(rows: Sequence[int], most: int) -> list[tuple[int, int]]:
+    """Ranges [i0, i1) covering grids that hold rows[i] rows each, in order, each of at
+    most `most` rows (or one grid, when it alone holds more)."""
+    out, begun, held = [], 0, 0
+    for i, n in enumerate(np.asarray(rows, np.int64).tolist()):
+        if held and held + n > most:
+            out.append((begun, i))
+            begun, held = i, 0
+        held += n
+    if begun < len(rows):
+        out.append((begun, len(rows)))
+    return out
+
+
+def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanRequest], until: float,
+               threads: int) -> Iterator[tuple[int, ScanAnswer]]:
+    """(i, scan(requests[i])) as each request is answered, in the order they finish;
+    `threads` at once, started in order, until every one is answered or
+    time.monotonic() reaches `until`. Then requests not started are dropped and those
+    running are told to stop (ScanRequest.stop; HBase gets `deadline`): their answers,
+    and any that says it stopped, are not given."""
+    stop = np.zeros(1, np.uint8)
+    wall = time.time() + (until - time.monotonic())
+    for r in requests:
+        r.stop, r.deadline = stop, wall
+    pool = _executor(threads)
+    waiting = list(enumerate(requests))
+    running: dict = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < threads:
+                i, r = waiting.pop(0)
+                running[pool.submit(scan, r)] = i
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            done, _ = wait(running, timeout=left, return_when=FIRST_COMPLETED)
+            for f in done:
+                i = running.pop(f)
+                answer = f.result()
+                if not answer.stopped:
+                    yield i, answer
+    finally:
+        stop[0] = 1  # what still runs stops at its next grid
 
 
 def _executor(threads: int) -> ThreadPoolExecutor:

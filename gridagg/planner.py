@@ -21,19 +21,22 @@ ones that cannot improve it (4.6.2).
 
 from __future__ import annotations
 
+import copy
 import time
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
+from . import bounds, parts
 from .aggregate import AggArrays
 from .errors import WorkLimitExceeded
 from .kernels import even_odd
-from .query import Limits, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from .query import Limits, Progress, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .regions import EPSILON, Region
 from .rollups import DAY, DayRollups
-from .scan import Buckets, RangeCondition, ScanRequest, Skip
+from .scan import Buckets, RangeCondition, ScanAnswer, ScanRequest, Skip
 from .schema import Dataset
 from .tree import TreeState
 
@@ -43,6 +46,10 @@ CUT, EDGE, SPANNING = 0, 1, 2
 # A plan lists at most this many grid IDs of each kind when asked to explain itself.
 EXPLAIN_GRIDS = 10_000
 NO_EDGES = np.zeros((0, 4), np.float64)  # a query without a polygon
+# Rows of a part of a scan read against a deadline: small enough that a part ends soon
+# after a deadline, large enough that handing it to a thread (or HBase) costs little.
+CHUNK_ROWS = 32_768
+_NONE = np.zeros(0, np.int64)  # no leaves to read
 
 
 @numba.njit(cache=True, nogil=True)
@@ -178,6 +185,30 @@ def _walk(tree, query, out):
     return nr, ns
 
 
+@dataclass
+class _Walked:
+    """One query's walk: the tree it used, the aggregates it has so far (per bucket, over
+    the wanted columns `cols`), the polygon (None: none, or a rectangle read as a box),
+    the series' buckets; the leaves left to read (`scan`, rows of the tree) with their
+    kind and tested conditions, how many lie on the polygon's edge, and how many a
+    min/max-only query passed over."""
+
+    tree: TreeState
+    out: AggArrays
+    cols: list[int]
+    region: Region | None
+    buckets: Buckets | None
+    scan: np.ndarray = field(default_factory=lambda: _NONE)
+    kind: np.ndarray = field(default_factory=lambda: _NONE)
+    tested: np.ndarray = field(default_factory=lambda: _NONE)
+    edges: int = 0
+    passed_over: int = 0
+
+    def skips(self, spec: QuerySpec, series: SeriesSpec | None) -> bool:
+        """Whether the read passes over leaves that cannot improve a min/max (4.6.2)."""
+        return spec.minmax_only and series is None and not self.edges
+
+
 class Planner:
     """Answers QuerySpecs and SeriesSpecs for one engine (its trees, store and deadline),
     within the Limits given per query."""
@@ -186,7 +217,13 @@ class Planner:
         self.engine = engine
         self.rollups = DayRollups(engine.store)
 
-    def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False) -> QueryResult:
+    def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False,
+              deadline: float | None = None) -> QueryResult:
+        """The answer to spec. With a deadline (seconds from now; 0: from the tree alone),
+        the answer as it stands then (progress): exact if every read finished."""
+        if deadline is not None:
+            *_, last = self.progress(ds, spec, None, limits, explain, deadline)
+            return last
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
         buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started)
@@ -194,7 +231,12 @@ class Planner:
         self._finish(plan, trips, started)
         return QueryResult(spec, spec.values(total), total.count if count_known else None, plan)
 
-    def series(self, ds: Dataset, series: SeriesSpec, limits: Limits, explain: bool = False) -> SeriesResult:
+    def series(self, ds: Dataset, series: SeriesSpec, limits: Limits, explain: bool = False,
+               deadline: float | None = None) -> SeriesResult:
+        """The series of `series`; deadline as for query."""
+        if deadline is not None and not rollup_answers(ds, series):
+            *_, last = self.progress(ds, series.query, series, limits, explain, deadline)
+            return last
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
         days = _whole_days(ds, series)
@@ -213,7 +255,58 @@ class Planner:
         windows = _windows(buckets, series.width)
         cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
-        return SeriesResult(series, windows.aggregates(cols, ncols), plan)
+        result = SeriesResult(series, windows.aggregates(cols, ncols), plan)
+        if deadline is not None:  # the rollup's answer is exact at once
+            result.progress = Progress.exact()
+        return result
+
+    def progress(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits, explain: bool,
+                 deadline: float):
+        """The answer as it improves, a result at a time (QueryResult, or SeriesResult for
+        a series): first from the tree alone (exact where it can be, bounds elsewhere),
+        then each time a part of the scan finishes, until it is exact or `deadline`
+        seconds have passed (0: the tree's answer only, no store call). The leaves to
+        read go to the store in parts, those with the most rows first (min/max-only
+        queries: the most promising first), at most settings.scan_threads at once;
+        at the deadline the parts not finished are stopped."""
+        started = time.perf_counter()
+        plan, trips = QueryPlan(), self._trips()
+        walked = self._walked(ds, spec, series, limits, plan, explain)
+        engine = self.engine
+        order, skip = np.arange(len(walked.scan)), None
+        if walked.skips(spec, series):
+            skip, order = _skip(spec, walked.cols, walked.tree.aggs, walked.scan, walked.out)
+            walked.passed_over = len(walked.scan) - len(order)
+        else:
+            self._check_rows(walked, limits)
+            order = np.argsort(-walked.tree.aggs.count[walked.scan], kind="stable")
+        unread = np.zeros(len(walked.scan), np.bool_)
+        unread[order] = True
+        chunks = parts.chunks(walked.tree.aggs.count[walked.scan][order], CHUNK_ROWS)
+        plan.scanned_grids_after = 0
+        rows_total = int(walked.tree.aggs.count[walked.scan[order]].sum())
+        rows_read = 0
+
+        def state() -> QueryResult | SeriesResult:
+            self._finish(plan, trips, started)
+            return self._bounded(ds, spec, series, walked, unread, rows_read, rows_total, plan)
+
+        yield state()
+        if deadline <= 0 or not unread.any():
+            return
+        requests = []
+        for c0, c1 in chunks:
+            pos = order[c0:c1]
+            part_skip = None if skip is None else Skip(skip.specs, skip.bounds[c0:c1], skip.best)
+            requests.append(self._request(ds, spec, series, walked, pos, part_skip))
+        until = time.monotonic() + deadline - (time.perf_counter() - started)
+        for i, answer in parts.read_until(lambda r: engine.store.scan(ds, r), requests, until,
+                                          engine.store.scan_threads):
+            pos = order[chunks[i][0]:chunks[i][1]]
+            self._merge(walked, answer, plan)
+            unread[pos] = False
+            rows_read += int(walked.tree.aggs.count[walked.scan[pos]].sum())
+            yield state()
 
     # -- the walk and the scan ---------------------------------------------------------
 
@@ -222,19 +315,43 @@ class Planner:
         """Aggregates of the selected rows per bucket (one bucket for a plain query) over
         spec.columns, and whether their counts are exact (scan skipping can leave a
         min/max-only query's count unknown)."""
-        engine = self.engine
+        walked = self._walked(ds, spec, series, limits, plan, explain)
+        if not len(walked.scan):
+            return walked.out, True
+        positions, skip = np.arange(len(walked.scan)), None
+        if walked.skips(spec, series):
+            skip, positions = _skip(spec, walked.cols, walked.tree.aggs, walked.scan, walked.out)
+            # Leaves that cannot beat what the reused grids found already stay unread.
+            walked.passed_over = len(walked.scan) - len(positions)
+            if not len(positions):
+                plan.scanned_grids_after = 0
+                return walked.out, False
+        else:
+            self._check_rows(walked, limits)
+        answer = self.engine.store.scan(ds, self._request(ds, spec, series, walked, positions, skip))
+        self.engine.check_deadline(started)
+        plan.scanned_grids_after = plan.rows_in_scanned_grids = plan.rows_matched_by_scans = 0
+        self._merge(walked, answer, plan)
+        return walked.out, not (answer.grids_skipped or walked.passed_over)
+
+    def _walked(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits, plan: QueryPlan,
+                explain: bool) -> "_Walked":
+        """The walk of one query: the grids it reuses added up (per bucket), the leaves
+        left to read, and the plan's counts so far."""
         cols = spec.columns
         nbuckets = series.buckets if series is not None else 1
-        out = AggArrays.empty(nbuckets, len(cols))
-        tree = engine.trees.tree(ds)
+        tree = self.engine.trees.tree(ds)
         plan.total_grids = tree.leaf_count
         # A rectangle selects exactly the rows of the box narrow() made of it.
         region = spec.region if spec.region is not None and not spec.region.rectangle else None
+        walked = _Walked(tree, AggArrays.empty(nbuckets, len(cols)), cols, region,
+                         None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets))
         if region is not None:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
-            return out, True
+            return walked
         reused, rbucket, scan, kind, tested, region_leaves, tally = self._walk(tree, ds, spec, series, region)
+        walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
@@ -247,54 +364,83 @@ class Planner:
                                     f"{limits.max_grids}; narrow it")
         plan.reused_grids_before = int(tally[0])
         plan.reused_grids_after = len(reused)
-        plan.rows_in_reused_grids = out.add_into(rbucket, tree.aggs, rows=reused, columns=cols)
+        plan.rows_in_reused_grids = walked.out.add_into(rbucket, tree.aggs, rows=reused, columns=cols)
         plan.scanned_grids_before = reached
         if explain:
             plan.grids = {"reused": [tree.ids[i] for i in reused[:EXPLAIN_GRIDS].tolist()],
                           "scanned": [tree.ids[i] for i in scan[:EXPLAIN_GRIDS].tolist()],
                           "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
-        if not len(scan):
-            return out, True
-        counts = tree.aggs.count[scan]
-        skip, passed_over = None, 0
-        if spec.minmax_only and series is None and not tally[1 + EDGE]:
-            skip, keep = _skip(spec, cols, tree.aggs, scan, out)
-            # Leaves that cannot beat what the reused grids found already stay unread.
-            passed_over = len(scan) - len(keep)
-            scan, kind, tested = scan[keep], kind[keep], tested[keep]
-            if not len(scan):
-                plan.scanned_grids_after = 0
-                return out, False
-        elif limits.max_scan_rows is not None and int(counts.sum()) > limits.max_scan_rows:
-            raise WorkLimitExceeded(
-                f"the query would scan {int(counts.sum())} rows, more than the limit of "
-                f"{limits.max_scan_rows}; narrow it")
-        buckets = None if series is None else Buckets(ds.time_axis, series.base, series.step, nbuckets)
+        return walked
+
+    @staticmethod
+    def _check_rows(walked: "_Walked", limits: Limits) -> None:
+        rows = int(walked.tree.aggs.count[walked.scan].sum())
+        if limits.max_scan_rows is not None and rows > limits.max_scan_rows:
+            raise WorkLimitExceeded(f"the query would scan {rows} rows, more than the limit of "
+                                    f"{limits.max_scan_rows}; narrow it")
+
+    def _request(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, walked: "_Walked",
+                 positions: np.ndarray, skip: Skip | None) -> ScanRequest:
+        """What the store is asked to read: the walked leaves at these positions."""
+        tree, scan = walked.tree, walked.scan[positions]
         conditions = _conditions(ds, spec)
-        request = ScanRequest(
+        return ScanRequest(
             grids=list(map(tree.ids.__getitem__, scan.tolist())),
             conditions=conditions,
-            columns=cols,
-            ngroups=nbuckets,
-            buckets=buckets,
-            rows_of=(kind == EDGE) if region is not None else None,
+            columns=walked.cols,
+            ngroups=len(walked.out),
+            buckets=walked.buckets,
+            rows_of=(walked.kind[positions] == EDGE) if walked.region is not None else None,
             skip=skip,
-            polygon=region.test() if region is not None else None,
-            rows=counts if skip is None else None,  # a skipping scan is not cut into parts
-            tested=tested[:, [c.column for c in conditions]],
+            polygon=walked.region.test() if walked.region is not None else None,
+            rows=tree.aggs.count[scan] if skip is None else None,  # a skipping scan is not cut into parts
+            tested=walked.tested[positions][:, [c.column for c in conditions]],
         )
-        answer = engine.store.scan(ds, request)
-        engine.check_deadline(started)
-        plan.scanned_grids_after = answer.grids_scanned
-        plan.rows_in_scanned_grids = answer.rows_visited
-        out.add_into(np.arange(nbuckets), answer.aggs)
+
+    @staticmethod
+    def _merge(walked: "_Walked", answer: ScanAnswer, plan: QueryPlan) -> None:
+        """Add a store's answer into what the query has so far."""
+        nbuckets = len(walked.out)
+        plan.scanned_grids_after += answer.grids_scanned
+        plan.rows_in_scanned_grids += answer.rows_visited
+        walked.out.add_into(np.arange(nbuckets), answer.aggs)
         matched = answer.rows_matched
         for rows in answer.rows.values():
-            rows = rows[region.mask(rows)] if len(rows) else rows
+            rows = rows[walked.region.mask(rows)] if len(rows) else rows
             matched += len(rows)
-            _add_rows(out, rows, cols, buckets)
-        plan.rows_matched_by_scans = matched
-        return out, not (answer.grids_skipped or passed_over)
+            _add_rows(walked.out, rows, walked.cols, walked.buckets)
+        plan.rows_matched_by_scans += matched
+
+    def _bounded(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, walked: "_Walked",
+                 unread: np.ndarray, rows_read: int, rows_total: int, plan: QueryPlan):
+        """The result as it stands: exact where nothing is left unread, else the exact
+        part's values and bounds from the tree for the unread leaves (gridagg.bounds)."""
+        width = series.width if series is not None else 1
+        windows = _windows(walked.out, width)
+        leaves = walked.scan[unread]
+        tree = walked.tree
+        if series is not None:
+            t, lo, hi = ds.time_axis, *spec.box[ds.time_axis]
+            bucket = lambda v: np.clip((v - series.base) // series.step, 0, series.buckets - 1)  # noqa: E731
+            first, last = bucket(np.maximum(tree.dlo[leaves, t], lo)), bucket(np.minimum(tree.dhi[leaves, t], hi))
+        else:
+            first = last = np.zeros(len(leaves), np.int64)
+        unread_leaves = bounds.Unread(leaves, walked.kind[unread] == EDGE, first, last)
+        found = bounds.intervals(tree.aggs, tree.dlo, tree.dhi, unread_leaves, walked.cols,
+                                 np.array(spec.box, np.int64), windows, width) if len(leaves) else None
+        plan.bounds = {"exact_grids": plan.reused_grids_after + int((~unread).sum()), "bounded_grids": len(leaves),
+                       "rows_read": rows_read, "rows_bounded": rows_total - rows_read}
+        progress = Progress(found, rows_read / rows_total if rows_total else 1.0)
+        cols, ncols = spec.columns, len(ds.columns)
+        if series is None:
+            total = windows.aggregate(0, cols, ncols)
+            exact = found is None and not walked.passed_over
+            result = QueryResult(spec, spec.values(total), total.count if exact or not spec.minmax_only else None,
+                                 copy.copy(plan))
+        else:
+            result = SeriesResult(series, windows.aggregates(cols, ncols), copy.copy(plan))
+        result.progress = progress
+        return result
 
     def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
               region: Region | None):
@@ -321,6 +467,11 @@ class Planner:
         plan.round_trips = {"postgresql": engine.directory.round_trips() - trips[0],
                             engine.store.kind: engine.store.round_trips() - trips[1]}
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+
+
+def rollup_answers(ds: Dataset, series: SeriesSpec) -> bool:
+    """Whether the day rollup answers this series (exact, without a walk or a read)."""
+    return _whole_days(ds, series) is not None
 
 
 def _whole_days(ds: Dataset, series: SeriesSpec) -> tuple[int, int] | None:

@@ -217,6 +217,7 @@ class QueryPlan:
     region: dict | None = None  # leaves inside, on the edge of and outside the polygon
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
     rollup_days: int | None = None  # a series of time alone: days read from the day rollup
+    bounds: dict | None = None  # with a deadline: grids exact and bounded, rows read and bounded
 
     @property
     def skip_rate(self) -> float | None:
@@ -225,29 +226,77 @@ class QueryPlan:
         return 1 - self.scanned_grids_after / self.scanned_grids_before
 
     def to_json(self, count: int | None) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if v is not None or k not in ("region", "grids", "rollup_days")}
+        out = {k: v for k, v in self.__dict__.items()
+               if v is not None or k not in ("region", "grids", "rollup_days", "bounds")}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None
         return out
 
 
 @dataclass
+class Progress:
+    """How far an answer asked with a deadline got: `found`, the bounds of what was not
+    read (gridagg.bounds.Intervals; None: nothing, the answer is exact), and the share of
+    the cut leaves' rows read."""
+
+    found: object | None
+    read_share: float
+
+    @classmethod
+    def exact(cls) -> "Progress":
+        return cls(None, 1.0)
+
+    @property
+    def is_exact(self) -> bool:
+        return self.found is None
+
+    def bounds(self, ds: Dataset, spec: QuerySpec, k: int, exact: dict) -> tuple[dict, list[str]]:
+        """({label: [lo, hi]} in user units, labels whose answer may also be null) at point
+        k; `exact` holds the stored-integer answers of a point no unread leaf touches."""
+        out, null = {}, []
+        for a in spec.aggregates:
+            if self.found is None:
+                lo = hi = exact[a.label]
+                maybe = lo is None
+            else:
+                j = None if a.col is None else spec.columns.index(a.col)
+                lo, hi, maybe = self.found.of(a.func, k, j)
+            out[a.label] = [None if v is None else a.decode(ds, v) for v in (lo, hi)]
+            if maybe:
+                null.append(a.label)
+        return out, null
+
+    def to_json(self) -> dict:
+        return {"exact": self.is_exact, "read_share": self.read_share}
+
+
+@dataclass
 class QueryResult:
     """values: label -> stored-integer answer; count: rows selected, or None when scan
-    skipping (4.6.2) left it unknown and it was not asked for."""
+    skipping (4.6.2) left it unknown and it was not asked for. With a deadline,
+    `progress` says whether the answer is exact; if not, values are those of the rows
+    read so far and its bounds hold the exact answer."""
 
     spec: QuerySpec
     values: dict
     count: int | None
     plan: QueryPlan
+    progress: Progress | None = None
 
     def to_user(self, ds: Dataset) -> dict:
         """Answers in user units, keyed by aggregate label."""
         return self.spec.decode(ds, self.values)
 
     def to_json(self, ds: Dataset) -> dict:
-        """The HTTP API's answer: {"results", "count", "plan"}."""
-        return {"results": self.to_user(ds), "count": self.count, "plan": self.plan.to_json(self.count)}
+        """The HTTP API's answer: {"results", "count", "plan"}, and with a deadline
+        "exact", "read_share", and "bounds" and "may_be_null" unless exact."""
+        out = {"results": self.to_user(ds), "count": self.count, "plan": self.plan.to_json(self.count)}
+        if self.progress is not None:
+            out.update(self.progress.to_json())
+            if not self.progress.is_exact:
+                out["count"] = None
+                out["bounds"], out["may_be_null"] = self.progress.bounds(ds, self.spec, 0, self.values)
+        return out
 
 
 @dataclass
@@ -257,9 +306,12 @@ class SeriesResult:
     spec: SeriesSpec
     windows: list[PartialAggregate]
     plan: QueryPlan
+    progress: Progress | None = None  # as QueryResult's; bounds per point
 
     def to_json(self, ds: Dataset) -> dict:
-        """The HTTP API's answer: {"step", "window", "points", "plan"}."""
+        """The HTTP API's answer: {"step", "window", "points", "plan"}, and with a
+        deadline "exact", "read_share", and each point's "bounds" and "may_be_null" unless
+        exact."""
         s, q = self.spec, self.spec.query
         tcol = ds.dimensions[ds.time_axis]
         steps = np.arange(len(self.windows), dtype=np.int64) * s.step
@@ -269,4 +321,10 @@ class SeriesResult:
         selected = self.plan.rows_in_reused_grids + self.plan.rows_matched_by_scans
         plan = self.plan.to_json(selected)
         plan["buckets"] = s.buckets
-        return {"step": s.step, "window": s.window, "points": points, "plan": plan}
+        out = {"step": s.step, "window": s.window, "points": points, "plan": plan}
+        if self.progress is not None:
+            out.update(self.progress.to_json())
+            if not self.progress.is_exact:
+                for k, (point, agg) in enumerate(zip(points, self.windows)):
+                    point["bounds"], point["may_be_null"] = self.progress.bounds(ds, q, k, q.values(agg))
+        return out

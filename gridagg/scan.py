@@ -23,7 +23,11 @@ embedded store in this process (gridagg.kernels), HBase on its region servers
 - with `skip` (min/max-only queries, the paper's 4.6.2), grids are visited in the given
   order and a grid is passed over when its stored bounds cannot improve the best answer
   found so far (for every min spec its stored min >= the best; for every max spec its
-  stored max <= the best).
+  stored max <= the best);
+- with `stop` (a one-byte flag the caller sets when it no longer wants the answer: its
+  deadline passed) or `deadline` (seconds since the epoch), a store stops reading at the
+  next grid once the flag is set or the deadline has passed, and answers `stopped`: such
+  an answer counts for nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +95,8 @@ class ScanRequest:
     polygon: PolygonTest | None = None
     rows: np.ndarray | None = None  # int64 per grid: the rows it holds, as the planner knows them
     tested: np.ndarray | None = None  # bool per grid and condition; None: every condition on every grid
+    stop: np.ndarray | None = None  # uint8 (1,): set to 1 to stop the scan (this process's stores)
+    deadline: float | None = None  # time.time() after which the answer is no longer wanted
 
     def group_of_grids(self) -> np.ndarray:
         return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
@@ -102,7 +108,8 @@ class ScanRequest:
         if skip is not None:
             skip = Skip(skip.specs, skip.bounds[g0:g1], skip.best)
         return ScanRequest(self.grids[g0:g1], self.conditions, self.columns, cut(self.groups), self.ngroups,
-                           self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows), cut(self.tested))
+                           self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows), cut(self.tested),
+                           self.stop, self.deadline)
 
 
 @dataclass
@@ -110,7 +117,8 @@ class ScanAnswer:
     """aggs: ngroups x len(columns) aggregates of the matching rows; rows: grid index ->
     the rows handed back (an (k, ncols) int64 array; see rows_of); and what the scan
     cost: rows in the grids read, rows that matched (not counting those handed back),
-    grids read and passed over."""
+    grids read and passed over; stopped: the scan stopped before its end (request.stop,
+    request.deadline), so the rest of the answer is incomplete."""
 
     aggs: AggArrays
     rows: dict[int, np.ndarray] = field(default_factory=dict)
@@ -118,6 +126,7 @@ class ScanAnswer:
     rows_matched: int = 0
     grids_scanned: int = 0
     grids_skipped: int = 0
+    stopped: bool = False
 
     def merge(self, other: "ScanAnswer", offset: int = 0, groups: np.ndarray | None = None) -> "ScanAnswer":
         """Add another part of the same request's answer (another region's) into this one;
@@ -129,4 +138,5 @@ class ScanAnswer:
         self.rows_matched += other.rows_matched
         self.grids_scanned += other.grids_scanned
         self.grids_skipped += other.grids_skipped
+        self.stopped |= other.stopped
         return self

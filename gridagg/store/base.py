@@ -71,6 +71,8 @@ class CellStore(ABC):
     # The machine's board of dataset epochs (gridagg.epochs), or None: then every query
     # confirms its dataset's version with PostgreSQL.
     board = None
+    # Parts of one query's scan read at once (settings.scan_threads).
+    scan_threads = 1
 
     def __init__(self):
         self.round_trips = TripCounter()

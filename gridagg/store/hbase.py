@@ -72,6 +72,7 @@ class HBaseStore(CellStore):
     def __init__(self, settings, pool_size: int = 4):
         super().__init__()
         self.settings = settings
+        self.scan_threads = settings.scan_threads
         self.pool = Gateway(settings, pool_size)
         self.address = self.pool.address
         with self.pool.connection():  # an unreachable gateway is reported now
@@ -276,7 +277,7 @@ class HBaseStore(CellStore):
         if request.rows is None or request.skip is not None:
             return self._scan(ds, request)
         # Concurrent calls: the region server answers each in a handler of its own.
-        threads = self.settings.scan_threads
+        threads = self.scan_threads
         made = []  # round trips of each part
 
         def answer(g0: int, g1: int) -> ScanAnswer:

@@ -1,0 +1,294 @@
+"""Hard bounds on an answer from the tree alone, for the rows a query has not read.
+
+Every serving process holds each grid's partial aggregate (gridagg.tree): before reading
+a row the planner knows the exact aggregate of every grid inside the question and, for
+each leaf the question cuts, its row count c, and per column the values present p, their
+sum s and their range [m, M]. A leaf not read contributes some subset of its rows; what
+the tree proves about that subset, for each column j:
+
+- its rows lie in the box, so a dimension's values lie in [a, b] = [m, M] clipped to the
+  box's range (a measure keeps [m, M]);
+- count: between a floor and c. The floor is 0, except for a leaf the box cuts in one
+  dimension only (its data bounds inside the box in every other): the rows holding that
+  dimension's min and max are in when the box holds those values (1 or 2 rows); a leaf
+  inside the box (a series' leaf that spans buckets) holds all c rows for a window that
+  covers its buckets;
+- sum over j: the t values kept lie in [a, b] and the p - t left out in [m, M], adding
+  up to s: the least sum is the minimum over t of max(t a, s - (p - t) M), the greatest
+  the maximum over t of min(t b, s - (p - t) m) (each a max or min of two lines in t,
+  so its extreme lies at an end or where the lines cross);
+- min over j: at least the least a; at most the b of any leaf sure to keep a value (or
+  the exact part's min); when nothing is sure the answer may be null;
+- max: the mirror image;
+- avg: with the exact part's sum S over n values, the least average adds the leaves'
+  blocks of p values at a, lowest first, while they lower it (the greatest: blocks at b,
+  highest first); with no exact values, the least a and the greatest b.
+
+For a series each point's window gets the bounds of the leaves whose rows may fall in
+it. Exact parts stay exact: a point no unread leaf touches has lo = hi = its answer.
+Bounds always contain the exact answer; they are computed with int64 arithmetic, and
+where values times rows could overflow it (never for stored values of sensor archives:
+they stay within +-2**53, rows within 2**62 / that) the bound is left open (None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numba
+import numpy as np
+
+from .aggregate import INT64_MAX, NULL, AggArrays
+
+SAFE = 2**62  # |value| x rows below this: int64 arithmetic cannot overflow
+
+
+@dataclass
+class Unread:
+    """The leaves a query has not read: rows of the tree, whether each is on a polygon's
+    edge (its rows' positions unknown), and the buckets its rows may fall in
+    (first..last; 0..0 for a plain query)."""
+
+    leaves: np.ndarray
+    edge: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.leaves)
+
+
+@dataclass
+class Intervals:
+    """Per point (window) and wanted column: the least and greatest possible answer of
+    each statistic (arrays of shape (points,) for the row count, (points, columns) for
+    the rest); may_be_null[k, j]: the column may have no value selected at point k;
+    open[k]: a point whose bounds overflowed int64 and stay open."""
+
+    count_lo: np.ndarray
+    count_hi: np.ndarray
+    present_lo: np.ndarray
+    present_hi: np.ndarray
+    sum_lo: np.ndarray
+    sum_hi: np.ndarray
+    min_lo: np.ndarray
+    min_hi: np.ndarray
+    max_lo: np.ndarray
+    max_hi: np.ndarray
+    avg_lo: list  # [point][column]: Fraction or None
+    avg_hi: list
+    may_be_null: np.ndarray
+    open: np.ndarray
+
+    def of(self, func: str, k: int, j: int | None):
+        """(lo, hi, may be null) of aggregate func over wanted column j (None: rows) at
+        point k, stored integers (Fractions for avg), None for an open end."""
+        if self.open[k]:
+            return None, None, func in ("min", "max", "avg")
+        if func == "count":
+            if j is None:
+                return int(self.count_lo[k]), int(self.count_hi[k]), False
+            return int(self.present_lo[k, j]), int(self.present_hi[k, j]), False
+        if func == "sum":
+            return int(self.sum_lo[k, j]), int(self.sum_hi[k, j]), False
+        null = bool(self.may_be_null[k, j])
+        if self.present_hi[k, j] == 0:  # no value can be selected
+            return None, None, True
+        if func == "min":
+            return int(self.min_lo[k, j]), int(self.min_hi[k, j]), null
+        if func == "max":
+            return int(self.max_lo[k, j]), int(self.max_hi[k, j]), null
+        return self.avg_lo[k][j], self.avg_hi[k][j], null
+
+
+def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread, columns: list[int],
+              box: np.ndarray, exact: AggArrays, width: int = 1) -> Intervals:
+    """The bounds of each point, given the tree's aggregates `aggs` and data bounds
+    dlo/dhi (rows of the tree, dimensions), the unread leaves, the wanted columns, the
+    query's box (ndim x 2, stored values), the exact part per point `exact` (the windows
+    of what was answered from aggregates or read: one row per point, the wanted columns)
+    and the window width in buckets (1: plain buckets or a plain query)."""
+    points, k = len(exact), len(columns)
+    cols = np.asarray(columns, np.int64)
+    out = Intervals(*(np.zeros(points, np.int64) for _ in range(2)),
+                    *(np.zeros((points, k), np.int64) for _ in range(8)), [], [],
+                    np.zeros((points, k), np.bool_), np.zeros(points, np.bool_))
+    exact_sums = exact.hi * 2**32 + exact.lo  # int64: exact parts hold realistic sums
+    leaves = unread.leaves
+    held = aggs.present[leaves][:, cols] > 0
+    span = max(int(np.abs(np.where(held, aggs.mins[leaves][:, cols], 0)).max(initial=0)),
+               int(np.abs(np.where(held, aggs.maxs[leaves][:, cols], 0)).max(initial=0)),
+               int(np.abs(np.where(exact.present > 0, exact.mins, 0)).max(initial=0)),
+               int(np.abs(np.where(exact.present > 0, exact.maxs, 0)).max(initial=0)))
+    rows = int(aggs.count[leaves].sum()) + int(exact.count.sum()) + 1
+    if span * rows >= SAFE or (np.abs(exact.hi) >= 2**29).any():
+        out.open[:] = True
+        out.avg_lo = out.avg_hi = [[None] * k for _ in range(points)]
+        return out
+    avg = np.zeros((4, points, k), np.int64)  # least avg num, den; greatest avg num, den
+    _bounds(aggs.count, aggs.present, aggs.mins, aggs.maxs, aggs.hi, aggs.lo, dlo, dhi, leaves, unread.edge,
+            unread.first, unread.last, cols, box[:, 0], box[:, 1], width,
+            exact.count, exact.present, exact.mins, exact.maxs, exact_sums,
+            out.count_lo, out.count_hi, out.present_lo, out.present_hi, out.sum_lo, out.sum_hi,
+            out.min_lo, out.min_hi, out.max_lo, out.max_hi, out.may_be_null, avg)
+    out.avg_lo = [[Fraction(int(n), int(d)) if d else None for n, d in zip(nr, dr)] for nr, dr in zip(avg[0], avg[1])]
+    out.avg_hi = [[Fraction(int(n), int(d)) if d else None for n, d in zip(nr, dr)] for nr, dr in zip(avg[2], avg[3])]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _sum_range(p, s, a, b, m, big):
+    """(least, greatest) sum of the values kept of a leaf's p values (sum s, range
+    [m, big]) when those kept lie in [a, b]: see the module docstring."""
+    lo, hi = 0, 0  # keeping none
+    if p == 0:
+        return lo, hi
+    # Least: g(t) = max(t a, s - (p - t) big), convex; its lines cross at t = (p big - s) / (big - a).
+    cands = [1, p]
+    if big > a:
+        t = (p * big - s) // (big - a)
+        cands += [t, t + 1]
+    for t in cands:
+        if 1 <= t <= p:
+            lo = min(lo, max(t * a, s - (p - t) * big))
+    # Greatest: h(t) = min(t b, s - (p - t) m), concave; crossing at t = (s - p m) / (b - m).
+    cands = [1, p]
+    if b > m:
+        t = (s - p * m) // (b - m)
+        cands += [t, t + 1]
+    for t in cands:
+        if 1 <= t <= p:
+            hi = max(hi, min(t * b, s - (p - t) * m))
+    return lo, hi
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, last, cols, qlo, qhi, width,
+            e_count, e_present, e_mins, e_maxs, e_sums,
+            count_lo, count_hi, present_lo, present_hi, sum_lo, sum_hi, min_lo, min_hi, max_lo, max_hi,
+            may_be_null, avg):
+    points, k, ndim = e_count.shape[0], cols.shape[0], qlo.shape[0]
+    # Start from the exact part.
+    sure = np.zeros((points, k), np.bool_)  # a value is sure to be selected
+    any_lo = np.full((points, k), INT64_MAX, np.int64)  # least a of any leaf that may add a value
+    any_hi = np.full((points, k), NULL, np.int64)  # greatest b of any such leaf
+    sure_min = np.full((points, k), INT64_MAX, np.int64)  # least b of leaves sure to add a value
+    sure_max = np.full((points, k), NULL, np.int64)  # greatest a of those
+    for pt in range(points):
+        count_lo[pt] = count_hi[pt] = e_count[pt]
+        for j in range(k):
+            present_lo[pt, j] = present_hi[pt, j] = e_present[pt, j]
+            sum_lo[pt, j] = sum_hi[pt, j] = e_sums[pt, j]
+            if e_present[pt, j] > 0:
+                sure[pt, j] = True
+                sure_min[pt, j], sure_max[pt, j] = e_mins[pt, j], e_maxs[pt, j]
+    touched = np.zeros(points, np.int64)  # leaves per point, for the averages below
+    for i in range(leaves.shape[0]):
+        r = leaves[i]
+        c = count[r]
+        # Rows sure to be selected: the leaf's floor (module docstring).
+        floor = 0
+        if not edge[i]:
+            cut, at = 0, -1
+            for d in range(ndim):
+                if dlo[r, d] < qlo[d] or dhi[r, d] > qhi[d]:
+                    cut += 1
+                    at = d
+            if cut == 0:
+                floor = c
+            elif cut == 1:
+                floor = (qlo[at] <= dlo[r, at]) + (dhi[r, at] <= qhi[at])
+        p0, p1 = max(0, first[i] - width + 1), min(points - 1, last[i])
+        for pt in range(p0, p1 + 1):
+            whole = pt <= first[i] and last[i] <= pt + width - 1  # every bucket of the leaf in this window
+            f = floor if whole else 0
+            count_lo[pt] += f
+            count_hi[pt] += c
+            touched[pt] += 1
+            for j in range(k):
+                col = cols[j]
+                pj = present[r, col]
+                if pj == 0:
+                    continue
+                m, big = mins[r, col], maxs[r, col]
+                a, b = m, big
+                if col < ndim:
+                    a, b = max(a, qlo[col]), min(b, qhi[col])
+                sure_values = max(0, f - (c - pj))
+                present_lo[pt, j] += sure_values
+                present_hi[pt, j] += pj
+                slo, shi = _sum_range(pj, hi[r, col] * 2**32 + lo[r, col], a, b, m, big)
+                sum_lo[pt, j] += slo
+                sum_hi[pt, j] += shi
+                any_lo[pt, j] = min(any_lo[pt, j], a)
+                any_hi[pt, j] = max(any_hi[pt, j], b)
+                if sure_values > 0:
+                    sure[pt, j] = True
+                    sure_min[pt, j] = min(sure_min[pt, j], b)
+                    sure_max[pt, j] = max(sure_max[pt, j], a)
+    for pt in range(points):
+        for j in range(k):
+            has = e_present[pt, j] > 0
+            may_be_null[pt, j] = not sure[pt, j]
+            min_lo[pt, j] = min(any_lo[pt, j], e_mins[pt, j] if has else INT64_MAX)
+            max_hi[pt, j] = max(any_hi[pt, j], e_maxs[pt, j] if has else NULL)
+            # With a value sure to be selected, the min is at most the least such value;
+            # else (when there is one at all) at most the greatest any leaf may add.
+            min_hi[pt, j] = sure_min[pt, j] if sure[pt, j] else any_hi[pt, j]
+            max_lo[pt, j] = sure_max[pt, j] if sure[pt, j] else any_lo[pt, j]
+    _averages(present, mins, maxs, leaves, first, last, cols, qlo, qhi, width, touched, e_present, e_sums,
+              any_lo, any_hi, avg)
+
+
+@numba.njit(cache=True, nogil=True)
+def _averages(present, mins, maxs, leaves, first, last, cols, qlo, qhi, width, touched, e_present, e_sums,
+              any_lo, any_hi, avg):
+    """avg[0..1]: the least average (numerator, denominator), avg[2..3] the greatest, per
+    point and column (den 0: no value possible)."""
+    points, k, ndim = e_present.shape[0], cols.shape[0], qlo.shape[0]
+    # Each point's leaves: positions into `leaves`, grouped by point.
+    start = np.zeros(points + 1, np.int64)
+    start[1:] = np.cumsum(touched)
+    at = start[:-1].copy()
+    member = np.empty(start[points], np.int64)
+    for i in range(leaves.shape[0]):
+        for pt in range(max(0, first[i] - width + 1), min(points - 1, last[i]) + 1):
+            member[at[pt]] = i
+            at[pt] += 1
+    for pt in range(points):
+        mine = member[start[pt]:start[pt + 1]]
+        for j in range(k):
+            col = cols[j]
+            n, s = e_present[pt, j], e_sums[pt, j]
+            if n == 0:  # no exact values: any one value may stand alone
+                if any_hi[pt, j] != NULL:
+                    avg[0, pt, j], avg[1, pt, j] = any_lo[pt, j], 1
+                    avg[2, pt, j], avg[3, pt, j] = any_hi[pt, j], 1
+                continue
+            vals_lo = np.empty(mine.shape[0], np.int64)
+            vals_hi = np.empty(mine.shape[0], np.int64)
+            cnt = np.empty(mine.shape[0], np.int64)
+            for q in range(mine.shape[0]):
+                r = leaves[mine[q]]
+                a, b = mins[r, col], maxs[r, col]
+                if col < ndim:
+                    a, b = max(a, qlo[col]), min(b, qhi[col])
+                vals_lo[q], vals_hi[q], cnt[q] = a, b, present[r, col]
+            ln, ls = n, s  # least: add blocks at a, lowest first, while a < ls / ln
+            for q in np.argsort(vals_lo):
+                if cnt[q] == 0:
+                    continue
+                if vals_lo[q] * ln >= ls:
+                    break
+                ls += vals_lo[q] * cnt[q]
+                ln += cnt[q]
+            gn, gs = n, s  # greatest: blocks at b, highest first, while b > gs / gn
+            for q in np.argsort(-vals_hi):
+                if cnt[q] == 0:
+                    continue
+                if vals_hi[q] * gn <= gs:
+                    break
+                gs += vals_hi[q] * cnt[q]
+                gn += cnt[q]
+            avg[0, pt, j], avg[1, pt, j], avg[2, pt, j], avg[3, pt, j] = ls, ln, gs, gn

@@ -1,0 +1,196 @@
+"""Answers within a deadline (gridagg.bounds, Planner.progress), on both stores against the
+real servers: for random boxes, polygons and series, every bound holds the brute-force
+answer; `deadline 0` makes no store call; an answer marked exact equals brute force; an
+answer's steps only narrow and end exact. A scan told to stop stops."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import shapely
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from gridagg import parts
+from gridagg.aggregate import NULL
+from gridagg.schema import Dataset
+from gridagg.scan import ScanAnswer, ScanRequest
+
+# Integers in user units (scale 0) and a time dimension in whole seconds from the epoch:
+# the tests read their bounds themselves, without the engine's parser.
+DEFINITION = {
+    "dimensions": [{"name": "t", "type": "time", "min": "2020-01-01T00:00:00Z", "max": "2020-01-01T01:00:00Z"},
+                   {"name": "lon", "min": -100, "max": 100}, {"name": "lat", "min": -100, "max": 100}],
+    "measures": [{"name": "v", "min": -10**6, "max": 10**6, "nullable": True}],
+    "grid": {"n_size": 40, "n_threshold": 120},
+}
+T0 = 1577836800  # 2020-01-01T00:00:00Z
+AGGREGATES = ["count", "count:v", "sum:v", "min:v", "max:v", "avg:v", "avg:lon", "min:t", "max:lat"]
+COLS = {"t": 0, "lon": 1, "lat": 2, "v": 3}
+
+
+@pytest.fixture(scope="module")
+def loaded(engine):
+    rng = np.random.default_rng(7)
+    n = 3000
+    # Stations at fixed places, as real archives: clusters the tree's data bounds follow.
+    stations = rng.integers(-95, 96, (40, 2))
+    at = stations[rng.integers(0, len(stations), n)]
+    rows = np.stack([rng.integers(0, 3601, n), at[:, 0], at[:, 1],
+                     np.where(rng.random(n) < 0.2, NULL, rng.integers(-1000, 1000, n))], axis=1).astype(np.int64)
+    ds = engine.create_dataset(Dataset.from_json({"name": "dl_" + uuid.uuid4().hex[:8], **DEFINITION}))
+    for s in range(0, n, 500):
+        engine.insert_encoded(ds, [f"r{i}".encode() for i in range(s, s + 500)], rows[s:s + 500])
+    engine.query(ds.name, {}, ["count"])  # the tree in memory, as a serving process holds it
+    yield engine, ds, rows
+    engine.drop_dataset(ds.name)
+
+
+def brute(rows: np.ndarray, label: str):
+    """The answer over these rows, as the API writes it (an average rounds to the nearest
+    double, and rounding keeps order: bounds rounded the same way still hold it)."""
+    func, _, col = label.partition(":")
+    if func == "count":
+        return len(rows) if not col else int((rows[:, COLS[col]] != NULL).sum())
+    vals = [int(v) for v in rows[:, COLS[col]] if v != NULL]
+    if func == "sum":
+        return sum(vals)
+    if not vals:
+        return None
+    return {"min": min(vals), "max": max(vals), "avg": Fraction(float(Fraction(sum(vals), len(vals))))}[func]
+
+
+def selected(rows, where, polygon):
+    keep = np.ones(len(rows), bool)
+    for name, (lo, hi) in where.items():
+        keep &= (rows[:, COLS[name]] >= lo) & (rows[:, COLS[name]] <= hi)
+    if polygon is not None:
+        keep &= np.array([polygon.covers(shapely.Point(x, y)) for x, y in rows[:, 1:3]], bool)
+    return rows[keep]
+
+
+def as_request(where):
+    """The where of a request in user units: t as ISO times."""
+    out = {}
+    for name, (lo, hi) in where.items():
+        if name == "t":
+            out[name] = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + v)) for v in (lo, hi)]
+        else:
+            out[name] = [lo, hi]
+    return out
+
+
+def in_bounds(want, got, maybe_null):
+    """Whether a brute-force answer lies within [lo, hi] (None ends: open)."""
+    lo, hi = got
+    if want is None:
+        return maybe_null
+    return (lo is None or lo <= want) and (hi is None or want <= hi)
+
+
+interval = lambda a, b: st.tuples(st.integers(a, b), st.integers(a, b)).map(sorted)  # noqa: E731
+wheres = st.fixed_dictionaries({}, optional={"t": interval(0, 3600), "lon": interval(-100, 100),
+                                             "lat": interval(-100, 100)})
+polygons = st.lists(st.tuples(st.integers(-100, 100), st.integers(-100, 100)), min_size=3, max_size=6).map(
+    lambda pts: shapely.convex_hull(shapely.MultiPoint(pts))).filter(lambda p: p.area > 0)
+
+
+def decoded(engine, ds, label, value):
+    """An answer as the API gives it, in the tests' units: times (ISO text) as seconds
+    from the epoch, exact numbers."""
+    if isinstance(value, str):
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()) - T0
+    if isinstance(value, float):
+        return Fraction(value)
+    return value
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons))
+def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, polygon):
+    engine, ds, rows = loaded
+    region = None if polygon is None else shapely.geometry.mapping(polygon)
+    result = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0)
+    assert result.plan.round_trips[engine.store.kind] == 0
+    body = result.to_json(ds)
+    chosen = selected(rows, where, polygon)
+    for label in AGGREGATES:
+        want = brute(chosen, label)
+        if body["exact"]:
+            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
+            continue
+        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
+        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+
+
+@hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]))
+def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width):
+    engine, ds, rows = loaded
+    result = engine.series(ds.name, as_request(where), ["count", "sum:v", "min:v", "avg:v"], f"{step}s",
+                           f"{step * width}s", deadline=0)
+    body = result.to_json(ds)
+    chosen = selected(rows, where, None)
+    for k, point in enumerate(body["points"]):
+        start = result.spec.start + k * result.spec.step
+        in_window = chosen[(chosen[:, 0] >= start - (width - 1) * step) & (chosen[:, 0] < start + step)]
+        for label in ("count", "sum:v", "min:v", "avg:v"):
+            want = brute(in_window, label)
+            if body["exact"]:
+                assert decoded(engine, ds, label, point["results"][label]) == want or want is None
+                continue
+            lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in point["bounds"][label])
+            assert in_bounds(want, (lo, hi), label in point["may_be_null"]), (k, label, want, lo, hi)
+
+
+@hsettings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres)
+def test_steps_only_narrow_and_end_exact(loaded, where):
+    engine, ds, rows = loaded
+    want = {label: brute(selected(rows, where, None), label) for label in ("count", "sum:v", "max:v")}
+    steps = [r.to_json(ds) for r in engine.query_steps(ds.name, as_request(where), list(want))]
+    assert steps[-1]["exact"]
+    assert {k: decoded(engine, ds, k, v) for k, v in steps[-1]["results"].items()} == want
+    for before, after in zip(steps, steps[1:]):
+        assert before["read_share"] <= after["read_share"]
+        if before["exact"] or after["exact"]:
+            continue
+        for label in want:
+            (a, b), (c, d) = before["bounds"][label], after["bounds"][label]
+            assert (a is None or c is not None and a <= c) and (b is None or d is not None and d <= b), label
+
+
+def test_an_exact_answer_with_a_deadline_is_the_plain_answer(loaded):
+    engine, ds, rows = loaded
+    where = {"lon": [-50, 50]}
+    plain = engine.query(ds.name, where, AGGREGATES).to_json(ds)
+    timed = engine.query(ds.name, where, AGGREGATES, deadline=60).to_json(ds)
+    assert timed["exact"] and timed["read_share"] == 1.0 and timed["results"] == plain["results"]
+    assert "bounds" not in timed and "exact" not in plain  # without a deadline nothing changes
+
+
+def test_a_scan_told_to_stop_reads_nothing_more(loaded):
+    engine, ds, rows = loaded
+    if engine.store.kind != "embedded":
+        pytest.skip("the stop flag is this process's; HBase's region servers check the deadline instead")
+    tree = engine.trees.tree(ds)
+    leaves = [g for g, i in tree.index.items() if tree.left[i] < 0 and tree.aggs.count[i] > 0]
+    request = ScanRequest(leaves, [], [3], stop=np.ones(1, np.uint8))
+    answer = engine.store.scan(ds, request)
+    assert answer.stopped and answer.rows_visited == 0 and answer.grids_scanned == 0
+
+
+def test_read_until_gives_what_finished_by_the_deadline_and_stops_the_rest():
+    def scan(request):
+        time.sleep(request.grids[0])
+        return ScanAnswer(None, stopped=bool(request.stop[0]))
+
+    requests = [ScanRequest([d], [], []) for d in (0.0, 0.01, 0.5, 0.5, 0.5)]
+    began = time.monotonic()
+    got = [i for i, _ in parts.read_until(scan, requests, began + 0.2, threads=2)]
+    assert got == [0, 1] and time.monotonic() - began < 0.45
+    assert requests[2].stop[0] == 1  # what still ran was told to stop
