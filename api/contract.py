@@ -53,6 +53,8 @@ class Operation:
         holds; the view then gets api.reading.CsvRows.
     query: the query string's model (the view gets it as `query`).
     answers: status -> the answer's model, or a Media.
+    stream: an alternative form of the 200 answer a client may ask for with Accept
+        (a Media, such as NDJSON lines of improving answers).
     problems: status -> when that problem is answered; 400, 401, 403 and 413 are added
         from access, body and query (api.openapi).
     path: path parameter -> what it is.
@@ -65,6 +67,7 @@ class Operation:
     csv: str | None = None
     query: type[BaseModel] | None = None
     answers: Mapping[int, type[BaseModel] | Media] = field(default_factory=dict)
+    stream: Media | None = None
     problems: Mapping[int, str] = field(default_factory=dict)
     path: Mapping[str, str] = field(default_factory=dict)
 

@@ -137,6 +137,9 @@ class _Writer:
             else:
                 out[str(status)] = {"description": _summary(answer),
                                     "content": {"application/json": {"schema": self.ref(answer)}}}
+            if status == 200 and op.stream is not None:
+                out["200"]["content"][op.stream.type] = {"schema": dict(op.stream.schema)}
+                out["200"]["description"] += f" With Accept: {op.stream.type}: {op.stream.description}"
         problems = {}
         if op.body is not None or op.query is not None:
             problems[400] = BAD_INPUT

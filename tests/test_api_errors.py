@@ -182,7 +182,7 @@ STEP = "the buckets' width: whole seconds above 0, or a number and a unit (s, m,
     (dict(json={}), "aggregates",
      "aggregates is required: a non-empty list of aggregates such as [\"count\", \"avg:temperature\"]"),
     # An unknown key is told first: a misspelt key explains the missing one.
-    (dict(json={"aggregate": ["count"]}), "aggregate", "unknown key 'aggregate': use where, aggregates, region, explain"),
+    (dict(json={"aggregate": ["count"]}), "aggregate", "unknown key 'aggregate': use where, aggregates, region, explain, deadline_ms"),
     (dict(json={"aggregates": ["count"], "explain": "yes"}), "explain",
      "explain must be true or false: true adds the IDs of the grids reused and scanned to the plan, not \"yes\""),
     (dict(json=["count"]), "body", "the request body must be a JSON object, not [\"count\"]"),
@@ -231,7 +231,7 @@ def test_definitions_say_what_they_must_be(client):
     ("aggregates=count&where.lon=1", "where.lon must be lo,hi in user units: two bounds separated by a comma, "
                                      "either one empty for an open end, not \"1\""),
     ("aggregates=count&colour=red", "unknown query parameter 'colour': use aggregates, where.<dimension>, region, "
-                                    "explain"),
+                                    "explain, deadline_ms"),
     ("aggregates=count&aggregates=sum:lon", "query parameter 'aggregates' is given 2 times; give it once"),
 ])
 def test_get_messages(client, dataset, query, detail):

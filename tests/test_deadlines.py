@@ -194,3 +194,58 @@ def test_read_until_gives_what_finished_by_the_deadline_and_stops_the_rest():
     got = [i for i, _ in parts.read_until(scan, requests, began + 0.2, threads=2)]
     assert got == [0, 1] and time.monotonic() - began < 0.45
     assert requests[2].stop[0] == 1  # what still ran was told to stop
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+@pytest.fixture(scope="module")
+def client(loaded, settings):
+    from gridagg_api import create_app
+
+    engine, ds, rows = loaded
+    return create_app(settings, engine=engine).test_client(), ds, rows
+
+
+def test_the_api_answers_from_the_tree_with_deadline_0(client):
+    from gridagg_api.models.queries import QueryResponse
+
+    http, ds, rows = client
+    where = {"lon": [-50, 50], "t": ["2020-01-01T00:10:00Z", "2020-01-01T00:40:00Z"]}
+    r = http.post(f"/v1/datasets/{ds.name}/query", json={"where": where, "aggregates": AGGREGATES,
+                                                          "deadline_ms": 0})
+    assert r.status_code == 200, r.get_json()
+    body = QueryResponse.model_validate(r.get_json()).model_dump(exclude_none=True)
+    assert body["exact"] is False and body["read_share"] == 0.0
+    assert [n for store, n in body["plan"]["round_trips"].items() if store != "postgresql"] == [0]
+    chosen = selected(rows, {"lon": (-50, 50), "t": (600, 2400)}, None)
+    for label in AGGREGATES:
+        lo, hi = (None if v is None else decoded(None, ds, label, v) for v in r.get_json()["bounds"][label])
+        assert in_bounds(brute(chosen, label), (lo, hi), label in r.get_json()["may_be_null"]), label
+    again = http.get(f"/v1/datasets/{ds.name}/query?aggregates=count&where.lon=-50,50&deadline_ms=0")
+    assert again.status_code == 200 and again.get_json()["exact"] is False
+
+
+def test_the_api_streams_an_answer_as_it_improves(client):
+    http, ds, rows = client
+    body = {"where": {"lon": [-50, 50]}, "aggregates": ["count", "sum:v", "avg:v"]}
+    r = http.post(f"/v1/datasets/{ds.name}/query", json=body, headers={"Accept": "application/x-ndjson"})
+    assert r.status_code == 200 and r.mimetype == "application/x-ndjson"
+    import json
+
+    lines = [json.loads(line) for line in r.get_data(as_text=True).splitlines()]
+    assert len(lines) >= 2 and lines[0]["exact"] is False and lines[-1]["exact"] is True
+    plain = http.post(f"/v1/datasets/{ds.name}/query", json=body).get_json()
+    assert lines[-1]["results"] == plain["results"] and lines[-1]["count"] == plain["count"]
+    series = http.post(f"/v1/datasets/{ds.name}/series", json={**body, "step": "10m", "deadline_ms": 0},
+                       headers={"Accept": "application/x-ndjson"})
+    points = [json.loads(line) for line in series.get_data(as_text=True).splitlines()]
+    assert len(points) == 1 and points[0]["exact"] is False and all("bounds" in p for p in points[0]["points"])
+
+
+def test_a_deadline_that_is_no_duration_is_refused_by_name(client):
+    http, ds, _ = client
+    r = http.post(f"/v1/datasets/{ds.name}/query", json={"aggregates": ["count"], "deadline_ms": -1})
+    assert r.status_code == 400
+    problem = r.get_json()
+    assert problem["field"] == "deadline_ms" and "milliseconds" in problem["detail"]

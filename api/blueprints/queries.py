@@ -3,13 +3,13 @@ plans and answers (gridagg.planner); this layer only reads requests and writes a
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
 
 from gridagg.query import Limits, QuerySpec
 
 from .. import metrics
 from ..baselines import answer as baseline_answer, baseline_for
-from ..contract import operation
+from ..contract import Media, operation
 from ..models.queries import QueryRequest, QueryResponse, QueryString, SeriesRequest, SeriesResponse
 from ..state import config, engine
 from .datasets import DATASET, READ_PROBLEMS, _dataset
@@ -18,6 +18,34 @@ bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
 QUERY_PROBLEMS = {**READ_PROBLEMS, 422: "the query would use more grids or scan more rows than the configured "
                                         "limits (GRIDAGG_MAX_GRIDS, GRIDAGG_MAX_SCAN_ROWS); narrow it"}
+
+
+NDJSON = "application/x-ndjson"
+STREAM = Media(NDJSON, "one answer a line as it improves: at once the tree's (exact where it can be, bounds "
+                       "elsewhere), then one each time a part of the scan is read, the last exact unless "
+                       "deadline_ms passed first.", {"type": "string"})
+
+
+def _streams() -> bool:
+    """Whether the client asked for the answer as it improves (Accept: NDJSON)."""
+    return request.accept_mimetypes.best_match(["application/json", NDJSON]) == NDJSON
+
+
+def _lines(first, rest, ds) -> Response:
+    """An NDJSON answer: `first` (computed before answering, so a bad request is still a
+    problem), then each result `rest` yields."""
+    encode = current_app.json.encode
+
+    def lines():
+        yield encode(first) + b"\n"
+        for result in rest:
+            yield encode(result.to_json(ds)) + b"\n"
+
+    return Response(stream_with_context(lines()), mimetype=NDJSON)
+
+
+def _seconds(deadline_ms: int | None) -> float | None:
+    return None if deadline_ms is None else deadline_ms / 1000
 
 
 def _limits() -> Limits:
@@ -32,7 +60,12 @@ def _answer(name: str, body: QueryRequest | QueryString):
         spec = QuerySpec.parse(ds, body.where, body.aggregates)
         return jsonify(baseline_answer(backend, ds, spec, body.region))
     ds = _dataset(name)
-    result = engine().query(ds.name, body.where, body.aggregates, body.region, body.explain, limits=_limits())
+    if _streams():
+        steps = engine().query_steps(ds.name, body.where, body.aggregates, body.region, body.explain,
+                                     _limits(), _seconds(body.deadline_ms))
+        return _lines(next(steps).to_json(ds), steps, ds)
+    result = engine().query(ds.name, body.where, body.aggregates, body.region, body.explain, limits=_limits(),
+                            deadline=_seconds(body.deadline_ms))
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)
@@ -40,7 +73,7 @@ def _answer(name: str, body: QueryRequest | QueryString):
 
 @bp.post("/<name>/query")
 @operation(summary="aggregates over a box and an optional polygon region", path=DATASET, body=QueryRequest,
-           answers={200: QueryResponse}, problems=QUERY_PROBLEMS)
+           answers={200: QueryResponse}, stream=STREAM, problems=QUERY_PROBLEMS)
 def post_query(name: str, body: QueryRequest):
     return _answer(name, body)
 
@@ -49,7 +82,7 @@ def post_query(name: str, body: QueryRequest):
 @operation(summary="the same query as query parameters",
            description="?aggregates=min:wind_speed,count&where.temperature=15,35 and optionally "
                        "region=<GeoJSON text> and explain=true.",
-           path=DATASET, query=QueryString, answers={200: QueryResponse}, problems=QUERY_PROBLEMS)
+           path=DATASET, query=QueryString, answers={200: QueryResponse}, stream=STREAM, problems=QUERY_PROBLEMS)
 def get_query(name: str, query: QueryString):
     return _answer(name, query)
 
@@ -59,11 +92,18 @@ def get_query(name: str, query: QueryString):
            description="Point i stands for the bucket [start + i*step, start + (i+1)*step) and aggregates "
                        "the window of `window` seconds ending with it. Buckets are aggregated once and "
                        "combined across windows. At most GRIDAGG_MAX_POINTS points (400 beyond).",
-           path=DATASET, body=SeriesRequest, answers={200: SeriesResponse}, problems=QUERY_PROBLEMS)
+           path=DATASET, body=SeriesRequest, answers={200: SeriesResponse}, stream=STREAM,
+           problems=QUERY_PROBLEMS)
 def post_series(name: str, body: SeriesRequest):
     ds = _dataset(name)
-    result = engine().series(ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end,
-                             body.region, body.explain, max_points=config().max_points, limits=_limits())
+    asked = (ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end, body.region,
+             body.explain)
+    if _streams():
+        steps = engine().series_steps(*asked, max_points=config().max_points, limits=_limits(),
+                                      deadline=_seconds(body.deadline_ms))
+        return _lines(next(steps).to_json(ds), steps, ds)
+    result = engine().series(*asked, max_points=config().max_points, limits=_limits(),
+                             deadline=_seconds(body.deadline_ms))
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)

@@ -79,6 +79,12 @@ Aggregates = Annotated[list[Aggregate], Field(
 Explain = Annotated[bool, Field(
     description="true or false: true adds the IDs of the grids reused and scanned to the plan",
 )]
+Deadline = Annotated[int, Field(
+    ge=0, le=3_600_000,
+    description="milliseconds the answer may take (0: from the tree alone, no row read); past them the "
+                "answer holds bounds for what was not read (exact false) instead of waiting; left out: "
+                "exact, however long it takes",
+)]
 
 # An answer's value: a count, a number in user units, a timestamp; null when no row had one.
 Value = Union[int, float, str, None]

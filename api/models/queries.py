@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, Json
 
 from gridagg.schema import DURATION
 
-from .common import Aggregates, Answer, Dimension, Explain, Range, Request, Value, Where
+from .common import Aggregates, Answer, Deadline, Dimension, Explain, Range, Request, Value, Where
 from .geojson import Region
 
 Duration = Annotated[Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=DURATION)]],
@@ -33,6 +33,7 @@ class QueryRequest(Request):
     aggregates: Aggregates
     region: Region | None = None
     explain: Explain = False
+    deadline_ms: Deadline | None = None
 
 
 class SeriesRequest(QueryRequest):
@@ -80,6 +81,7 @@ class QueryString(Request):
     region: Annotated[Json[Region], Field(
         description="a GeoJSON Polygon or MultiPolygon (or a Feature holding one) as JSON text")] | None = None
     explain: Explain = False
+    deadline_ms: Deadline | None = None
 
 
 # ---------------------------------------------------------------------------- answers
@@ -103,6 +105,16 @@ class ExplainedGrids(Answer):
     truncated: bool = Field(description="whether either list was cut short (at 10,000 IDs)")
 
 
+class BoundsPlan(Answer):
+    """With a deadline: where the answer came from."""
+
+    exact_grids: int = Field(description="grids whose part of the answer is exact: answered from their "
+                                         "aggregates, or read")
+    bounded_grids: int = Field(description="leaves not read, bounded from their aggregates and data bounds")
+    rows_read: int = Field(description="rows in the cut leaves read")
+    rows_bounded: int = Field(description="rows in the leaves not read")
+
+
 class Plan(Answer):
     """What the answer cost: the paper's Table 3 quantities and round trips per store."""
 
@@ -124,6 +136,7 @@ class Plan(Answer):
     region: RegionPlan = Field(None, description="with a region: where the leaves lie against it")
     grids: ExplainedGrids = Field(None, description="with explain: the grids reused and scanned")
     rollup_days: int = Field(None, description="a series of time alone: days read from the day rollup")
+    bounds: BoundsPlan = Field(None, description="with a deadline: what the answer and its bounds came from")
 
 
 class SeriesPlan(Plan):
@@ -134,7 +147,16 @@ class SeriesPlan(Plan):
 
 Results = Annotated[dict[str, Value], Field(
     description="aggregate -> answer in user units: counts and numbers, timestamps as ISO 8601 text; null "
-                "when no selected row has a value")]
+                "when no selected row has a value (with a deadline and exact false: the rows read so far)")]
+Bounds = Annotated[dict[str, Annotated[list[Value], Field(min_length=2, max_length=2)]], Field(
+    description="with a deadline, when not exact: aggregate -> [lo, hi] in user units, holding the exact "
+                "answer (null: no bound on that side)")]
+MayBeNull = Annotated[list[str], Field(
+    description="with a deadline, when not exact: the aggregates whose exact answer may also be null (no "
+                "selected row has a value)")]
+Exact = Annotated[bool, Field(description="with a deadline: whether every read finished (the answer is exact)")]
+ReadShare = Annotated[float, Field(ge=0, le=1, description="with a deadline: the share of the cut leaves' rows "
+                                                           "read")]
 
 
 class QueryResponse(Answer):
@@ -142,8 +164,12 @@ class QueryResponse(Answer):
 
     results: Results
     count: int | None = Field(description="rows selected; null when min/max skipping left it unknown and "
-                                          "count was not asked for")
+                                          "count was not asked for, or the answer is not exact")
     plan: Plan
+    exact: Exact = None
+    read_share: ReadShare = None
+    bounds: Bounds = None
+    may_be_null: MayBeNull = None
 
 
 class SeriesPoint(Answer):
@@ -152,8 +178,10 @@ class SeriesPoint(Answer):
     time: str = Field(description="the start of the point's bucket")
     window: list[str] = Field(min_length=2, max_length=2,
                               description="[first, last] second of the window aggregated")
-    count: int = Field(description="rows in the window")
+    count: int = Field(description="rows in the window (with a deadline and exact false: of the rows read)")
     results: Results
+    bounds: Bounds = None
+    may_be_null: MayBeNull = None
 
 
 class SeriesResponse(Answer):
@@ -163,3 +191,5 @@ class SeriesResponse(Answer):
     window: int = Field(description="window width in seconds")
     points: list[SeriesPoint]
     plan: SeriesPlan
+    exact: Exact = None
+    read_share: ReadShare = None
