@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import pydantic_core
 from flask import Flask
@@ -15,14 +16,18 @@ from . import metrics, problems
 from .blueprints import datasets, leaves, ops, page, queries
 from .config import ApiConfig
 from .state import EngineHolder
+from .warming import Warming
 
 
-def create_app(settings: Settings | None = None, engine: GridEngine | None = None, **overrides) -> Flask:
+def create_app(settings: Settings | None = None, engine: GridEngine | None = None,
+               warmup: Callable[[], object] | None = None, **overrides) -> Flask:
     """The gridagg HTTP API.
 
     settings: gridagg Settings (default: from the environment); engine: a GridEngine to
-    serve (default: built lazily from settings in each process); overrides: API knobs
-    (max_body_bytes, max_scan_rows, max_points, max_grids; see api.config)."""
+    serve (default: built lazily from settings in each process); warmup: what to run in
+    the background before /healthz says ready (the server's workers pass
+    gridagg.warmup.warm; api.warming); overrides: API knobs (max_body_bytes,
+    max_scan_rows, max_points, max_grids; see api.config)."""
     settings = settings or Settings.from_env()
     cfg = ApiConfig.from_settings(settings, **overrides)
     app = Flask("gridagg.api")
@@ -30,6 +35,7 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     app.json = JsonProvider(app)
     app.url_map.strict_slashes = False
     app.extensions["gridagg"] = EngineHolder(cfg, engine)
+    app.extensions["gridagg.warming"] = Warming(warmup)
     problems.register(app)
     metrics.register(app)
     app.register_blueprint(datasets.bp)
