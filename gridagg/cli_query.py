@@ -178,7 +178,7 @@ class Remote:
                 detail = json.load(exc).get("detail") or exc.reason
             except ValueError:
                 detail = exc.reason
-            raise CliError(f"{detail} (HTTP {exc.code})", 2 if exc.code in (400, 404) else 1) from None
+            raise CliError(f"{detail} (HTTP {exc.code})", 2 if exc.code in (400, 404, 422) else 1) from None
         except (urllib.error.URLError, OSError) as exc:
             raise CliError(f"cannot reach {self.url}: {getattr(exc, 'reason', exc)}", 1) from None
 

@@ -265,6 +265,9 @@ def test_url_gives_the_same_answers(stations, tmp_path):
             assert mine == theirs, args
         out = gridagg("query", "nope", "--url", url, env=env)
         assert out.returncode == 2 and out.stderr == "gridagg query: error: no dataset named 'nope' (HTTP 404)\n"
+        out = gridagg("series", ds.name, "--step", "30m", "--url", url, env=env)  # beyond the server's limit
+        assert out.returncode == 2 and out.stderr.startswith("gridagg series: error: the series would have ")
+        assert "points, more than the limit of 10000; use a larger step or a shorter span (HTTP 422)" in out.stderr
     finally:
         os.killpg(server.pid, 15)
         server.wait(60)  # workers get 20 s, granian 5 s more (api.cli); a busy machine adds some
