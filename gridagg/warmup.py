@@ -15,7 +15,9 @@ A machine's first warm-up compiles (15-25 s on 2 cores) and writes numba's cache
 to the modules (`gridagg/__pycache__`), or in NUMBA_CACHE_DIR when that is set, or in
 the user's cache directory when the package's directory is read-only. Later processes
 load it (a few tenths of a second). `gridagg services up` and `gridagg serve` warm up
-before they return or serve, and each API worker before its /healthz says ready.
+before they return or serve, and each API worker before its /healthz says ready; a
+worker also reads every dataset's tree then (load_trees), which its first query of a
+dataset would otherwise wait for.
 
     python -m gridagg.warmup      # what `gridagg serve` runs before starting its workers
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .aggregate import NULL, PartialAggregate, ancestor_aggregates
+from .errors import UnknownDataset
 from .grid import grid_prefix, presplit
 from .kernels import scan_segments
 from .planner import Planner
@@ -95,6 +98,20 @@ def warm() -> Warmed:
             store.close()
     after = _cache_counts()
     return Warmed(time.perf_counter() - started, after[0] - before[0], after[1] - before[1], after[2])
+
+
+def load_trees(engine) -> int:
+    """Read every dataset's tree into `engine` (a GridEngine), as the first query of each
+    would (1.4 s for the 15,711 leaves of 10M rows); returns how many it read. A dataset
+    dropped meanwhile is passed over."""
+    loaded = 0
+    for ds in engine.directory.datasets():
+        try:
+            engine.trees.tree(ds)
+        except UnknownDataset:
+            continue
+        loaded += 1
+    return loaded
 
 
 def compiled_functions() -> list:

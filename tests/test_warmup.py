@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 from gridagg.warmup import warm
 
@@ -84,7 +85,7 @@ def test_healthz_says_warming_until_the_worker_is_warm(settings, services, tmp_p
     from engine_support import open_engine
 
     release = threading.Event()
-    app = create_app(settings, engine=open_engine(settings, "embedded", tmp_path), warmup=release.wait)
+    app = create_app(settings, engine=open_engine(settings, "embedded", tmp_path), warmup=lambda engines: release.wait())
     client = app.test_client()
     resp = client.get("/healthz")
     body = resp.get_json()
@@ -105,7 +106,7 @@ def test_a_failed_warm_up_is_logged_and_the_worker_serves(settings, services, tm
 
     from engine_support import open_engine
 
-    def broken():
+    def broken(engines):
         raise RuntimeError("no compiler today")
 
     app = create_app(settings, engine=open_engine(settings, "embedded", tmp_path), warmup=broken)
@@ -114,3 +115,49 @@ def test_a_failed_warm_up_is_logged_and_the_worker_serves(settings, services, tm
         assert time.monotonic() < deadline, resp.get_json()
         time.sleep(0.01)
     assert "warming up failed" in caplog.text and "no compiler today" in caplog.text
+
+
+def test_a_worker_reads_every_tree_before_it_is_ready(settings, services, tmp_path):
+    from gridagg_api.config import ApiConfig
+    from gridagg_api.state import EngineHolder
+    from gridagg_api.warming import warm_worker
+
+    from engine_support import open_engine
+    from gridagg.schema import Dataset
+
+    engine = open_engine(settings, "embedded", tmp_path)
+    name = "t_warmt_" + uuid.uuid4().hex[:8]
+    engine.create_dataset(Dataset.from_json({"name": name, "dimensions": [{"name": "x", "min": 0, "max": 99}]}))
+    try:
+        engine.insert(name, [{"x": x} for x in range(50)])
+        said = warm_worker(EngineHolder(ApiConfig.from_settings(settings), engine))
+        assert name in engine.trees._held and "dataset trees read" in said, said
+    finally:
+        engine.drop_dataset(name)
+    # PostgreSQL unreachable: the kernels are warm, the trees are left to the first queries.
+    down = EngineHolder(ApiConfig.from_settings(settings.with_(pg_url="postgresql://nobody@127.0.0.1:1/x",
+                                                               data_dir=tmp_path)))
+    assert "dataset trees not read" in warm_worker(down)
+
+
+def test_a_worker_is_warm_only_when_every_worker_of_its_server_is(tmp_path):
+    from gridagg_api.warming import MARKER, Warming
+
+    def until(condition):
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    release = threading.Event()
+    other = Warming(release.wait, tmp_path)  # another worker (here: this process too), still warming
+    mine = Warming(lambda: None, tmp_path)
+    until(lambda: mine._done.is_set())
+    assert not mine.done and not other.done
+    release.set()
+    until(lambda: mine.done and other.done)
+    assert list(tmp_path.iterdir()) == []
+    # A worker killed while warming leaves its marker: a process that is gone warms nothing.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / f"{MARKER}{int(gone.stdout)}-x").touch()
+    assert Warming(None, tmp_path).done
