@@ -58,8 +58,8 @@ def _warm_up() -> None:
     compiling at once."""
     from gridagg.warmup import warm
 
-    print("gridagg serve: warming up (a machine's first start compiles the query kernels: 15-25 s)",
-          file=sys.stderr, flush=True)
+    print("gridagg serve: warming up (a machine's first start compiles the query kernels: 15 s to a "
+          "minute)", file=sys.stderr, flush=True)
     try:
         print(f"gridagg serve: {warm()}", file=sys.stderr)
     except Exception as exc:  # a bug; the workers warm up again by themselves, or compile as queries come
@@ -113,7 +113,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Serve the gridagg HTTP API for dashboards with granian: several worker "
                     "processes, each with pooled connections to PostgreSQL and the cell store "
                     "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics. "
-                    "It first compiles the query kernels (a machine's first start: 15-25 s) or "
+                    "It first compiles the query kernels (a machine's first start: 15 s to a minute) or "
                     "loads them from numba's cache; each worker loads them as it starts, and its "
                     "/healthz answers 503 \"warming\" until then.",
         epilog=config.help_text("http", "store") + "\n" + ENDPOINTS)

@@ -68,7 +68,7 @@ def _start_api(settings, port: int) -> str:
         stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     _pid_file(settings).write_text(str(proc.pid))
-    # A machine's first start compiles the query kernels (gridagg.warmup): 15-25 s.
+    # A machine's first start compiles the query kernels (gridagg.warmup): 15 s to a minute.
     deadline = time.monotonic() + API_START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -11,10 +11,10 @@ region servers lack the observer). Numba compiles a function once per argument t
 so these are the types real queries pass (tests/test_warmup.py checks that a query of
 every kind on both stores compiles nothing afterwards).
 
-A machine's first warm-up compiles (15-25 s on 2 cores) and writes numba's cache: next
-to the modules (`gridagg/__pycache__`), or in NUMBA_CACHE_DIR when that is set, or in
-the user's cache directory when the package's directory is read-only. Later processes
-load it (a few tenths of a second). `gridagg services up` and `gridagg serve` warm up
+A machine's first warm-up compiles (14 s to a minute on 2 cores, as busy as they are)
+and writes numba's cache: next to the modules (`gridagg/__pycache__`), or in
+NUMBA_CACHE_DIR when that is set, or in the user's cache directory when the package's
+directory is read-only. Later processes load it (a few tenths of a second). `gridagg services up` and `gridagg serve` warm up
 before they return or serve, and each API worker before its /healthz says ready; a
 worker also reads every dataset's tree then (load_trees), which its first query of a
 dataset would otherwise wait for.
