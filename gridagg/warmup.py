@@ -6,7 +6,8 @@ It answers a tiny synthetic dataset's queries through the real query path, in a
 throwaway embedded store: the planner's walk over a tree, the polygon test on grid faces
 and on rows, the scan kernel over segments whose columns are 2, 4 and 8 bytes wide (with
 absent values), series buckets and moving windows, the day rollup, min/max skipping,
-and the kernel over segments copied out as bytes (how the HBase store scans where its
+answers within a deadline (bounds from the tree, scans read in parts), and the kernel
+over segments copied out as bytes (how the HBase store scans where its
 region servers lack the observer). Numba compiles a function once per argument types,
 so these are the types real queries pass (tests/test_warmup.py checks that a query of
 every kind on both stores compiles nothing afterwards).
@@ -60,6 +61,8 @@ DEFINITION = {
     "grid": {"n_size": 40, "n_threshold": 160, "l_time": "60d"},
 }
 ROWS = 2_000
+DEADLINE = 60.0  # seconds: long enough for every part of a scan to be read
+MONTH = ("2000-03-01T00:00:00Z", "2000-03-31T23:59:59Z")  # the series' span: a few points are enough
 # A concave polygon: its edges cut grids (rows tested one by one), and grids lie wholly
 # inside and outside it.
 REGION = {"type": "Polygon", "coordinates": [[[-9, 41], [9, 41], [9, 59], [0, 50.005], [-9, 59], [-9, 41]]]}
@@ -159,6 +162,7 @@ class _CopiedSegments:
     observer: each grid's segments copied out as bytes, then the kernel."""
 
     kind = "copied"
+    scan_threads = 1
 
     def __init__(self, store: EmbeddedStore):
         self.store = store
@@ -177,17 +181,21 @@ class _CopiedSegments:
 def _answer_every_kind(store: EmbeddedStore) -> None:
     ds = Dataset.from_json(DEFINITION)
     tree = _load(ds, store, _rows(ds))
+    box = {"lon": [-4.5, 6], "time": ["2000-02-10T00:00:00Z", "2000-11-20T12:00:00Z"]}
+    every = ["count", "count:small", "sum:small", "avg:medium", "min:large", "max:lat", "avg:time"]
     for cells in (store, _CopiedSegments(store)):
         planner = Planner(_Engine(cells, tree))
-        box = {"lon": [-4.5, 6], "time": ["2000-02-10T00:00:00Z", "2000-11-20T12:00:00Z"]}
-        every = ["count", "count:small", "sum:small", "avg:medium", "min:large", "max:lat", "avg:time"]
-        for where, region in ((box, None), ({}, REGION), (box, REGION)):
-            for aggregates, explain in ((every, False), (["min:medium", "max:large"], False), (every, True)):
-                planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), Limits(), explain)
-            for step, window in (("1d", "7d"), ("30d", None), ("6h", None)):
-                planner.series(ds, SeriesSpec.parse(ds, where, every, step, window, region=region), Limits())
-        # Time alone in whole days: the day rollup answers.
-        planner.series(ds, SeriesSpec.parse(ds, {}, every, "1d", "7d"), Limits())
+        # Exact answers, and answers within a deadline: from the tree alone (0), or read in
+        # parts with bounds for what is not read yet (DEADLINE).
+        for deadline in (None, 0, DEADLINE):
+            for where, region in ((box, None), ({}, REGION), (box, REGION)):
+                for aggregates, explain in ((every, False), (["min:medium", "max:large"], False), (every, True)):
+                    planner.query(ds, QuerySpec.parse(ds, where, aggregates, region), Limits(), explain, deadline)
+                for step, window in (("1d", "7d"), ("10d", None), ("6h", None)):
+                    planner.series(ds, SeriesSpec.parse(ds, where, every, step, window, *MONTH, region), Limits(),
+                                   deadline=deadline)
+            # Time alone in whole days: the day rollup answers.
+            planner.series(ds, SeriesSpec.parse(ds, {}, every, "1d", "7d", *MONTH), Limits(), deadline=deadline)
 
 
 def _rows(ds: Dataset) -> np.ndarray:

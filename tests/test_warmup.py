@@ -1,7 +1,8 @@
 """The warm-up (gridagg.warmup) leaves nothing for a query to compile: in a fresh process,
 after warm(), queries of every kind on both real stores (boxes, min/max skipping,
 polygons, series and moving windows, the day rollup, explained plans, nullable and wide
-columns) add no compiled signature to any of gridagg's numba functions. An API worker's
+columns, answers within a deadline and as they improve) add no compiled signature to
+any of gridagg's numba functions. An API worker's
 /healthz says "warming" (503, Retry-After) until its warm-up is done (api.warming)."""
 
 from __future__ import annotations
@@ -54,9 +55,15 @@ for kind in sys.argv[1:]:
             for aggregates in (every, ["min:temperature", "max:pressure"]):
                 engine.query(name, where, aggregates, region=region)
                 engine.query(name, where, aggregates, region=region, explain=True)
+                for deadline in (0, 30):  # bounds from the tree alone; the scan read in parts
+                    engine.query(name, where, aggregates, region=region, deadline=deadline)
+                list(engine.query_steps(name, where, aggregates, region=region))
             for step, window in (("1d", "7d"), ("30d", None)):
                 engine.series(name, where, every, step, window, region=region)
+                engine.series(name, where, every, step, window, region=region, deadline=0)
+                list(engine.series_steps(name, where, every, step, window, region=region))
         engine.series(name, {}, every, "1d", "7d")  # the day rollup
+        engine.series(name, {}, every, "1d", "7d", deadline=0)
     finally:
         engine.drop_dataset(name)
 after = {f: set(f.signatures) for f in compiled_functions()}
