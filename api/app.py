@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import pydantic_core
 from flask import Flask
@@ -15,21 +16,26 @@ from . import metrics, problems
 from .blueprints import datasets, leaves, ops, page, queries
 from .config import ApiConfig
 from .state import EngineHolder
+from .warming import Warming
 
 
-def create_app(settings: Settings | None = None, engine: GridEngine | None = None, **overrides) -> Flask:
+def create_app(settings: Settings | None = None, engine: GridEngine | None = None,
+               warmup: Callable[[EngineHolder], object] | None = None, **overrides) -> Flask:
     """The gridagg HTTP API.
 
     settings: gridagg Settings (default: from the environment); engine: a GridEngine to
-    serve (default: built lazily from settings in each process); overrides: API knobs
-    (max_body_bytes, max_scan_rows, max_points, max_grids; see api.config)."""
+    serve (default: built lazily from settings in each process); warmup: what to run,
+    given the app's EngineHolder, in the background before /healthz says ready (the
+    server's workers pass api.warming.warm_worker); overrides: API knobs
+    (max_body_bytes, max_scan_rows, max_points, max_grids, max_vertices; see api.config)."""
     settings = settings or Settings.from_env()
     cfg = ApiConfig.from_settings(settings, **overrides)
     app = Flask("gridagg.api")
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.json = JsonProvider(app)
     app.url_map.strict_slashes = False
-    app.extensions["gridagg"] = EngineHolder(cfg, engine)
+    engines = app.extensions["gridagg"] = EngineHolder(cfg, engine)
+    app.extensions["gridagg.warming"] = Warming.of_server(None if warmup is None else lambda: warmup(engines))
     problems.register(app)
     metrics.register(app)
     app.register_blueprint(datasets.bp)

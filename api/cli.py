@@ -51,9 +51,25 @@ def server_argv(host: str, port: int, workers: int, threads: int, log_level: str
     ]
 
 
+def _warm_up() -> None:
+    """Compile the query kernels into numba's on-disk cache (a machine's first start), or
+    check they are there, before the workers start: each then loads them in a few tenths
+    of a second while its /healthz says "warming" (api.warming), rather than all
+    compiling at once."""
+    from gridagg.warmup import warm
+
+    print("gridagg serve: warming up (a machine's first start compiles the query kernels: 15 s to a "
+          "minute)", file=sys.stderr, flush=True)
+    try:
+        print(f"gridagg serve: {warm()}", file=sys.stderr)
+    except Exception as exc:  # a bug; the workers warm up again by themselves, or compile as queries come
+        print(f"gridagg serve: warning: warming up failed: {exc!r}", file=sys.stderr)
+
+
 def _serve(settings, args: argparse.Namespace) -> int:
     import subprocess
 
+    _warm_up()
     metrics_dir = tempfile.mkdtemp(prefix="gridagg-metrics-")
     env = {**settings.environ(), "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
     if not settings.write_token:
@@ -96,7 +112,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         "serve", help="serve the HTTP API (granian, several workers)",
         description="Serve the gridagg HTTP API for dashboards with granian: several worker "
                     "processes, each with pooled connections to PostgreSQL and the cell store "
-                    "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics.",
+                    "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics. "
+                    "It first compiles the query kernels (a machine's first start: 15 s to a minute) or "
+                    "loads them from numba's cache; each worker loads them as it starts, and its "
+                    "/healthz answers 503 \"warming\" until then.",
         epilog=config.help_text("http", "store") + "\n" + ENDPOINTS)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")

@@ -5,6 +5,8 @@ max_body_bytes  largest accepted request body; larger -> 413
 max_scan_rows   most raw rows one request may scan; more -> 422 asking to narrow the query
 max_points      most points one series request may return
 max_grids       most leaves one request may touch or list
+max_vertices    most vertices of one request's polygon region
+Beyond a limit a request gets 422 naming it (gridagg.errors.WorkLimitExceeded).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from gridagg.config import Settings
 
-LIMITS = ("max_body_bytes", "max_scan_rows", "max_points", "max_grids")
+LIMITS = ("max_body_bytes", "max_scan_rows", "max_points", "max_grids", "max_vertices")
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class ApiConfig:
     max_scan_rows: int | None
     max_points: int
     max_grids: int
+    max_vertices: int
 
     @property
     def write_token(self) -> str | None:

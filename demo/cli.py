@@ -28,6 +28,7 @@ from gridagg.errors import InvalidInput
 # The sample archives beside a checkout (this file is <checkout>/demo/cli.py); an
 # installed package has none there.
 CHECKOUT_WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"
+API_START_SECONDS = 180
 
 
 def _pid_file(settings) -> Path:
@@ -54,7 +55,8 @@ def _stop(settings) -> int:
 
 
 def _start_api(settings, port: int) -> str:
-    """Serve the API in the background (its own process group); returns its URL."""
+    """Serve the API in the background (its own process group); returns its URL once
+    /healthz says ready: its workers warmed up, so the first answer comes at full speed."""
     import requests
 
     url = f"http://127.0.0.1:{port}"
@@ -66,7 +68,8 @@ def _start_api(settings, port: int) -> str:
         stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     _pid_file(settings).write_text(str(proc.pid))
-    deadline = time.monotonic() + 60
+    # A machine's first start compiles the query kernels (gridagg.warmup): 15 s to a minute.
+    deadline = time.monotonic() + API_START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"gridagg demo: the API did not start; see {log}")
@@ -74,8 +77,9 @@ def _start_api(settings, port: int) -> str:
             if requests.get(f"{url}/healthz", timeout=2).ok:
                 return url
         except requests.RequestException:
-            time.sleep(0.5)
-    raise SystemExit(f"gridagg demo: the API did not answer within 60 s; see {log}")
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"gridagg demo: the API was not ready within {API_START_SECONDS} s; see {log}")
 
 
 def _stop_quietly(settings) -> None:

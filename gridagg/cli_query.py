@@ -178,7 +178,7 @@ class Remote:
                 detail = json.load(exc).get("detail") or exc.reason
             except ValueError:
                 detail = exc.reason
-            raise CliError(f"{detail} (HTTP {exc.code})", 2 if exc.code in (400, 404) else 1) from None
+            raise CliError(f"{detail} (HTTP {exc.code})", 2 if exc.code in (400, 404, 422) else 1) from None
         except (urllib.error.URLError, OSError) as exc:
             raise CliError(f"cannot reach {self.url}: {getattr(exc, 'reason', exc)}", 1) from None
 
@@ -207,6 +207,10 @@ class Remote:
 
 # --------------------------------------------------------------------------- output
 
+# An average is shown to its column's scale plus this many digits (the page does the same:
+# api/page/src/numbers.js).
+AVG_DIGITS = 3
+
 
 def cell(value) -> str:
     if value is None:
@@ -216,12 +220,32 @@ def cell(value) -> str:
     return str(value)
 
 
-def table(headers: list[str], rows: list[list]) -> str:
-    """Columns padded to their widest cell; numbers right-aligned."""
+def aggregate_text(ds: Dataset, label: str, value) -> str:
+    """An aggregate's answer as people read it: a number column's min, max and sum to its
+    scale (35.0 for scale 1), its avg to AVG_DIGITS more digits without trailing zeros
+    below the scale (0.2371, not 0.23712737127371275; 35.0, not 35.0000); counts, times
+    and null as they are. --json keeps the API's full precision."""
+    func, _, name = label.partition(":")
+    if func == "count" or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return cell(value)
+    scale = ds.columns[ds.column_index(name)].scale
+    if func != "avg":
+        return f"{value:.{scale}f}"
+    whole, _, digits = f"{value:.{scale + AVG_DIGITS}f}".partition(".")
+    digits = digits[:scale] + digits[scale:].rstrip("0")
+    if not whole.strip("-0") and not digits.strip("0"):  # rounded to zero: no sign
+        whole = "0"
+    return f"{whole}.{digits}" if digits else whole
+
+
+def table(headers: list[str], rows: list[list], numeric: list[bool] | None = None) -> str:
+    """Columns padded to their widest cell; numbers right-aligned (numeric: which columns
+    hold numbers, when the cells are text already; default: those whose values are)."""
     text = [[cell(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in text]) for i, h in enumerate(headers)]
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
-               for i in range(len(headers))]
+    if numeric is None:
+        numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
+                   for i in range(len(headers))]
 
     def line(cells):
         return "  ".join((c.rjust(w) if num else c.ljust(w)) for c, w, num in zip(cells, widths, numeric)).rstrip()
@@ -244,19 +268,29 @@ def duration(seconds) -> str:
     return f"{seconds}s"
 
 
-def show_query(body: dict, args) -> str:
+def aggregates_table(ds: Dataset, headers: list[str], rows: list[list], labels: list[str]) -> str:
+    """table() of rows whose last len(labels) cells are those aggregates' answers, shown
+    as aggregate_text says."""
+    first = len(headers) - len(labels)
+    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
+               for i in range(len(headers))]
+    shown = [row[:first] + [aggregate_text(ds, k, v) for k, v in zip(labels, row[first:])] for row in rows]
+    return table(headers, shown, numeric)
+
+
+def show_query(body: dict, ds: Dataset, args) -> str:
     labels = list(body["results"])
-    out = [table(labels, [[body["results"][k] for k in labels]])]
+    out = [aggregates_table(ds, labels, [[body["results"][k] for k in labels]], labels)]
     if args.plan:
         out += plan_lines(body["plan"])
     return "\n".join(out)
 
 
-def show_series(body: dict, args) -> str:
+def show_series(body: dict, ds: Dataset, args) -> str:
     points = body["points"]
     labels = list(points[0]["results"]) if points else list(args.agg or ["count"])
     rows = [[p["time"], p["count"], *[p["results"][k] for k in labels]] for p in points]
-    out = [table(["time", "rows", *labels], rows)]
+    out = [aggregates_table(ds, ["time", "rows", *labels], rows, labels)]
     if args.plan:
         out += plan_lines(body["plan"])
     return "\n".join(out)
@@ -324,7 +358,7 @@ def run_query(settings: Settings, args: argparse.Namespace) -> int:
     def action(backend):
         ds = backend.dataset(args.dataset)
         body = backend.query(ds.name, where_of(ds, args.where), args.agg or ["count"], read_region(args.region))
-        return body, show_query(body, args)
+        return body, show_query(body, ds, args)
 
     return _run(settings, args, action)
 
@@ -334,7 +368,7 @@ def run_series(settings: Settings, args: argparse.Namespace) -> int:
         ds = backend.dataset(args.dataset)
         body = backend.series(ds.name, where_of(ds, args.where), args.agg or ["count"], read_region(args.region),
                               args.step, args.window, args.start, args.end)
-        return body, show_series(body, args)
+        return body, show_series(body, ds, args)
 
     return _run(settings, args, action)
 

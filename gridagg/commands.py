@@ -24,6 +24,10 @@ def _services_up(settings: Settings, args: argparse.Namespace) -> int:
 
     reports = services.up(settings, hbase=not args.no_hbase)
     _print_reports(reports)
+    # Once per machine: later processes load the query kernels instead of compiling them.
+    from gridagg.warmup import warm
+
+    print(f"{'kernels':<11} {warm()}")
     if not args.no_hbase and settings.store != "hbase":
         print("to use this HBase instead of the embedded store: export GRIDAGG_STORE=hbase")
     return 0
@@ -52,7 +56,8 @@ def add_services(sub) -> None:
                     "servers are only checked.",
         epilog=config.help_text("servers"))
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    up = actions.add_parser("up", help="start what is not running (idempotent)")
+    up = actions.add_parser("up", help="start what is not running (idempotent), then compile the query kernels "
+                                       "into numba's cache (once per machine; later processes load them)")
     up.add_argument("--no-hbase", action="store_true", help="start PostgreSQL only")
     up.set_defaults(func=_services_up)
     actions.add_parser("status", help="show what runs and where").set_defaults(func=_services_status)

@@ -162,10 +162,14 @@ class Settings:
     max_scan_rows: int = _setting(
         50_000_000, "most raw rows one HTTP request may scan (about a second of work); more gets 422 "
                     "asking to narrow the query", _positive, topic="http")
-    max_points: int = _setting(10_000, "most points one HTTP series request may return", _positive,
-                               topic="http")
-    max_grids: int = _setting(200_000, "most leaves one HTTP request may touch or list", _positive,
-                              topic="http")
+    # The three below keep one request under a second of CPU at 10M rows (README: Limits of
+    # one request, with the measurements).
+    max_points: int = _setting(10_000, "most points one HTTP series request may return; more gets 422",
+                               _positive, topic="http")
+    max_grids: int = _setting(16_000, "most leaves one HTTP request may touch or list; more gets 422",
+                              _positive, topic="http")
+    max_vertices: int = _setting(32, "most vertices of one HTTP request's polygon region (all rings); more "
+                                     "gets 422", _positive, topic="http")
     scan_threads: int = _setting(
         os.cpu_count() or 1, "threads one large scan in this process may use (the embedded store's "
                              "kernel; on HBase, concurrent calls to the region servers)", _positive,

@@ -229,38 +229,41 @@ class GridEngine:
         limits: this query's work limits (default: the engine's). deadline: seconds the
         answer may take (0: from the tree alone, no store call); past it the answer holds
         bounds instead of what was not read (QueryResult.progress). None: exact, always."""
+        limits = limits or self.limits
         return self._asked(name, lambda ds: self.planner.query(
-            ds, QuerySpec.parse(ds, where, aggregates, region), limits or self.limits, explain, deadline))
+            ds, QuerySpec.parse(ds, where, aggregates, region, limits), limits, explain, deadline))
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
-               end=None, region: dict | None = None, explain: bool = False,
-               max_points: int | None = None, limits: Limits | None = None,
+               end=None, region: dict | None = None, explain: bool = False, limits: Limits | None = None,
                deadline: float | None = None) -> SeriesResult:
         """Aggregates per time bucket of `step` (e.g. "1d"), or over a moving `window` of
-        whole steps ending with each bucket, from start to end; see SeriesSpec. deadline:
-        as for query."""
+        whole steps ending with each bucket, from start to end; see SeriesSpec. limits:
+        this series' limits (default: the engine's); deadline: as for query."""
+        limits = limits or self.limits
         return self._asked(name, lambda ds: self.planner.series(
-            ds, SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, max_points),
-            limits or self.limits, explain, deadline))
+            ds, SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, limits), limits, explain,
+            deadline))
 
     def query_steps(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
                     explain: bool = False, limits: Limits | None = None, deadline: float | None = None):
         """query()'s answer as it improves: from the tree at once, then each time a part
         of the scan is read, until exact or past `deadline` seconds (None: until exact,
         within max_query_seconds). Yields QueryResults; the request is checked first."""
-        spec = self._asked(name, lambda ds: (ds, QuerySpec.parse(ds, where, aggregates, region)))
-        return self.planner.progress(*spec, None, limits or self.limits, explain, self._patience(deadline))
+        limits = limits or self.limits
+        spec = self._asked(name, lambda ds: (ds, QuerySpec.parse(ds, where, aggregates, region, limits)))
+        return self.planner.progress(*spec, None, limits, explain, self._patience(deadline))
 
     def series_steps(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
-                     end=None, region: dict | None = None, explain: bool = False,
-                     max_points: int | None = None, limits: Limits | None = None, deadline: float | None = None):
+                     end=None, region: dict | None = None, explain: bool = False, limits: Limits | None = None,
+                     deadline: float | None = None):
         """series()'s answer as it improves (SeriesResults), as query_steps."""
+        limits = limits or self.limits
         ds, series = self._asked(name, lambda ds: (ds, SeriesSpec.parse(
-            ds, where, aggregates, step, window, start, end, region, max_points)))
+            ds, where, aggregates, step, window, start, end, region, limits)))
         deadline = self._patience(deadline)
         if rollup_answers(ds, series):  # exact at once
-            return iter([self.planner.series(ds, series, limits or self.limits, explain, deadline)])
-        return self.planner.progress(ds, series.query, series, limits or self.limits, explain, deadline)
+            return iter([self.planner.series(ds, series, limits, explain, deadline)])
+        return self.planner.progress(ds, series.query, series, limits, explain, deadline)
 
     def _patience(self, deadline: float | None) -> float:
         return self.max_query_seconds if deadline is None else min(deadline, self.max_query_seconds)

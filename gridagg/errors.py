@@ -42,6 +42,7 @@ class StoreUnavailable(GridaggError):
 
 
 class WorkLimitExceeded(GridaggError):
-    """A query would scan more rows than the configured cap allows."""
+    """A query is beyond a configured limit (rows to scan, grids, a series' points, a
+    region's vertices, its running time); the detail names the limit."""
 
     title = "Work limit exceeded"

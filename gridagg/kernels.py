@@ -8,7 +8,8 @@ tested; a column of 2 or 4 bytes (gridagg.segments) is tested and added up as it
 stored, bounds turned into deltas from its base.
 
 Compiled functions are cached on disk (numba's cache next to this module, or
-NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every start.
+NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every start, and
+before it serves (gridagg.warmup).
 """
 
 from __future__ import annotations

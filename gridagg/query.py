@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from .aggregate import PartialAggregate
-from .errors import InvalidInput
+from .errors import InvalidInput, WorkLimitExceeded
 from .grid import Box
 from .regions import Region
 from .schema import Dataset, parse_duration, stored_bound
@@ -79,10 +79,12 @@ class QuerySpec:
     region: Region | None = None
 
     @classmethod
-    def parse(cls, ds: Dataset, where: object, aggregates: object, region: object = None) -> "QuerySpec":
+    def parse(cls, ds: Dataset, where: object, aggregates: object, region: object = None,
+              limits: Limits | None = None) -> "QuerySpec":
         """where: {dimension: [lo, hi]} in user units (either end may be null for
         unbounded); aggregates: a non-empty list of aggregate strings; region: a GeoJSON
-        Polygon or MultiPolygon over the dataset's lon/lat dimensions, or None."""
+        Polygon or MultiPolygon over the dataset's lon/lat dimensions, or None, of at most
+        limits.max_vertices vertices (WorkLimitExceeded beyond)."""
         if where is None:
             where = {}
         if not isinstance(where, dict):
@@ -105,7 +107,7 @@ class QuerySpec:
         if not isinstance(aggregates, (list, tuple)) or not aggregates:
             raise InvalidInput("aggregates must be a non-empty list", field="aggregates")
         parsed = tuple(Aggregate.parse(ds, a) for a in aggregates)
-        shape = None if region is None else Region(ds, region)
+        shape = None if region is None else Region(ds, region, None if limits is None else limits.max_vertices)
         return cls(tuple(box) if shape is None else shape.narrow(tuple(box)), parsed, shape)
 
     @property
@@ -158,8 +160,11 @@ class SeriesSpec:
 
     @classmethod
     def parse(cls, ds: Dataset, where: object, aggregates: object, step: object, window: object = None,
-              start: object = None, end: object = None, region: object = None, max_points: int | None = None
+              start: object = None, end: object = None, region: object = None, limits: Limits | None = None
               ) -> "SeriesSpec":
+        """QuerySpec.parse's where, aggregates, region and limits, and the buckets: step and
+        window (durations such as "1d"), start and end (times; default the box's time range
+        within the domain), at most limits.max_points points (WorkLimitExceeded beyond)."""
         t = ds.time_axis
         if t is None:
             raise InvalidInput(f"dataset {ds.name} has no time dimension", field="step")
@@ -170,16 +175,16 @@ class SeriesSpec:
         window = parse_duration(window, "window") if window is not None else step
         if window % step:
             raise InvalidInput(f"window ({window}s) must be a whole number of steps ({step}s)", field="window")
-        spec = QuerySpec.parse(ds, where, aggregates, region)
+        spec = QuerySpec.parse(ds, where, aggregates, region, limits)
         tlo, thi = spec.box[t]
         first = tcol.encode_bound(start, upper=False) if start is not None else max(tlo, tcol.enc_lo)
         last = tcol.encode_bound(end, upper=True) if end is not None else min(thi, tcol.enc_hi)
         if first > last:
             raise InvalidInput("start is after end", field="start")
         points = (last - first) // step + 1
-        if max_points is not None and points > max_points:
-            raise InvalidInput(f"the series would have {points} points, more than the limit of {max_points}; "
-                               "use a larger step or a shorter span", field="step")
+        if limits is not None and limits.max_points is not None and points > limits.max_points:
+            raise WorkLimitExceeded(f"the series would have {points} points, more than the limit of "
+                                    f"{limits.max_points}; use a larger step or a shorter span", field="step")
         series = cls(spec, step, window, first, points)
         box = list(spec.box)
         box[t] = (max(tlo, series.base), min(thi, series.base + series.buckets * step - 1))
@@ -188,11 +193,14 @@ class SeriesSpec:
 
 @dataclass(frozen=True)
 class Limits:
-    """How much work one query may do (None: no limit): rows read from the store, and
-    grids used (answered from their aggregates or read)."""
+    """How much one query may ask for and cost (None: no limit): rows read from the
+    store, grids used (answered from their aggregates or read), a series' points and a
+    region's vertices. A query beyond one is refused with WorkLimitExceeded naming it."""
 
     max_scan_rows: int | None = None
     max_grids: int | None = None
+    max_points: int | None = None
+    max_vertices: int | None = None
 
 
 @dataclass

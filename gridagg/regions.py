@@ -25,7 +25,7 @@ import shapely
 from shapely.geometry import shape
 from shapely.validation import explain_validity
 
-from .errors import InvalidInput
+from .errors import InvalidInput, WorkLimitExceeded
 from .scan import PolygonTest
 from .schema import Dataset
 
@@ -49,10 +49,24 @@ def _check_coordinates(coords, depth: int, where: str) -> None:
         _check_coordinates(c, depth - 1, where)
 
 
+def _vertices(coords, depth: int) -> int:
+    """The vertices of the rings in `coords` (depth 2: a Polygon's rings, 3: a
+    MultiPolygon's polygons), each ring's closing position not counted; what is not a
+    list counts 0 (the checks refuse it)."""
+    if not isinstance(coords, (list, tuple)):
+        return 0
+    if depth == 2:
+        return sum(max(len(ring) - 1, 0) for ring in coords if isinstance(ring, (list, tuple)))
+    return sum(_vertices(polygon, depth - 1) for polygon in coords)
+
+
 class Region:
     """A validated polygon bound to a dataset's lon/lat axes."""
 
-    def __init__(self, ds: Dataset, geojson: object):
+    def __init__(self, ds: Dataset, geojson: object, max_vertices: int | None = None):
+        """geojson: a Polygon or MultiPolygon (or a Feature holding one); max_vertices: the
+        most vertices it may have, WorkLimitExceeded beyond (every planner step and every
+        row on its edge is tested against each edge), None: no limit."""
         axes = ds.lonlat_axes
         if axes is None:
             raise InvalidInput(
@@ -66,6 +80,11 @@ class Region:
         if not isinstance(geojson, dict) or geojson.get("type") not in ("Polygon", "MultiPolygon"):
             raise InvalidInput("region must be a GeoJSON Polygon or MultiPolygon", field="region")
         depth = 2 if geojson["type"] == "Polygon" else 3
+        if max_vertices is not None:  # counted before the checks, which take time per vertex
+            vertices = _vertices(geojson.get("coordinates"), depth)
+            if vertices > max_vertices:
+                raise WorkLimitExceeded(f"the region has {vertices} vertices, more than the limit of {max_vertices}; "
+                                        "simplify it", field="region")
         _check_coordinates(geojson.get("coordinates"), depth, "region.coordinates")
         try:
             geom = shape(geojson)

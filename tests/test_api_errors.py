@@ -3,11 +3,14 @@ can send, tokens, limits, and unreachable stores (503 + Retry-After)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
 import pytest
+import shapely
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from shapely.geometry import shape
 from thriftpy2.transport import TTransportException
 
 from gridagg_api import create_app
@@ -111,7 +114,6 @@ def test_bad_queries_are_400_naming_the_field(client, dataset, body, field):
     ({"aggregates": ["count"], "step": "1 fortnight"}, "step"),
     ({"aggregates": ["count"], "step": 0}, "step"),
     ({"aggregates": ["count"], "step": "2d", "window": "3d"}, "window"),
-    ({"aggregates": ["count"], "step": "1s"}, "step"),  # too many points
     ({"aggregates": ["count"], "step": "1d", "start": "2012-05-01T00:00:00Z", "end": "2012-04-01T00:00:00Z"},
      "start"),
     ({"aggregates": ["count"], "step": "1d", "start": "May"}, "time"),
@@ -388,6 +390,37 @@ def test_scan_cap_refuses_big_scans(settings, services, dataset, tmp_path):
         assert ok.status_code == 200 and ok.get_json()["results"]["count"] == len(rows)
     finally:
         eng.drop_dataset(name)
+
+
+def test_points_and_vertices_beyond_the_limits_are_422_naming_them(settings, engine, dataset):
+    app = create_app(settings.with_(read_token=None, max_points=50, max_vertices=5), engine=engine).test_client()
+    url = f"/v1/datasets/{dataset.name}"
+    # The fixture's rows: a day of each month of 2012 (a leap year), placed by day and month.
+    points = [((d % 20) - 9.5, 41 + m) for m in range(1, 13) for d in range(1, 28)]
+    daily = assert_problem(app.post(url + "/series", json={"aggregates": ["count"], "step": "1d"}), 422, "step")
+    assert daily["type"] == "urn:gridagg:problem:work-limit-exceeded"
+    assert "the series would have 366 points, more than the limit of 50" in daily["detail"]
+    weekly = app.post(url + "/series", json={"aggregates": ["count"], "step": "8d"}).get_json()
+    assert len(weekly["points"]) == 46 and sum(p["count"] for p in weekly["points"]) == len(points)
+
+    def polygon(*rings):
+        return {"type": "Polygon", "coordinates": [list(r) + [r[0]] for r in rings]}
+
+    pentagon = polygon([[-5, 45], [5, 45], [6, 50], [0, 55.5], [-6, 50]])
+    answer = app.post(url + "/query", json={"aggregates": ["count"], "region": pentagon}).get_json()
+    inside = shapely.intersects_xy(shape(pentagon), *zip(*points)).sum()
+    assert 0 < inside < len(points) and answer["results"]["count"] == inside
+    hexagon = polygon([[-5, 45], [5, 45], [6, 50], [5, 55], [-5, 55], [-6, 50]])
+    body = assert_problem(app.post(url + "/query", json={"aggregates": ["count"], "region": hexagon}), 422, "region")
+    assert "the region has 6 vertices, more than the limit of 5" in body["detail"]
+    squares = {"type": "MultiPolygon", "coordinates": [polygon([[-5, 45], [0, 45], [0, 50], [-5, 50]])["coordinates"],
+                                                       polygon([[1, 45], [5, 45], [5, 50], [1, 50]])["coordinates"]]}
+    body = assert_problem(app.post(url + "/query", json={"aggregates": ["count"], "region": squares}), 422, "region")
+    assert "the region has 8 vertices" in body["detail"]
+    assert_problem(app.get(url + "/query", query_string={"aggregates": "count", "region": json.dumps(hexagon)}), 422,
+                   "region")
+    assert_problem(app.post(url + "/series", json={"aggregates": ["count"], "step": "30d", "region": hexagon}), 422,
+                   "region")
 
 
 class _Down:

@@ -19,7 +19,7 @@ import pytest
 
 from archives_support import brute
 from gridagg.aggregate import NULL
-from gridagg.cli_query import split_range, table
+from gridagg.cli_query import aggregate_text, split_range, table
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput
@@ -80,6 +80,30 @@ def test_split_range_refuses(item, message):
 def test_table_aligns_numbers_right():
     assert table(["a", "bb"], [["x", 1.5], ["yyy", None]]).splitlines() == [
         "a      bb", "---  ----", "x     1.5", "yyy  null"]
+
+
+@pytest.mark.parametrize("label, value, text", [
+    ("avg:temperature", 35.0, "35.0"),  # scale 1
+    ("avg:temperature", 0.23712737127371275, "0.2371"),
+    ("avg:temperature", 1011.7666666666667, "1011.7667"),
+    ("avg:temperature", -0.00004, "0.0"),
+    ("avg:wind", 5.0, "5.00"),  # scale 2
+    ("avg:wind", 5.123456, "5.12346"),
+    ("min:wind", 5.7, "5.70"),
+    ("sum:wind", 12345.6, "12345.60"),
+    ("sum:temperature", 9703.9, "9703.9"),
+    ("max:pressure", None, "null"),
+    ("count:pressure", 12, "12"),
+    ("min:time", "2020-03-01T00:00:00Z", "2020-03-01T00:00:00Z"),
+])
+def test_answers_show_to_their_columns_scale(label, value, text):
+    assert aggregate_text(Dataset.from_json({"name": "d", **DEFINITION}), label, value) == text
+
+
+def test_answers_of_a_scale_0_column_show_as_whole_numbers_when_they_are():
+    ds = Dataset.from_json({"name": "d", "dimensions": [{"name": "n", "min": 0, "max": 100}]})
+    assert [aggregate_text(ds, "avg:n", v) for v in (83.0, 83.5, 83.3333333)] == ["83", "83.5", "83.333"]
+    assert aggregate_text(ds, "sum:n", 12) == "12"
 
 
 # --------------------------------------------------------------------------- commands
@@ -170,7 +194,9 @@ def test_query_answers_equal_brute_force(stations):
     lines = out.stdout.splitlines()
     expected = answers(ds, encoded, where, ["count", "avg:pressure"])
     assert lines[0].split() == ["count", "avg:pressure"] and set(lines[1]) == {"-", " "}
-    assert lines[2].split() == [str(expected["count"]), repr(expected["avg:pressure"])]
+    # pressure has scale 1: its average to 1 + 3 decimals, trailing zeros dropped down to 1.
+    avg = f"{expected['avg:pressure']:.4f}".rstrip("0")
+    assert lines[2].split() == [str(expected["count"]), avg + "0" * avg.endswith(".")]
     assert lines[3] == "plan:" and any(line.split()[0] == "reused_grids_before" for line in lines[4:])
 
 
@@ -203,10 +229,14 @@ def test_series_answers_equal_brute_force(stations):
         assert point["results"] == answers(ds, encoded, {"lat": ["45", "55"]}, aggs, mask), point["time"]
         assert point["count"] == answers(ds, encoded, {"lat": ["45", "55"]}, ["count"], mask)["count"]
 
-    out = gridagg("series", ds.name, "--step", "90d", "--agg", "count", env=env)
+    out = gridagg("series", ds.name, "--step", "90d", "--agg", "count", "--agg", "avg:temperature", env=env)
     lines = out.stdout.splitlines()
-    assert out.returncode == 0 and lines[0].split() == ["time", "rows", "count"]
+    assert out.returncode == 0 and lines[0].split() == ["time", "rows", "count", "avg:temperature"]
     assert lines[2].split()[0] == "2020-01-01T00:00:00Z" and len(lines) == 2 + 5
+    full = json.loads(gridagg("series", ds.name, "--step", "90d", "--agg", "avg:temperature", "--json", env=env).stdout)
+    for line, point in zip(lines[2:], full["points"]):  # temperature has scale 1: 4 decimals at most, 1 at least
+        avg = f"{point['results']['avg:temperature']:.4f}".rstrip("0")
+        assert line.split()[3] == avg + "0" * avg.endswith("."), line
 
 
 @needs_core
@@ -265,6 +295,9 @@ def test_url_gives_the_same_answers(stations, tmp_path):
             assert mine == theirs, args
         out = gridagg("query", "nope", "--url", url, env=env)
         assert out.returncode == 2 and out.stderr == "gridagg query: error: no dataset named 'nope' (HTTP 404)\n"
+        out = gridagg("series", ds.name, "--step", "30m", "--url", url, env=env)  # beyond the server's limit
+        assert out.returncode == 2 and out.stderr.startswith("gridagg series: error: the series would have ")
+        assert "points, more than the limit of 10000; use a larger step or a shorter span (HTTP 422)" in out.stderr
     finally:
         os.killpg(server.pid, 15)
         server.wait(60)  # workers get 20 s, granian 5 s more (api.cli); a busy machine adds some

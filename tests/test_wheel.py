@@ -2,9 +2,12 @@
 file the installed commands need besides the modules (`gridagg services up` compiles
 hbase/*.java against hbase/pom.xml, the directory runs sql/*.sql, `gridagg ingest
 example:NAME` and the demo read ingest/examples/*.toml, `gridagg bench` reads
-loadtest/paper.toml and builds loadtest/loadgen.go), registers every subcommand, and leaves the load-test tools to the
-`bench` extra. The repository's folders install as gridagg_<folder> (pyproject.toml says
-why): nothing in the wheel takes a common top-level name."""
+loadtest/paper.toml and builds loadtest/loadgen.go, `gridagg serve` serves the page's
+bundle), registers every subcommand, and leaves the load-test tools to the `bench`
+extra. Without the page's bundle (api/page/dist, built by api/page/build.sh) no wheel is
+built: the build says what is missing (setup.py). The repository's folders install as
+gridagg_<folder> (pyproject.toml says why): nothing in the wheel takes a common
+top-level name."""
 
 from __future__ import annotations
 
@@ -27,10 +30,12 @@ def installed(path: str) -> str:
     return f"gridagg_{top}/{rest}" if top in FOLDERS else path
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    """The wheel `pip wheel` builds from a copy of the checkout's files (tracked and new,
-    not ignored), so nothing left in the working tree can hide a missing one."""
+PAGE = ROOT / "api" / "page" / "dist"  # built, not tracked: copied in like the build would find it
+
+
+def checkout_copy(tmp_path_factory, page: bool) -> Path:
+    """A copy of the checkout's files (tracked and new, not ignored), so nothing left in
+    the working tree can hide a missing one; with the page's bundle when `page`."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to know its files")
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
@@ -40,11 +45,26 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         if (ROOT / name).is_file() and not name.startswith("docs/bench/"):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
+    if page:
+        if not (PAGE / "main.js").is_file():
+            pytest.fail("the page is not built: run `bash api/page/build.sh` (run.sh and .ci/run do)")
+        shutil.copytree(PAGE, src / "api" / "page" / "dist")
+    return src
+
+
+def pip_wheel(src: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
+                           "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    """The wheel `pip wheel` builds from a copy of the checkout with its page built."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
-                    "-w", str(out), str(src)], check=True, timeout=600)
-    (built,) = out.glob("gridagg-*.whl")
-    with zipfile.ZipFile(built) as whl:
+    built = pip_wheel(checkout_copy(tmp_path_factory, page=True), out)
+    assert built.returncode == 0, built.stderr
+    (path,) = out.glob("gridagg-*.whl")
+    with zipfile.ZipFile(path) as whl:
         yield whl
 
 
@@ -59,6 +79,23 @@ def test_the_wheel_holds_every_file_the_commands_need(wheel):
                "ingest/examples/*.toml", "loadtest/paper.toml", "loadtest/loadgen.go") for p in sorted(ROOT.glob(pattern))]
     assert len(needed) >= 9
     assert [n for n in needed if installed(n) not in held] == []
+
+
+def test_the_wheel_holds_the_page_it_serves(wheel):
+    from gridagg_api.blueprints.page import BUNDLE
+
+    held = names(wheel)
+    bundle = [f"api/page/dist/{p.name}" for p in sorted(PAGE.iterdir())]
+    assert {f"api/page/dist/{name}" for name in BUNDLE} <= set(bundle)
+    assert [n for n in ["api/page/index.html", *bundle] if installed(n) not in held] == []
+
+
+def test_no_wheel_without_the_page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("no-page")
+    built = pip_wheel(checkout_copy(tmp_path_factory, page=False), out)
+    assert built.returncode != 0 and list(out.iterdir()) == []
+    assert ("api/page/dist is missing (main.js, main.css): run `bash api/page/build.sh` (needs Node.js and npm) "
+            "before building gridagg") in built.stderr + built.stdout
 
 
 def test_the_wheel_holds_every_module(wheel):

@@ -10,6 +10,7 @@ from ..models.ops import Health, Unhealthy
 from ..openapi import document
 from ..problems import RETRY_AFTER_SECONDS, TRANSPORT_ERRORS
 from ..state import state
+from ..warming import RETRY_AFTER_SECONDS as WARMING_RETRY_SECONDS, warming
 
 bp = Blueprint("ops", __name__)
 
@@ -27,8 +28,11 @@ def _check_store(store) -> None:
 
 
 @bp.get("/healthz")
-@operation(summary="PostgreSQL and the cell store are reachable", access="open",
-           answers={200: Health, 503: Unhealthy})
+@operation(summary="PostgreSQL and the cell store are reachable, and this worker is warm",
+           description="503 with Retry-After while a store is unreachable (status \"unavailable\") or while "
+                       "the worker that answers is still warming up: compiling or loading its query kernels "
+                       "(status \"warming\"); no query should be sent to it before a 200.",
+           access="open", answers={200: Health, 503: Unhealthy})
 def healthz():
     from gridagg.errors import StoreUnavailable
 
@@ -57,13 +61,16 @@ def healthz():
     checks["store_kind"] = eng.store.kind
     if status != 200:
         return _down(checks, detail)
+    if not warming().done:
+        return _down(checks, "this worker is warming up (compiling or loading its query kernels); retry shortly",
+                     "warming", WARMING_RETRY_SECONDS)
     return jsonify({"status": "ok", "checks": checks})
 
 
-def _down(checks: dict, detail: str):
-    resp = jsonify({"status": "unavailable", "checks": checks, "detail": detail})
+def _down(checks: dict, detail: str, status: str = "unavailable", retry_after: int = RETRY_AFTER_SECONDS):
+    resp = jsonify({"status": status, "checks": checks, "detail": detail})
     resp.status_code = 503
-    resp.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    resp.headers["Retry-After"] = str(retry_after)
     return resp
 
 

@@ -16,8 +16,10 @@ from .datasets import DATASET, READ_PROBLEMS, _dataset
 
 bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
-QUERY_PROBLEMS = {**READ_PROBLEMS, 422: "the query would use more grids or scan more rows than the configured "
-                                        "limits (GRIDAGG_MAX_GRIDS, GRIDAGG_MAX_SCAN_ROWS); narrow it"}
+QUERY_PROBLEMS = {**READ_PROBLEMS, 422: "the query is beyond a configured limit, which the detail names: it "
+                                        "would use more grids or scan more rows (GRIDAGG_MAX_GRIDS, "
+                                        "GRIDAGG_MAX_SCAN_ROWS), its region has more vertices "
+                                        "(GRIDAGG_MAX_VERTICES) or the series more points (GRIDAGG_MAX_POINTS)"}
 
 
 NDJSON = "application/x-ndjson"
@@ -50,7 +52,7 @@ def _seconds(deadline_ms: int | None) -> float | None:
 
 def _limits() -> Limits:
     cfg = config()
-    return Limits(cfg.max_scan_rows, cfg.max_grids)
+    return Limits(cfg.max_scan_rows, cfg.max_grids, cfg.max_points, cfg.max_vertices)
 
 
 def _answer(name: str, body: QueryRequest | QueryString):
@@ -91,7 +93,7 @@ def get_query(name: str, query: QueryString):
 @operation(summary="bucketed or moving-window aggregates over the time dimension",
            description="Point i stands for the bucket [start + i*step, start + (i+1)*step) and aggregates "
                        "the window of `window` seconds ending with it. Buckets are aggregated once and "
-                       "combined across windows. At most GRIDAGG_MAX_POINTS points (400 beyond).",
+                       "combined across windows. At most GRIDAGG_MAX_POINTS points (422 beyond).",
            path=DATASET, body=SeriesRequest, answers={200: SeriesResponse}, stream=STREAM,
            problems=QUERY_PROBLEMS)
 def post_series(name: str, body: SeriesRequest):
@@ -99,11 +101,9 @@ def post_series(name: str, body: SeriesRequest):
     asked = (ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end, body.region,
              body.explain)
     if _streams():
-        steps = engine().series_steps(*asked, max_points=config().max_points, limits=_limits(),
-                                      deadline=_seconds(body.deadline_ms))
+        steps = engine().series_steps(*asked, limits=_limits(), deadline=_seconds(body.deadline_ms))
         return _lines(next(steps).to_json(ds), steps, ds)
-    result = engine().series(*asked, max_points=config().max_points, limits=_limits(),
-                             deadline=_seconds(body.deadline_ms))
+    result = engine().series(*asked, limits=_limits(), deadline=_seconds(body.deadline_ms))
     out = result.to_json(ds)
     metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
     return jsonify(out)

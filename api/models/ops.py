@@ -28,9 +28,10 @@ class Health(Answer):
 
 
 class Unhealthy(Answer):
-    """A store is unreachable."""
+    """A store is unreachable ("unavailable"), or the worker is still warming up: compiling
+    or loading its query kernels ("warming")."""
 
-    status: Literal["unavailable"]
+    status: Literal["unavailable", "warming"]
     checks: dict[str, str] = Field(description="postgresql and store: 'ok', 'unreachable' or 'unknown'; "
                                                "store_kind: embedded or hbase")
     detail: str

@@ -177,7 +177,9 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
     if ngot and groups.max() >= ngroups:
         raise StoreUnavailable(f"GridScanObserver answered for group {groups.max()} of a request of {ngroups}")
     stats = found["stats"]
-    aggs = AggArrays(found["count"], *(stats[:, :, j] for j in range(5)))  # present, mins, maxs, hi, lo
+    # Copied out of the answer: compiled code takes writable, contiguous arrays (the types
+    # gridagg.warmup compiles it for; read-only views of the answer would compile anew).
+    aggs = AggArrays(found["count"].copy(), *(stats[:, :, j].copy() for j in range(5)))  # present, mins, maxs, hi, lo
     (nrows_of,) = struct.unpack_from("<I", data, at)
     at += 4
     rows: dict[int, np.ndarray] = {}

@@ -216,12 +216,11 @@ async function run() {
   const [q, s, l, g] = await Promise.allSettled(calls);
   if (signal.aborted) return;
   const messages = [];
-  const units = Object.fromEntries(columns().map((c) => [c.name, c.unit || ""]));
-  if (q.status === "fulfilled") showResults($("results"), q.value.answer.results, units);
+  const byName = Object.fromEntries(columns().map((c) => [c.name, c]));
+  if (q.status === "fulfilled") showResults($("results"), q.value.answer.results, byName);
   else messages.push(failed("query", q.reason));
   if (s.status === "fulfilled" && s.value) {
-    const unit = units[state.col];
-    drawSeries($("series"), s.value.answer, state.col, unit);
+    drawSeries($("series"), s.value.answer, byName[state.col]);
     const { step, window, points } = s.value.answer;
     $("series-note").textContent =
       `${points.length} points, step ${seriesReq.step} (${step} s), window ${window / step} step(s)`;

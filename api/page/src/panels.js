@@ -1,5 +1,7 @@
-// The answer and plan tables. Values are shown exactly as the API gives them; each cell
-// names what it shows (data-agg, data-plan) so that a test can read it back.
+// The answer and plan tables. Answers are shown to their columns' scale (numbers.js), plan
+// values as the API gives them; each cell names what it shows (data-agg, data-plan) so
+// that a test can read it back.
+import { formatAggregate } from "./numbers.js";
 
 function cell(tag, text, attrs = {}) {
   const el = document.createElement(tag);
@@ -14,17 +16,17 @@ function row(...cells) {
   return tr;
 }
 
-/** The text of one answer value: numbers and timestamps as given, null as a dash. */
-export function formatValue(value) {
+/** The text of one plan value: numbers and text as given, null as a dash. */
+function formatValue(value) {
   return value === null || value === undefined ? "—" : String(value);
 }
 
-/** results: {label: value} of a /query answer; units: {column: unit}. */
-export function showResults(table, results, units) {
+/** results: {label: value} of a /query answer; columns: {name: column of the dataset}. */
+export function showResults(table, results, columns) {
   const rows = Object.entries(results).map(([label, value]) => {
-    const unit = label.includes(":") ? units[label.split(":")[1]] : "";
-    return row(cell("th", label), cell("td", formatValue(value), { "data-agg": label }),
-      cell("td", value === null || label.startsWith("count") ? "" : unit || "", { class: "unit" }));
+    const column = label.includes(":") ? columns[label.split(":")[1]] : undefined;
+    return row(cell("th", label), cell("td", formatAggregate(label, value, column), { "data-agg": label }),
+      cell("td", value === null || label.startsWith("count") ? "" : (column && column.unit) || "", { class: "unit" }));
   });
   table.replaceChildren(...rows);
 }

@@ -1,9 +1,12 @@
 // The time-series plot of a /series answer with Observable Plot: the min..max band, the
 // avg line with a dot per point (its window in the dot's title), and the rows per point.
 import * as Plot from "@observablehq/plot";
+import { formatAggregate } from "./numbers.js";
 
-/** The series of answer (points of min/max/avg of column) drawn into element. */
-export function drawSeries(element, answer, column, unit) {
+/** The series of answer (points of min/max/avg of column, a column of the dataset) drawn
+ * into element. */
+export function drawSeries(element, answer, col) {
+  const { name: column, unit } = col;
   const rows = answer.points.map((p) => ({
     time: new Date(p.time),
     from: p.window[0],
@@ -26,7 +29,8 @@ export function drawSeries(element, answer, column, unit) {
         className: "series-band" }),
       Plot.lineY(rows, { x: "time", y: "avg", stroke: "#364fc7", className: "series-line" }),
       Plot.dot(rows, { x: "time", y: "avg", r: 2.5, fill: "#364fc7", className: "series-point",
-        title: (d) => `${d.from} .. ${d.to}\navg ${d.avg}, min ${d.min}, max ${d.max}, ${d.count} rows` }),
+        title: (d) => `${d.from} .. ${d.to}\navg ${formatAggregate("avg", d.avg, col)}, `
+          + `min ${formatAggregate("min", d.min, col)}, max ${formatAggregate("max", d.max, col)}, ${d.count} rows` }),
     ],
   });
   const counts = Plot.plot({
