@@ -175,14 +175,14 @@ def test_server_side_scan_matches_brute_force_and_the_kernel(store, ds, data, bo
 
     # Cut into parts by the rows each grid holds, asked at once: the same answer.
     held = [len(r) for r in rows]
-    saved = parts.PARALLEL_ROWS, store.settings
-    parts.PARALLEL_ROWS, store.settings = 1, store.settings.with_(scan_threads=3)
+    saved = parts.PARALLEL_ROWS, store.scan_threads
+    parts.PARALLEL_ROWS, store.scan_threads = 1, 3
     try:
         trips = store.round_trips()
         split = store.scan(ds, replace(request, rows=np.array(held, np.int64)))
         assert store.round_trips() - trips == (len(parts.cut(held, 3)) if gids else 0)  # one call per part
     finally:
-        parts.PARALLEL_ROWS, store.settings = saved
+        parts.PARALLEL_ROWS, store.scan_threads = saved
     for name in ("count", "present", "mins", "maxs", "hi", "lo"):
         assert np.array_equal(getattr(split.aggs, name), getattr(answer.aggs, name)), name
     assert sorted(split.rows) == sorted(answer.rows)
