@@ -76,10 +76,10 @@ class Intervals:
     min_hi: np.ndarray
     max_lo: np.ndarray
     max_hi: np.ndarray
-    avg_lo: list  # [point][column]: Fraction or None
-    avg_hi: list
+    avg: np.ndarray  # (4, points, columns): least average's numerator and denominator, greatest's (den 0: none)
     may_be_null: np.ndarray
     open: np.ndarray
+    touched: np.ndarray  # unread leaves whose rows may fall in each point: 0, exact
 
     def of(self, func: str, k: int, j: int | None):
         """(lo, hi, may be null) of aggregate func over wanted column j (None: rows) at
@@ -99,7 +99,8 @@ class Intervals:
             return int(self.min_lo[k, j]), int(self.min_hi[k, j]), null
         if func == "max":
             return int(self.max_lo[k, j]), int(self.max_hi[k, j]), null
-        return self.avg_lo[k][j], self.avg_hi[k][j], null
+        num, den, hnum, hden = (int(v) for v in self.avg[:, k, j])
+        return (Fraction(num, den) if den else None), (Fraction(hnum, hden) if hden else None), null
 
 
 def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread, columns: list[int],
@@ -112,8 +113,8 @@ def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread,
     points, k = len(exact), len(columns)
     cols = np.asarray(columns, np.int64)
     out = Intervals(*(np.zeros(points, np.int64) for _ in range(2)),
-                    *(np.zeros((points, k), np.int64) for _ in range(8)), [], [],
-                    np.zeros((points, k), np.bool_), np.zeros(points, np.bool_))
+                    *(np.zeros((points, k), np.int64) for _ in range(8)), np.zeros((4, points, k), np.int64),
+                    np.zeros((points, k), np.bool_), np.zeros(points, np.bool_), np.zeros(points, np.int64))
     exact_sums = exact.hi * 2**32 + exact.lo  # int64: exact parts hold realistic sums
     leaves = unread.leaves
     held = aggs.present[leaves][:, cols] > 0
@@ -124,16 +125,13 @@ def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread,
     rows = int(aggs.count[leaves].sum()) + int(exact.count.sum()) + 1
     if span * rows >= SAFE or (np.abs(exact.hi) >= 2**29).any():
         out.open[:] = True
-        out.avg_lo = out.avg_hi = [[None] * k for _ in range(points)]
+        out.touched[:] = 1
         return out
-    avg = np.zeros((4, points, k), np.int64)  # least avg num, den; greatest avg num, den
     _bounds(aggs.count, aggs.present, aggs.mins, aggs.maxs, aggs.hi, aggs.lo, dlo, dhi, leaves, unread.edge,
             unread.first, unread.last, cols, box[:, 0], box[:, 1], width,
             exact.count, exact.present, exact.mins, exact.maxs, exact_sums,
             out.count_lo, out.count_hi, out.present_lo, out.present_hi, out.sum_lo, out.sum_hi,
-            out.min_lo, out.min_hi, out.max_lo, out.max_hi, out.may_be_null, avg)
-    out.avg_lo = [[Fraction(int(n), int(d)) if d else None for n, d in zip(nr, dr)] for nr, dr in zip(avg[0], avg[1])]
-    out.avg_hi = [[Fraction(int(n), int(d)) if d else None for n, d in zip(nr, dr)] for nr, dr in zip(avg[2], avg[3])]
+            out.min_lo, out.min_hi, out.max_lo, out.max_hi, out.may_be_null, out.touched, out.avg)
     return out
 
 
@@ -167,7 +165,7 @@ def _sum_range(p, s, a, b, m, big):
 def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, last, cols, qlo, qhi, width,
             e_count, e_present, e_mins, e_maxs, e_sums,
             count_lo, count_hi, present_lo, present_hi, sum_lo, sum_hi, min_lo, min_hi, max_lo, max_hi,
-            may_be_null, avg):
+            may_be_null, touched, avg):
     points, k, ndim = e_count.shape[0], cols.shape[0], qlo.shape[0]
     # Start from the exact part.
     sure = np.zeros((points, k), np.bool_)  # a value is sure to be selected
@@ -183,8 +181,25 @@ def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, l
             if e_present[pt, j] > 0:
                 sure[pt, j] = True
                 sure_min[pt, j], sure_max[pt, j] = e_mins[pt, j], e_maxs[pt, j]
-    touched = np.zeros(points, np.int64)  # leaves per point, for the averages below
-    for i in range(leaves.shape[0]):
+    # Per leaf and wanted column, once: values present, the range [a, b] kept values lie
+    # in, and the least and greatest sum of them.
+    nl = leaves.shape[0]
+    lp, la, lb = np.zeros((nl, k), np.int64), np.zeros((nl, k), np.int64), np.zeros((nl, k), np.int64)
+    lsl, lsh = np.zeros((nl, k), np.int64), np.zeros((nl, k), np.int64)
+    for i in range(nl):
+        r = leaves[i]
+        for j in range(k):
+            col = cols[j]
+            pj = present[r, col]
+            if pj == 0:
+                continue
+            m, big = mins[r, col], maxs[r, col]
+            a, b = m, big
+            if col < ndim:
+                a, b = max(a, qlo[col]), min(b, qhi[col])
+            lp[i, j], la[i, j], lb[i, j] = pj, a, b
+            lsl[i, j], lsh[i, j] = _sum_range(pj, hi[r, col] * 2**32 + lo[r, col], a, b, m, big)
+    for i in range(nl):
         r = leaves[i]
         c = count[r]
         # Rows sure to be selected: the leaf's floor (module docstring).
@@ -207,20 +222,15 @@ def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, l
             count_hi[pt] += c
             touched[pt] += 1
             for j in range(k):
-                col = cols[j]
-                pj = present[r, col]
+                pj = lp[i, j]
                 if pj == 0:
                     continue
-                m, big = mins[r, col], maxs[r, col]
-                a, b = m, big
-                if col < ndim:
-                    a, b = max(a, qlo[col]), min(b, qhi[col])
+                a, b = la[i, j], lb[i, j]
                 sure_values = max(0, f - (c - pj))
                 present_lo[pt, j] += sure_values
                 present_hi[pt, j] += pj
-                slo, shi = _sum_range(pj, hi[r, col] * 2**32 + lo[r, col], a, b, m, big)
-                sum_lo[pt, j] += slo
-                sum_hi[pt, j] += shi
+                sum_lo[pt, j] += lsl[i, j]
+                sum_hi[pt, j] += lsh[i, j]
                 any_lo[pt, j] = min(any_lo[pt, j], a)
                 any_hi[pt, j] = max(any_hi[pt, j], b)
                 if sure_values > 0:
@@ -237,58 +247,51 @@ def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, l
             # else (when there is one at all) at most the greatest any leaf may add.
             min_hi[pt, j] = sure_min[pt, j] if sure[pt, j] else any_hi[pt, j]
             max_lo[pt, j] = sure_max[pt, j] if sure[pt, j] else any_lo[pt, j]
-    _averages(present, mins, maxs, leaves, first, last, cols, qlo, qhi, width, touched, e_present, e_sums,
-              any_lo, any_hi, avg)
+    _averages(lp, la, lb, first, last, width, touched, e_present, e_sums, any_lo, any_hi, avg)
 
 
 @numba.njit(cache=True, nogil=True)
-def _averages(present, mins, maxs, leaves, first, last, cols, qlo, qhi, width, touched, e_present, e_sums,
-              any_lo, any_hi, avg):
+def _averages(lp, la, lb, first, last, width, touched, e_present, e_sums, any_lo, any_hi, avg):
     """avg[0..1]: the least average (numerator, denominator), avg[2..3] the greatest, per
-    point and column (den 0: no value possible)."""
-    points, k, ndim = e_present.shape[0], cols.shape[0], qlo.shape[0]
-    # Each point's leaves: positions into `leaves`, grouped by point.
+    point and column (den 0: no value possible), from the unread leaves' values present
+    lp and ranges la..lb (leaf x column)."""
+    points, k = e_present.shape[0], lp.shape[1]
+    # Each point's leaves: positions into the leaves, grouped by point.
     start = np.zeros(points + 1, np.int64)
     start[1:] = np.cumsum(touched)
     at = start[:-1].copy()
     member = np.empty(start[points], np.int64)
-    for i in range(leaves.shape[0]):
+    for i in range(lp.shape[0]):
         for pt in range(max(0, first[i] - width + 1), min(points - 1, last[i]) + 1):
             member[at[pt]] = i
             at[pt] += 1
     for pt in range(points):
         mine = member[start[pt]:start[pt + 1]]
         for j in range(k):
-            col = cols[j]
             n, s = e_present[pt, j], e_sums[pt, j]
+            if mine.shape[0] == 0:  # exact
+                if n > 0:
+                    avg[0, pt, j], avg[1, pt, j], avg[2, pt, j], avg[3, pt, j] = s, n, s, n
+                continue
             if n == 0:  # no exact values: any one value may stand alone
                 if any_hi[pt, j] != NULL:
                     avg[0, pt, j], avg[1, pt, j] = any_lo[pt, j], 1
                     avg[2, pt, j], avg[3, pt, j] = any_hi[pt, j], 1
                 continue
-            vals_lo = np.empty(mine.shape[0], np.int64)
-            vals_hi = np.empty(mine.shape[0], np.int64)
-            cnt = np.empty(mine.shape[0], np.int64)
-            for q in range(mine.shape[0]):
-                r = leaves[mine[q]]
-                a, b = mins[r, col], maxs[r, col]
-                if col < ndim:
-                    a, b = max(a, qlo[col]), min(b, qhi[col])
-                vals_lo[q], vals_hi[q], cnt[q] = a, b, present[r, col]
             ln, ls = n, s  # least: add blocks at a, lowest first, while a < ls / ln
-            for q in np.argsort(vals_lo):
-                if cnt[q] == 0:
+            for q in mine[np.argsort(la[mine, j])]:
+                if lp[q, j] == 0:
                     continue
-                if vals_lo[q] * ln >= ls:
+                if la[q, j] * ln >= ls:
                     break
-                ls += vals_lo[q] * cnt[q]
-                ln += cnt[q]
+                ls += la[q, j] * lp[q, j]
+                ln += lp[q, j]
             gn, gs = n, s  # greatest: blocks at b, highest first, while b > gs / gn
-            for q in np.argsort(-vals_hi):
-                if cnt[q] == 0:
+            for q in mine[np.argsort(-lb[mine, j])]:
+                if lp[q, j] == 0:
                     continue
-                if vals_hi[q] * gn <= gs:
+                if lb[q, j] * gn <= gs:
                     break
-                gs += vals_hi[q] * cnt[q]
-                gn += cnt[q]
+                gs += lb[q, j] * lp[q, j]
+                gn += lp[q, j]
             avg[0, pt, j], avg[1, pt, j], avg[2, pt, j], avg[3, pt, j] = ls, ln, gs, gn

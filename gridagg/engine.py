@@ -38,6 +38,10 @@ from .split import split_rows
 from .store import CellStore
 from .tree import DatasetReplaced, TreeCache
 
+# Answers as they improve (query_steps, series_steps) come at most this often: each is
+# the whole answer, and a long series' can be megabytes.
+STEP_SECONDS = 0.1
+
 
 @dataclass
 class InsertResult:
@@ -246,12 +250,13 @@ class GridEngine:
 
     def query_steps(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
                     explain: bool = False, limits: Limits | None = None, deadline: float | None = None):
-        """query()'s answer as it improves: from the tree at once, then each time a part
-        of the scan is read, until exact or past `deadline` seconds (None: until exact,
-        within max_query_seconds). Yields QueryResults; the request is checked first."""
+        """query()'s answer as it improves: from the tree at once, then as parts of the
+        scan are read (at most one answer each STEP_SECONDS), until exact or past
+        `deadline` seconds (None: until exact, within max_query_seconds). Yields
+        QueryResults; the request is checked first."""
         limits = limits or self.limits
         spec = self._asked(name, lambda ds: (ds, QuerySpec.parse(ds, where, aggregates, region, limits)))
-        return self.planner.progress(*spec, None, limits, explain, self._patience(deadline))
+        return self.planner.progress(*spec, None, limits, explain, self._patience(deadline), STEP_SECONDS)
 
     def series_steps(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
                      end=None, region: dict | None = None, explain: bool = False, limits: Limits | None = None,
@@ -263,7 +268,7 @@ class GridEngine:
         deadline = self._patience(deadline)
         if rollup_answers(ds, series):  # exact at once
             return iter([self.planner.series(ds, series, limits, explain, deadline)])
-        return self.planner.progress(ds, series.query, series, limits, explain, deadline)
+        return self.planner.progress(ds, series.query, series, limits, explain, deadline, STEP_SECONDS)
 
     def _patience(self, deadline: float | None) -> float:
         return self.max_query_seconds if deadline is None else min(deadline, self.max_query_seconds)

@@ -222,7 +222,7 @@ class Planner:
         """The answer to spec. With a deadline (seconds from now; 0: from the tree alone),
         the answer as it stands then (progress): exact if every read finished."""
         if deadline is not None:
-            *_, last = self.progress(ds, spec, None, limits, explain, deadline)
+            (last,) = self.progress(ds, spec, None, limits, explain, deadline)
             return last
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
@@ -235,7 +235,7 @@ class Planner:
                deadline: float | None = None) -> SeriesResult:
         """The series of `series`; deadline as for query."""
         if deadline is not None and not rollup_answers(ds, series):
-            *_, last = self.progress(ds, series.query, series, limits, explain, deadline)
+            (last,) = self.progress(ds, series.query, series, limits, explain, deadline)
             return last
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
@@ -261,14 +261,15 @@ class Planner:
         return result
 
     def progress(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits, explain: bool,
-                 deadline: float):
+                 deadline: float, every: float | None = None):
         """The answer as it improves, a result at a time (QueryResult, or SeriesResult for
-        a series): first from the tree alone (exact where it can be, bounds elsewhere),
-        then each time a part of the scan finishes, until it is exact or `deadline`
-        seconds have passed (0: the tree's answer only, no store call). The leaves to
-        read go to the store in parts, those with the most rows first (min/max-only
-        queries: the most promising first), at most settings.scan_threads at once;
-        at the deadline the parts not finished are stopped."""
+        a series), the last exact, or as it stands once `deadline` seconds have passed (0:
+        the tree's answer only, no store call). With `every` (seconds), also the tree's
+        answer at once (exact where it can be, bounds elsewhere) and one whenever parts of
+        the scan have finished `every` seconds after the one before; else the last alone.
+        The leaves to read go to the store in parts, those with the most rows first
+        (min/max-only queries: the most promising first), at most settings.scan_threads
+        at once; at the deadline the parts not finished are stopped."""
         started = time.perf_counter()
         plan, trips = QueryPlan(), self._trips()
         walked = self._walked(ds, spec, series, limits, plan, explain)
@@ -285,13 +286,16 @@ class Planner:
         chunks = parts.chunks(walked.tree.aggs.count[walked.scan][order], CHUNK_ROWS)
         plan.scanned_grids_after = 0
         rows_total = int(walked.tree.aggs.count[walked.scan[order]].sum())
-        rows_read = 0
+        rows_read, shown = 0, None  # when the last answer was given (None: not yet)
 
         def state() -> QueryResult | SeriesResult:
+            nonlocal shown
+            shown = time.monotonic()
             self._finish(plan, trips, started)
             return self._bounded(ds, spec, series, walked, unread, rows_read, rows_total, plan)
 
-        yield state()
+        if every is not None or deadline <= 0 or not unread.any():
+            yield state()
         if deadline <= 0 or not unread.any():
             return
         requests = []
@@ -300,12 +304,18 @@ class Planner:
             part_skip = None if skip is None else Skip(skip.specs, skip.bounds[c0:c1], skip.best)
             requests.append(self._request(ds, spec, series, walked, pos, part_skip))
         until = time.monotonic() + deadline - (time.perf_counter() - started)
+        changed = False
         for i, answer in parts.read_until(lambda r: engine.store.scan(ds, r), requests, until,
                                           engine.store.scan_threads):
             pos = order[chunks[i][0]:chunks[i][1]]
             self._merge(walked, answer, plan)
             unread[pos] = False
             rows_read += int(walked.tree.aggs.count[walked.scan[pos]].sum())
+            changed = True
+            if every is not None and unread.any() and time.monotonic() - shown >= every:
+                changed = False
+                yield state()
+        if changed or shown is None:
             yield state()
 
     # -- the walk and the scan ---------------------------------------------------------

@@ -245,7 +245,8 @@ class QueryPlan:
 class Progress:
     """How far an answer asked with a deadline got: `found`, the bounds of what was not
     read (gridagg.bounds.Intervals; None: nothing, the answer is exact), and the share of
-    the cut leaves' rows read."""
+    the cut leaves' rows read. A series that is not exact may still be exact at many
+    points: only those that are not carry bounds."""
 
     found: object | None
     read_share: float
@@ -258,17 +259,17 @@ class Progress:
     def is_exact(self) -> bool:
         return self.found is None
 
-    def bounds(self, ds: Dataset, spec: QuerySpec, k: int, exact: dict) -> tuple[dict, list[str]]:
+    def exact_at(self, k: int) -> bool:
+        """Whether point k's answer is exact (no unread leaf's rows may fall in it)."""
+        return self.found is None or not self.found.touched[k]
+
+    def bounds(self, ds: Dataset, spec: QuerySpec, k: int) -> tuple[dict, list[str]]:
         """({label: [lo, hi]} in user units, labels whose answer may also be null) at point
-        k; `exact` holds the stored-integer answers of a point no unread leaf touches."""
+        k, which is not exact."""
         out, null = {}, []
         for a in spec.aggregates:
-            if self.found is None:
-                lo = hi = exact[a.label]
-                maybe = lo is None
-            else:
-                j = None if a.col is None else spec.columns.index(a.col)
-                lo, hi, maybe = self.found.of(a.func, k, j)
+            j = None if a.col is None else spec.columns.index(a.col)
+            lo, hi, maybe = self.found.of(a.func, k, j)
             out[a.label] = [None if v is None else a.decode(ds, v) for v in (lo, hi)]
             if maybe:
                 null.append(a.label)
@@ -301,9 +302,9 @@ class QueryResult:
         out = {"results": self.to_user(ds), "count": self.count, "plan": self.plan.to_json(self.count)}
         if self.progress is not None:
             out.update(self.progress.to_json())
-            if not self.progress.is_exact:
+            if not self.progress.exact_at(0):
                 out["count"] = None
-                out["bounds"], out["may_be_null"] = self.progress.bounds(ds, self.spec, 0, self.values)
+                out["bounds"], out["may_be_null"] = self.progress.bounds(ds, self.spec, 0)
         return out
 
 
@@ -333,6 +334,8 @@ class SeriesResult:
         if self.progress is not None:
             out.update(self.progress.to_json())
             if not self.progress.is_exact:
-                for k, (point, agg) in enumerate(zip(points, self.windows)):
-                    point["bounds"], point["may_be_null"] = self.progress.bounds(ds, q, k, q.values(agg))
+                for k in np.flatnonzero(self.progress.found.touched).tolist():
+                    point = points[k]
+                    point["exact"] = False
+                    point["bounds"], point["may_be_null"] = self.progress.bounds(ds, q, k)
         return out

@@ -180,6 +180,8 @@ class SeriesPoint(Answer):
                               description="[first, last] second of the window aggregated")
     count: int = Field(description="rows in the window (with a deadline and exact false: of the rows read)")
     results: Results
+    exact: Annotated[bool, Field(description="with a deadline, when the series is not exact: false at a point "
+                                             "that is not (it has bounds); left out at a point that is")] = None
     bounds: Bounds = None
     may_be_null: MayBeNull = None
 
