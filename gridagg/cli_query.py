@@ -130,11 +130,13 @@ class Local:
     def dataset(self, name: str) -> Dataset:
         return self.engine.dataset(name)
 
-    def query(self, name, where, aggregates, region) -> dict:
-        return self.engine.query(name, where, aggregates, region=region).to_json(self.dataset(name))
+    def query(self, name, where, aggregates, region, deadline_ms) -> dict:
+        result = self.engine.query(name, where, aggregates, region=region, deadline=_seconds(deadline_ms))
+        return result.to_json(self.dataset(name))
 
-    def series(self, name, where, aggregates, region, step, window, start, end) -> dict:
-        result = self.engine.series(name, where, aggregates, step, window=window, start=start, end=end, region=region)
+    def series(self, name, where, aggregates, region, step, window, start, end, deadline_ms) -> dict:
+        result = self.engine.series(name, where, aggregates, step, window=window, start=start, end=end, region=region,
+                                    deadline=_seconds(deadline_ms))
         return result.to_json(self.dataset(name))
 
     def datasets(self) -> dict:
@@ -185,15 +187,17 @@ class Remote:
     def dataset(self, name: str) -> Dataset:
         return Dataset.from_json(self.describe(name))
 
-    def query(self, name, where, aggregates, region) -> dict:
+    def query(self, name, where, aggregates, region, deadline_ms) -> dict:
         body = {"where": where, "aggregates": aggregates}
-        if region is not None:
-            body["region"] = region
+        for key, value in (("region", region), ("deadline_ms", deadline_ms)):
+            if value is not None:
+                body[key] = value
         return self._call(f"/v1/datasets/{name}/query", body)
 
-    def series(self, name, where, aggregates, region, step, window, start, end) -> dict:
+    def series(self, name, where, aggregates, region, step, window, start, end, deadline_ms) -> dict:
         body = {"where": where, "aggregates": aggregates, "step": step}
-        for key, value in (("window", window), ("start", start), ("end", end), ("region", region)):
+        for key, value in (("window", window), ("start", start), ("end", end), ("region", region),
+                           ("deadline_ms", deadline_ms)):
             if value is not None:
                 body[key] = value
         return self._call(f"/v1/datasets/{name}/series", body)
@@ -268,19 +272,31 @@ def duration(seconds) -> str:
     return f"{seconds}s"
 
 
-def aggregates_table(ds: Dataset, headers: list[str], rows: list[list], labels: list[str]) -> str:
-    """table() of rows whose last len(labels) cells are those aggregates' answers, shown
-    as aggregate_text says."""
-    first = len(headers) - len(labels)
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
-               for i in range(len(headers))]
-    shown = [row[:first] + [aggregate_text(ds, k, v) for k, v in zip(labels, row[first:])] for row in rows]
-    return table(headers, shown, numeric)
+def bound_text(ds: Dataset, label: str, bound: list) -> str:
+    """A bound [lo, hi] as people read it: lo..hi (an open end empty)."""
+    lo, hi = ("" if v is None else aggregate_text(ds, label, v) for v in bound)
+    return f"{lo}..{hi}"
+
+
+def answers_of(ds: Dataset, answer: dict, labels: list[str]) -> list[str]:
+    """An answer's (or a series point's) aggregates as table cells: the exact value, or,
+    where the deadline left it bounded, lo..hi (with "or null" when it may have none)."""
+    if "bounds" not in answer:
+        return [aggregate_text(ds, k, answer["results"][k]) for k in labels]
+    return [bound_text(ds, k, answer["bounds"][k]) + (" or null" if k in answer["may_be_null"] else "")
+            for k in labels]
+
+
+def deadline_note(body: dict) -> list[str]:
+    if body.get("exact", True):
+        return []
+    return [f"not exact: the deadline passed with {body['read_share']:.0%} of the cut leaves' rows read; "
+            "lo..hi bounds hold the exact answers"]
 
 
 def show_query(body: dict, ds: Dataset, args) -> str:
     labels = list(body["results"])
-    out = [aggregates_table(ds, labels, [[body["results"][k] for k in labels]], labels)]
+    out = [table(labels, [answers_of(ds, body, labels)], [True] * len(labels)), *deadline_note(body)]
     if args.plan:
         out += plan_lines(body["plan"])
     return "\n".join(out)
@@ -289,8 +305,8 @@ def show_query(body: dict, ds: Dataset, args) -> str:
 def show_series(body: dict, ds: Dataset, args) -> str:
     points = body["points"]
     labels = list(points[0]["results"]) if points else list(args.agg or ["count"])
-    rows = [[p["time"], p["count"], *[p["results"][k] for k in labels]] for p in points]
-    out = [aggregates_table(ds, ["time", "rows", *labels], rows, labels)]
+    rows = [[p["time"], p["count"] if "bounds" not in p else "", *answers_of(ds, p, labels)] for p in points]
+    out = [table(["time", "rows", *labels], rows, [False] + [True] * (1 + len(labels))), *deadline_note(body)]
     if args.plan:
         out += plan_lines(body["plan"])
     return "\n".join(out)
@@ -357,7 +373,8 @@ def _fail(args, message: str, code: int) -> int:
 def run_query(settings: Settings, args: argparse.Namespace) -> int:
     def action(backend):
         ds = backend.dataset(args.dataset)
-        body = backend.query(ds.name, where_of(ds, args.where), args.agg or ["count"], read_region(args.region))
+        body = backend.query(ds.name, where_of(ds, args.where), args.agg or ["count"], read_region(args.region),
+                             args.deadline)
         return body, show_query(body, ds, args)
 
     return _run(settings, args, action)
@@ -367,7 +384,7 @@ def run_series(settings: Settings, args: argparse.Namespace) -> int:
     def action(backend):
         ds = backend.dataset(args.dataset)
         body = backend.series(ds.name, where_of(ds, args.where), args.agg or ["count"], read_region(args.region),
-                              args.step, args.window, args.start, args.end)
+                              args.step, args.window, args.start, args.end, args.deadline)
         return body, show_series(body, ds, args)
 
     return _run(settings, args, action)
@@ -410,6 +427,19 @@ def _question(p: argparse.ArgumentParser) -> None:
                    help="bound a dimension (repeatable)")
     p.add_argument("--agg", action="append", metavar="AGG", help="an aggregate (repeatable; default count)")
     p.add_argument("--region", metavar="FILE.geojson", help="a GeoJSON polygon over the lon/lat dimensions")
+    p.add_argument("--deadline", type=_milliseconds, metavar="MS",
+                   help="answer within MS milliseconds (0: from the grid tree alone, reading no rows): what the "
+                        "deadline leaves unread is shown as lo..hi bounds holding the exact answer")
+
+
+def _milliseconds(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be whole milliseconds (0 or more), not {text!r}")
+    return int(text)
+
+
+def _seconds(deadline_ms: int | None) -> float | None:
+    return None if deadline_ms is None else deadline_ms / 1000
 
 
 FORMAT = argparse.RawDescriptionHelpFormatter

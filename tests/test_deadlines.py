@@ -251,3 +251,22 @@ def test_a_deadline_that_is_no_duration_is_refused_by_name(client):
     assert r.status_code == 400
     problem = r.get_json()
     assert problem["field"] == "deadline_ms" and "milliseconds" in problem["detail"]
+
+
+def test_the_cli_shows_bounds_when_the_deadline_leaves_rows_unread(loaded, settings, capsys, monkeypatch):
+    from gridagg.cli import main
+
+    engine, ds, rows = loaded
+    if engine.store.kind != "embedded" or settings.store != "embedded":
+        pytest.skip("the CLI asks the configured store; the module's embedded store is its own")
+    monkeypatch.setattr("gridagg.cli_query.Local.__init__", lambda self, _: setattr(self, "engine", engine))
+    monkeypatch.setattr("gridagg.cli_query.Local.close", lambda self: None)
+    assert main(["query", ds.name, "--where", "lon=-50:50", "--agg", "count", "--agg", "max:v", "--deadline", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    low, high = map(int, out[2].split()[0].split(".."))
+    assert low <= len(selected(rows, {"lon": (-50, 50)}, None)) <= high
+    assert out[3].startswith("not exact: the deadline passed with 0% of the cut leaves' rows read")
+    with pytest.raises(SystemExit) as refused:
+        main(["query", ds.name, "--agg", "count", "--deadline", "-1"])
+    assert refused.value.code == 2
+    assert "--deadline: must be whole milliseconds (0 or more), not '-1'" in capsys.readouterr().err
