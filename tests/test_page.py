@@ -1,10 +1,12 @@
 """The dashboard page at / in a real headless Chromium (Debian's, driven by Playwright),
 on a dataset loaded through the API and served by a real HTTP server: a drawn box gives
-the API's answer (equal to brute force), the series plot has a point per bucket, the
-grid view draws every leaf in view, errors show as messages, state lives in the URL."""
+the API's answer (equal to brute force), first as the tree's bounds (holding it) and
+then exact, the series plot has a point per bucket, the grid view draws every leaf in
+view, errors show as messages, state lives in the URL."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from datetime import datetime
@@ -31,16 +33,55 @@ TOKEN = "w-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-class Server:
-    """A Flask app served over real HTTP on a free loopback port, in a thread."""
+class Gate:
+    """WSGI middleware that can hold each answer streamed as it improves (NDJSON) after
+    its first line, until released: on a small dataset the exact answer follows the
+    tree's bounds within a millisecond, and a test wants to see the bounds drawn first."""
 
     def __init__(self, app):
-        self.http = make_server("127.0.0.1", 0, app, threaded=True)
+        self.app = app
+        self.opened = threading.Event()
+        self.opened.set()
+
+    def __call__(self, environ, start_response):
+        kinds = []
+
+        def start(status, headers, exc_info=None):
+            kinds.append(dict(headers).get("Content-Type", ""))
+            return start_response(status, headers, exc_info)
+
+        body = self.app(environ, start)
+        return self._held(body) if kinds and kinds[0].startswith("application/x-ndjson") else body
+
+    def _held(self, body):
+        try:
+            for i, chunk in enumerate(body):
+                yield chunk
+                if i == 0:
+                    self.opened.wait(60)
+        finally:
+            getattr(body, "close", lambda: None)()
+
+    def hold(self):
+        self.opened.clear()
+
+    def release(self):
+        self.opened.set()
+
+
+class Server:
+    """A Flask app served over real HTTP on a free loopback port, in a thread; its gate
+    can hold streamed answers after their first line."""
+
+    def __init__(self, app):
+        self.gate = Gate(app)
+        self.http = make_server("127.0.0.1", 0, self.gate, threaded=True)
         self.url = f"http://127.0.0.1:{self.http.server_port}"
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
         self.thread.start()
 
     def stop(self):
+        self.gate.release()
         self.http.shutdown()
         self.thread.join()
 
@@ -87,8 +128,10 @@ class Page:
         self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
         self.tab = self.context.new_page()
         self.requests: list = []
+        self.failed: list = []  # requests that got no answer (aborted by the page, say)
         self.errors: list[str] = []
         self.tab.on("request", lambda r: self.requests.append(r) if "/v1/" in r.url else None)
+        self.tab.on("requestfailed", lambda r: self.failed.append(r) if "/v1/" in r.url else None)
         self.tab.on("pageerror", lambda e: self.errors.append(str(e)))
         self.base_url = base_url
 
@@ -107,8 +150,9 @@ class Page:
         assert posted, f"the page posted nothing to {endpoint}"
         return posted[-1].post_data_json
 
-    def draw_box(self, x0: float, y0: float, x1: float, y1: float):
-        """Draw a rectangle with leaflet-geoman's tool, corners given as fractions of the map."""
+    def draw_box(self, x0: float, y0: float, x1: float, y1: float, settle: bool = True):
+        """Draw a rectangle with leaflet-geoman's tool, corners given as fractions of the map;
+        with settle, wait until the page's requests are over."""
         self.tab.click(".leaflet-pm-icon-rectangle")
         box = self.tab.locator("#map").bounding_box()
         a = (box["x"] + x0 * box["width"], box["y"] + y0 * box["height"])
@@ -117,7 +161,8 @@ class Page:
         self.tab.mouse.move(*b, steps=5)
         with self.tab.expect_response(lambda r: r.url.endswith("/query") and r.request.method == "POST"):
             self.tab.mouse.click(*b)
-        self.settle()
+        if settle:
+            self.settle()
 
     def close(self):
         assert self.errors == [], self.errors
@@ -156,6 +201,30 @@ def as_read(label: str, value):
         return f"{value:.1f}"
     text = f"{value:.4f}".rstrip("0")
     return text + "0" if text.endswith(".") else text
+
+
+def bounds_read(label: str, bounds: list, maybe_null: bool) -> str:
+    """Bounds [lo, hi] of DEFINITION's columns as the page should show them: lo..hi as
+    as_read writes each (an open end empty), " or null" when the answer may have none."""
+    lo, hi = ("" if v is None else as_read(label, v) for v in bounds)
+    return f"{lo}..{hi}" + (" or null" if maybe_null else "")
+
+
+def holds(text: str, label: str, value) -> bool:
+    """Whether bounds as the page shows them hold a value as it shows it."""
+    text, null, _ = text.partition(" or null")
+    if value is None:
+        return bool(null)
+    lo, hi = text.split("..")
+    shown_value = float(as_read(label, value))
+    return (not lo or float(lo) <= shown_value) and (not hi or shown_value <= float(hi))
+
+
+def streamed(client, path: str, body: dict) -> list[dict]:
+    """The answers to a request asked as it improves (NDJSON), in order."""
+    resp = client.post(path, json=body, headers={"Accept": "application/x-ndjson"})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    return [json.loads(line) for line in resp.get_data(as_text=True).splitlines()]
 
 
 def overlaps(box: list, lo: str | None, hi: str | None) -> bool:
@@ -254,6 +323,92 @@ def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
                          f"max {as_read('max', r['max:temperature'])}, {p['count']} rows")
 
 
+def test_a_drawn_box_shows_the_trees_bounds_at_once_then_the_exact_answer(page, data):
+    """The page asks for answers as they improve. With the streams held after their first
+    line (the tree's answer, no row read), it draws that: each aggregate as lo..hi under
+    a "not exact yet" caption, each series point not exact as bands, all holding the
+    brute-force answers, and the plan's share of rows read. Released, the exact answers
+    replace them."""
+    server, client, ds, encoded, _ = data
+    page.open(f"?ds={ds.name}&agg=count,avg:temperature,min:wind_speed,max:temperature,sum:wind_speed"
+              "&col=temperature&step=30d")
+    server.gate.hold()
+    try:
+        page.draw_box(0.3, 0.25, 0.75, 0.7, settle=False)
+        expect(page.tab.locator("#results")).to_have_attribute("data-exact", "false")
+        expect(page.tab.locator("#series")).to_have_attribute("data-exact", "false")
+        expect(page.tab.locator("#busy")).to_be_visible()  # the exact answers are still coming
+
+        body = page.last_body("/query")
+        body.pop("explain", None)
+        first = streamed(client, f"/v1/datasets/{ds.name}/query", body)[0]
+        expected, n = brute(ds, encoded, body["where"], body["aggregates"])
+        assert first["exact"] is False and 0 < n < len(encoded)
+        expect(page.tab.locator("#results caption")).to_contain_text("not exact yet")
+        for label, value in expected.items():
+            text = page.tab.locator(f'td[data-agg="{label}"].bounded').inner_text()
+            assert text == bounds_read(label, first["bounds"][label], label in first["may_be_null"]), label
+            assert holds(text, label, value), (label, text, value)
+        assert f"({first['read_share'] * 100:.1f} %)" in page.tab.locator('td[data-plan="read_share"]').inner_text()
+
+        series_body = page.last_body("/series")
+        points = streamed(client, f"/v1/datasets/{ds.name}/series", series_body)[0]["points"]
+        drawn = [p for p in points if p.get("exact") is False and None not in p["bounds"]["avg:temperature"]
+                 and p["bounds"]["avg:temperature"][0] < p["bounds"]["avg:temperature"][1]]  # a band to draw
+        bands = page.tab.locator("g.series-bound-avg rect")
+        assert drawn and bands.count() == len(drawn)
+        assert page.tab.locator("g.series-point circle").count() == len(points) - sum(p.get("exact") is False for p in points)
+        for i, p in enumerate(drawn):  # "<from> .. <to> (not exact yet)\navg <a>, min <b>, max <c>, <n> rows"
+            window, stats = bands.nth(i).locator("title").text_content().split("\n")
+            assert window == f"{p['window'][0]} .. {p['window'][1]} (not exact yet)"
+            want, _ = brute(ds, encoded, {**series_body["where"], "time": p["window"]}, series_body["aggregates"])
+            avg, low, high, rows = stats.split(", ")
+            shown_stats = {"avg": avg.removeprefix("avg "), "min": low.removeprefix("min "),
+                           "max": high.removeprefix("max "), "count": rows.removesuffix(" rows")}
+            for label in series_body["aggregates"]:
+                text = shown_stats[label.split(":")[0]]
+                assert text == bounds_read(label, p["bounds"][label], label in p["may_be_null"]), (i, label)
+                assert holds(text, label, want[label]), (i, label, text, want[label])
+    finally:
+        server.gate.release()
+
+    page.settle()
+    expect(page.tab.locator("#results")).to_have_attribute("data-exact", "true")
+    for label, value in expected.items():
+        assert page.tab.locator(f'td[data-agg="{label}"]').inner_text() == as_read(label, value), label
+    assert page.tab.locator("#results caption, #results td.bounded").count() == 0
+    assert page.tab.locator('td[data-plan="read_share"]').inner_text().endswith("(100.0 %)")
+    expect(page.tab.locator("#series")).to_have_attribute("data-exact", "true")
+    assert page.tab.locator("g.series-point circle").count() == len(points)
+    assert page.tab.locator("[class^=series-bound] rect, g.series-count-bound rect").count() == 0
+
+
+def test_a_change_while_bounds_are_shown_drops_the_old_answer(page, data):
+    """A new change aborts the run still streaming: its answers never come, the new
+    run's bounds and then its exact answer do."""
+    server, client, ds, encoded, _ = data
+    page.open(f"?ds={ds.name}&agg=count,max:wind_speed")
+    server.gate.hold()
+    try:
+        page.draw_box(0.2, 0.2, 0.6, 0.6, settle=False)
+        expect(page.tab.locator("#results")).to_have_attribute("data-exact", "false")
+        superseded = [[r for r in page.requests if r.method == "POST" and r.url.endswith(e)][-1]
+                      for e in ("/query", "/series")]
+        page.tab.fill("input[name='time.lo']", "2012-05-01T00:00:00")
+        with page.tab.expect_response(lambda r: r.url.endswith("/query") and r.request.method == "POST"):
+            page.tab.press("input[name='time.lo']", "Enter")
+        expect(page.tab.locator("#results")).to_have_attribute("data-exact", "false")
+    finally:
+        server.gate.release()
+    page.settle()
+    body = page.last_body("/query")
+    assert body["where"]["time"] == ["2012-05-01T00:00:00", None]
+    expected, n = brute(ds, encoded, body["where"], body["aggregates"])
+    for label, value in expected.items():
+        assert page.tab.locator(f'td[data-agg="{label}"]').inner_text() == as_read(label, value), label
+    assert all(r in page.failed for r in superseded)
+
+
 def test_a_drawn_polygon_is_the_querys_region(page, data):
     _, client, ds, encoded, _ = data
     page.open(f"?ds={ds.name}&agg=count,avg:wind_speed")
@@ -330,7 +485,7 @@ def test_the_grid_view_marks_the_grids_the_last_query_reused_and_scanned(page, d
     """The marks follow plan.grids of a query asked with "explain": true. Until the
     server lists grid IDs (it then refuses the key with a 400), its answer reaches the
     page with IDs of real leaves added here: an ancestor (all its leaves reused) and two
-    leaves scanned."""
+    leaves scanned (to each answer, when they come as they improve: a line each)."""
     _, client, ds, _, _ = data
     ids = sorted(g["id"] for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"])
     ancestor = ids[0][:-1]  # the parent of the first leaf: two or more leaves under it
@@ -344,10 +499,11 @@ def test_the_grid_view_marks_the_grids_the_last_query_reused_and_scanned(page, d
         if resp.status == 400 and resp.json()["field"] == "explain":
             body.pop("explain")
             resp = route.fetch(post_data=body)
-            out = resp.json()
-            out["plan"]["grids"] = listed
-            return route.fulfill(response=resp, json=out)
-        listed.update(resp.json()["plan"].get("grids", {}))
+            answers = [json.loads(line) for line in resp.text().splitlines()]
+            for out in answers:
+                out["plan"]["grids"] = listed
+            return route.fulfill(response=resp, body="".join(json.dumps(out) + "\n" for out in answers))
+        listed.update(json.loads(resp.text().splitlines()[-1])["plan"].get("grids", {}))
         route.fulfill(response=resp)
 
     page.tab.route("**/query", answer)

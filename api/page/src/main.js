@@ -1,8 +1,9 @@
 // The dashboard page: pick a dataset, draw a selection, set ranges and aggregates; the
 // page asks the API for the answer, the series and the leaves, and keeps its state in
-// the URL.
+// the URL. The answer and the series come as they improve: the tree's bounds at once,
+// drawn as bands, then the exact values.
 import "./page.css";
-import { ApiError, call, readToken, setReadToken } from "./api.js";
+import { ApiError, call, readToken, setReadToken, stream } from "./api.js";
 import { drawGridPlot } from "./gridplot.js";
 import { createMap } from "./map.js";
 import { showPlans, showResults } from "./panels.js";
@@ -33,10 +34,11 @@ function setBusy(delta) {
   if (busy > 0) $("status").textContent = "running…";
 }
 
-async function request(path, body, signal) {
+/** call() (or with onAnswer, stream()) with the busy indicator on until it is over. */
+async function request(path, body, signal, onAnswer) {
   setBusy(1);
   try {
-    return await call(path, body, signal);
+    return await (onAnswer ? stream(path, body, signal, onAnswer) : call(path, body, signal));
   } finally {
     setBusy(-1);
   }
@@ -151,17 +153,19 @@ function selection() {
   return out;
 }
 
-async function query(body, signal) {
+/** The query's answer, with the grids it used when the server lists them; onAnswer: as
+ * stream()'s (undefined: the exact answer alone). */
+async function query(body, signal, onAnswer) {
   if (explainKnown) {
     try {
-      return await request(`${dsPath()}/query`, { ...body, explain: true }, signal);
+      return await request(`${dsPath()}/query`, { ...body, explain: true }, signal, onAnswer);
     } catch (err) {
       // A server without grid IDs in its plans refuses the key: ask again without it.
       if (!(err instanceof ApiError && err.status === 400 && err.field === "explain")) throw err;
       explainKnown = false;
     }
   }
-  return request(`${dsPath()}/query`, body, signal);
+  return request(`${dsPath()}/query`, body, signal, onAnswer);
 }
 
 /** The series request of the state: the chosen step (or the smallest that gives at most
@@ -178,7 +182,8 @@ function seriesBody(sel) {
     step = fit[0];
   }
   const c = state.col;
-  const body = { ...sel, aggregates: [`min:${c}`, `max:${c}`, `avg:${c}`], step, start, end };
+  // count too: a point not exact yet then has bounds on its rows as well.
+  const body = { ...sel, aggregates: ["count", `min:${c}`, `max:${c}`, `avg:${c}`], step, start, end };
   if (state.window) body.window = state.window;
   return body;
 }
@@ -194,6 +199,12 @@ function gridMarks(plan) {
 let mapLeaves = []; // projected onto lon/lat: the data view and the grid on the map
 let plotLeaves = []; // projected onto the grid view's other dimensions, when it has them
 
+/** Ask for the state's answer, series and leaves, and draw each as it comes: an answer
+ * or series as soon as its first (bounded) version arrives, replaced as better ones do;
+ * the leaves, asked once both have a first answer (a server answers a few requests at
+ * once: the answers go first), with the grid marks of the query's. A run started
+ * meanwhile aborts this one. No deadline is sent: the page wants the exact values, and a
+ * stream without one ends exact (or at the server's time limit, with bounds). */
 async function run() {
   if (!ds) return;
   readControls();
@@ -204,38 +215,76 @@ async function run() {
   const { signal } = controller;
   const sel = selection();
   const seriesReq = ds.time_dimension && state.col ? seriesBody(sel) : null;
+  const byName = Object.fromEntries(columns().map((c) => [c.name, c]));
+  let q = null; // the newest {answer, ms, first} of the query and of the series
+  let s = null;
+  const latest = (before, got) => ({ ...got, first: before ? before.first : got.ms });
+  let queried, seriesQueried; // each resolves at its first answer, or its failure
+  const firstAnswers = [new Promise((resolve) => { queried = resolve; }),
+    new Promise((resolve) => { seriesQueried = resolve; })];
+  const onQuery = (got) => {
+    if (signal.aborted) return;
+    q = latest(q, got);
+    showResults($("results"), got.answer, byName, false);
+    showPlans($("plan"), q, s);
+    queried();
+  };
+  const onSeries = (got) => {
+    if (signal.aborted) return;
+    s = latest(s, got);
+    drawSeries($("series"), got.answer, byName[state.col]);
+    showSeriesNote(got.answer, seriesReq.step, false);
+    showPlans($("plan"), q, s);
+    seriesQueried();
+  };
+  const asked = query({ ...sel, aggregates: state.aggs }, signal, onQuery);
+  const seriesAsked = seriesReq ? request(`${dsPath()}/series`, seriesReq, signal, onSeries) : Promise.resolve(null);
+  asked.then(queried, queried);
+  seriesAsked.then(seriesQueried, seriesQueried);
   // Leaves in view: those the selection touches on every dimension but the two drawn.
   const leavesOn = (axes) => request(`${dsPath()}/leaves`, {
     axes, where: Object.fromEntries(Object.entries(sel.where).filter(([k]) => !axes.includes(k))) }, signal);
-  const calls = [
-    query({ ...sel, aggregates: state.aggs }, signal),
-    seriesReq ? request(`${dsPath()}/series`, seriesReq, signal) : Promise.resolve(null),
+  const leaves = Promise.all(firstAnswers).then(() => Promise.allSettled([
     lonlat() ? leavesOn(lonlat()) : Promise.resolve(null),
     gridOnMap() ? Promise.resolve(null) : leavesOn(gridAxes()),
-  ];
-  const [q, s, l, g] = await Promise.allSettled(calls);
+  ])).then((settled) => {
+    if (signal.aborted) return settled;
+    const [l, g] = settled.map((x) => (x.status === "fulfilled" && x.value ? x.value.answer.grids : null));
+    if (l) mapLeaves = l;
+    if (g) plotLeaves = g;
+    drawLeaves(q ? gridMarks(q.answer.plan) : null);
+    return settled;
+  });
+  const [qs, ss] = await Promise.allSettled([asked, seriesAsked]);
+  const leafCalls = await leaves;
   if (signal.aborted) return;
   const messages = [];
-  const byName = Object.fromEntries(columns().map((c) => [c.name, c]));
-  if (q.status === "fulfilled") showResults($("results"), q.value.answer.results, byName);
-  else messages.push(failed("query", q.reason));
-  if (s.status === "fulfilled" && s.value) {
-    drawSeries($("series"), s.value.answer, byName[state.col]);
-    const { step, window, points } = s.value.answer;
-    $("series-note").textContent =
-      `${points.length} points, step ${seriesReq.step} (${step} s), window ${window / step} step(s)`;
-  } else if (s.status === "rejected") {
-    messages.push(failed("series", s.reason));
+  // No better answer follows: what is shown last says so when it is not exact.
+  if (q) showResults($("results"), q.answer, byName);
+  if (qs.status === "rejected") messages.push(failed("query", qs.reason));
+  if (s) showSeriesNote(s.answer, seriesReq.step);
+  if (ss.status === "rejected") messages.push(failed("series", ss.reason));
+  for (const settled of leafCalls) {
+    if (settled.status === "rejected") messages.push(failed("leaves", settled.reason));
   }
-  for (const [settled, keep] of [[l, (v) => { mapLeaves = v; }], [g, (v) => { plotLeaves = v; }]]) {
-    if (settled.status === "fulfilled" && settled.value) keep(settled.value.answer.grids);
-    else if (settled.status === "rejected") messages.push(failed("leaves", settled.reason));
-  }
-  showPlans($("plan"), q.status === "fulfilled" ? q.value : null, s.status === "fulfilled" ? s.value : null);
-  drawLeaves(q.status === "fulfilled" ? gridMarks(q.value.answer.plan) : null);
+  showPlans($("plan"), q, s);
   showMessages(messages);
   $("status").textContent = messages.length ? "failed" : "";
   running = null;
+}
+
+/** The line over the series: its points and steps, and while it is not exact (over:
+ * whether no better answer will follow) how many points are bounds. */
+function showSeriesNote(answer, stepText, over = true) {
+  const { step, window, points } = answer;
+  let note = `${points.length} points, step ${stepText} (${step} s), window ${window / step} step(s)`;
+  if (answer.exact === false) {
+    const bounded = points.filter((p) => p.exact === false).length;
+    const read = `${(answer.read_share * 100).toFixed(1)} % of the cut grids' rows read`;
+    note += over ? `; not exact: the server stopped with ${read}, ${bounded} points drawn as their bounds`
+      : `; not exact yet: ${bounded} points drawn as their bounds, ${read}`;
+  }
+  $("series-note").textContent = note;
 }
 
 /** How the last query treated a leaf: "reused" (it or an ancestor is listed),

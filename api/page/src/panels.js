@@ -1,7 +1,7 @@
-// The answer and plan tables. Answers are shown to their columns' scale (numbers.js), plan
-// values as the API gives them; each cell names what it shows (data-agg, data-plan) so
-// that a test can read it back.
-import { formatAggregate } from "./numbers.js";
+// The answer and plan tables. Answers are shown to their columns' scale (numbers.js), an
+// answer not exact yet as its bounds (lo..hi), plan values as the API gives them; each
+// cell names what it shows (data-agg, data-plan) so that a test can read it back.
+import { formatAggregate, formatBounds } from "./numbers.js";
 
 function cell(tag, text, attrs = {}) {
   const el = document.createElement(tag);
@@ -21,19 +21,31 @@ function formatValue(value) {
   return value === null || value === undefined ? "—" : String(value);
 }
 
-/** results: {label: value} of a /query answer; columns: {name: column of the dataset}. */
-export function showResults(table, results, columns) {
-  const rows = Object.entries(results).map(([label, value]) => {
-    const column = label.includes(":") ? columns[label.split(":")[1]] : undefined;
-    return row(cell("th", label), cell("td", formatAggregate(label, value, column), { "data-agg": label }),
-      cell("td", value === null || label.startsWith("count") ? "" : (column && column.unit) || "", { class: "unit" }));
-  });
-  table.replaceChildren(...rows);
-}
-
 const PERCENT = (v) => (v === null || v === undefined ? "—" : `${(v * 100).toFixed(1)} %`);
 
-// [label, how to show it from a plan, the plan keys it shows]
+/** answer: a /query answer, exact or (with "exact": false) bounded; columns: {name: column
+ * of the dataset}; over: whether no better answer will follow. An answer not exact shows
+ * each aggregate's bounds (class "bounded") under a caption saying so; the table's
+ * data-exact says which it shows. */
+export function showResults(table, answer, columns, over = true) {
+  const exact = answer.exact !== false;
+  const rows = Object.entries(answer.results).map(([label, value]) => {
+    const column = label.includes(":") ? columns[label.split(":")[1]] : undefined;
+    const text = exact ? formatAggregate(label, value, column)
+      : formatBounds(label, answer.bounds[label], answer.may_be_null.includes(label), column);
+    const unit = (exact && value === null) || label.startsWith("count") ? "" : (column && column.unit) || "";
+    return row(cell("th", label), cell("td", text, { "data-agg": label, ...(exact ? {} : { class: "bounded" }) }),
+      cell("td", unit, { class: "unit" }));
+  });
+  table.dataset.exact = String(exact);
+  if (exact) return table.replaceChildren(...rows);
+  const read = `${PERCENT(answer.read_share)} of the cut grids' rows read`;
+  const caption = cell("caption", over ? `not exact: the server stopped with ${read}; the exact answers lie within`
+    : `not exact yet: bounds, ${read}`);
+  table.replaceChildren(caption, ...rows);
+}
+
+// [label, how to show it from an answer's plan (and the answer), the plan keys it shows]
 const PLAN_ROWS = [
   ["total grids", (p) => p.total_grids, "total_grids"],
   ["grids reused (before → after folding)", (p) => `${p.reused_grids_before} → ${p.reused_grids_after}`,
@@ -45,21 +57,31 @@ const PLAN_ROWS = [
   ["rows matched by scans", (p) => p.rows_matched_by_scans, "rows_matched_by_scans"],
   ["reuse rate", (p) => PERCENT(p.reuse_rate), "reuse_rate"],
   ["skip rate", (p) => PERCENT(p.skip_rate), "skip_rate"],
+  ["grids exact / bounded", (p) => (p.bounds ? `${p.bounds.exact_grids} / ${p.bounds.bounded_grids}` : null),
+    "bounds"],
+  ["cut grids' rows read", (p, a) => (a.read_share === undefined || !p.bounds ? PERCENT(a.read_share)
+    : `${p.bounds.rows_read} of ${p.bounds.rows_read + p.bounds.rows_bounded} (${PERCENT(a.read_share)})`),
+    "read_share"],
   ["round trips", (p) => Object.entries(p.round_trips || {}).map(([k, v]) => `${k} ${v}`).join(", "),
     "round_trips"],
   ["server time", (p) => `${p.elapsed_ms} ms`, "elapsed_ms"],
 ];
 
-/** The plans of the last query and series side by side, from their {answer, ms} (either
- * may be null), with the time each request took as the page saw it. */
+/** The plans of the last query and series side by side, from their {answer, ms, first}
+ * (either may be null; first: the ms of a streamed answer's first), with the time each
+ * request took as the page saw it: to its first answer and to its last. */
 export function showPlans(table, query, series) {
   const head = row(cell("th", ""), cell("th", "query"), cell("th", "series"));
   const body = PLAN_ROWS.map(([label, show, key]) => row(
     cell("th", label),
-    cell("td", query ? formatValue(show(query.answer.plan)) : "", { "data-plan": key }),
-    cell("td", series ? formatValue(show(series.answer.plan)) : "", { "data-series-plan": key }),
+    cell("td", query ? formatValue(show(query.answer.plan, query.answer)) : "", { "data-plan": key }),
+    cell("td", series ? formatValue(show(series.answer.plan, series.answer)) : "", { "data-series-plan": key }),
   ));
-  const trip = (x) => (x ? `${x.ms.toFixed(0)} ms` : "");
-  body.push(row(cell("th", "round trip (page)"), cell("td", trip(query)), cell("td", trip(series))));
+  const trip = (x) => {
+    if (!x) return "";
+    const first = x.first ?? x.ms;
+    return x.ms - first >= 1 ? `${first.toFixed(0)} → ${x.ms.toFixed(0)} ms` : `${x.ms.toFixed(0)} ms`;
+  };
+  body.push(row(cell("th", "round trip (page): first → last answer"), cell("td", trip(query)), cell("td", trip(series))));
   table.replaceChildren(head, ...body);
 }
