@@ -283,16 +283,17 @@ def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded,
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20),
        st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
 def test_typed_floats_read_as_their_shortest_text(doubles, singles):
-    """typed_to_text writes a float64 as the decimal Python's repr writes (what the rows
-    API takes a JSON number for), a float32 as its own shortest decimal."""
-    from gridagg_ingest.readers import typed_to_text
+    """A float64 stands for the decimal Python's repr writes (what the rows API takes a
+    JSON number for), a float32 for its own shortest decimal: as_text of typed_raw
+    writes them so."""
+    from gridagg_ingest.readers import as_text, typed_raw
 
     n = max(len(doubles), len(singles))
     doubles, singles = (doubles * n)[:n], (singles * n)[:n]
     batch = pa.RecordBatch.from_arrays(
         [pa.array(doubles, pa.float64()), pa.array(singles, pa.float32()), pa.array(["f"] * n),
          pa.nulls(n, pa.int64()), pa.nulls(n, pa.string())], names=["d", "s", "_file", "_line", "_reason"])
-    out = typed_to_text(batch, ["d", "s"], []).to_pydict()
+    out = as_text(typed_raw(batch, ["d", "s"], []), ["d", "s"]).to_pydict()
     assert [Decimal(t) for t in out["d"]] == [Decimal(repr(v)) for v in doubles]
     assert [Decimal(t) for t in out["s"]] == [Decimal(str(np.float32(v))) for v in singles]
 
