@@ -99,6 +99,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _quarter_of_memory() -> str:
+    """A quarter of this machine's memory, between 2g and 32g, as a JVM memory size."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return "2g"
+    return f"{min(32, max(2, total // 4 >> 30))}g"
+
+
 _port = _integer(1, 65535)
 _positive = _integer(1)
 
@@ -177,7 +186,9 @@ class Settings:
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(
-        "2g", "Spark driver memory of the ingest job and the benchmarks", _jvm_memory, topic="spark")
+        _quarter_of_memory(), "Spark driver memory of the ingest job and the benchmarks (with a local master its "
+                              "executors run in the same JVM)", _jvm_memory, topic="spark",
+        shown="a quarter of the machine's memory, 2g to 32g")
     faults: tuple[tuple[str, str], ...] = _setting(
         (), "tests only: fault points to trigger, `point=action,...` (action `raise` or `kill`; "
             "`gridagg/faults.py`)", _faults, topic="tests", shown="unset")

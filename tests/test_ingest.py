@@ -26,7 +26,7 @@ from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import GridParams
 from gridagg.store import open_store
-from gridagg_ingest import hfiles
+from gridagg_ingest import hfiles, job
 from gridagg_ingest.config import load_config, parse_config
 from gridagg_ingest.encode import element_id, encode_value
 from gridagg_ingest.job import Progress, run_ingest, spark_session
@@ -330,6 +330,38 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
     try:
         summary = load(spark, s, engine, cfg, [tmp_path / "in"])
         assert (summary.read, summary.loaded, summary.quarantined) == (30000, len(rows), bad)
+        check_tree(engine, unique_name, rows)
+    finally:
+        engine.drop_dataset(unique_name)
+
+
+def test_a_load_out_of_memory_says_what_to_set_and_leaves_nothing_half_loaded(spark, embedded, unique_name,
+                                                                             monkeypatch):
+    """Spark failing with OutOfMemoryError after the executors stored rows: one line
+    naming the memory setting and the partitions, and what was stored is given up at once
+    (recovered, as the next writer would: no intent left, every aggregate exact)."""
+    from gridagg.writes import Write
+
+    s, engine = embedded
+    cfg = weather_cfg(unique_name)
+
+    def out_of_memory(self):
+        raise RuntimeError("An error occurred while calling o123.collectToPython.\n"
+                           ": java.lang.OutOfMemoryError: Java heap space")
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(Write, "rows_written", out_of_memory)
+            with pytest.raises(job.LoadFailed) as failed:
+                load(spark, s, engine, cfg, FILES[:1])
+        message = str(failed.value)
+        assert "\n" not in message and "ran out of memory" in message
+        assert "GRIDAGG_SPARK_DRIVER_MEMORY" in message and "--shuffle-partitions" in message
+        assert engine.directory.pending_intents(unique_name) == []
+        assert engine.check(unique_name) == []
+        rerun = load(spark, s, engine, cfg, FILES[:1])  # loads the rest, nothing twice
+        rows, _ = expected_rows(cfg, FILES[:1])
+        assert rerun.loaded + rerun.duplicates == len(rows)
         check_tree(engine, unique_name, rows)
     finally:
         engine.drop_dataset(unique_name)
