@@ -34,7 +34,7 @@ import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thri
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
-from .. import parts
+from .. import parts, segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
@@ -135,6 +135,7 @@ class HBaseStore(CellStore):
         stamps = stamps or WriteStamps.local()
         given: dict[bytes, dict[bytes, np.ndarray]] = {}
         for prefix, eids, values in grids:  # an element ID given twice: the last wins
+            eids = eids if isinstance(eids, list) else segments.element_ids(eids).to_pylist()
             given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
         if not given:
             return
