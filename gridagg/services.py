@@ -186,7 +186,8 @@ def _write_pg_conf(settings: Settings) -> None:
         "listen_addresses = '127.0.0.1'\n"
         f"port = {settings.pg_port}\n"
         f"unix_socket_directories = '{p.socket_dir}'\n"
-        "max_connections = 60\n"
+        # API workers x a pool of 8 and a listener each, writers, the bench's peers
+        "max_connections = 100\n"
         "shared_buffers = '128MB'\n"
         "log_min_messages = warning\n"
     )
