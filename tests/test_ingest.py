@@ -1,7 +1,8 @@
 """The bulk ingest job against real PostgreSQL, with the embedded store and HBase.
 
 One Spark session (local[2]) for the module. The expected rows are computed without
-Spark: the TMY3 parser plus the reference encoder (gridagg.schema.Column.encode).
+Spark: the TMY3 parser plus the reference encoder (gridagg.schema.Column.encode); queries
+over them are checked against the oracle (tests/oracle.py).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import random
 import signal
 import subprocess
 import sys
+import tomllib
 from dataclasses import replace
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engine_support import check_answer, check_tree
+import oracle
+from engine_support import check_random_boxes, check_tree
 from gridagg import faults
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
@@ -38,6 +40,7 @@ if not WEATHER.exists():
     WEATHER = ROOT.parent / "shared" / "data" / "weather"
 FILES = [WEATHER / "703165TY.csv", WEATHER / "723170TYA.CSV"]
 EXAMPLE = ROOT / "ingest" / "examples" / "weather.toml"
+TABLE = oracle.Table.of(tomllib.loads(EXAMPLE.read_text()))
 
 pytestmark = pytest.mark.skipif(not FILES[0].exists(), reason="weather samples not found")
 
@@ -81,20 +84,9 @@ def expected_rows(cfg, files) -> tuple[np.ndarray, int]:
 
 
 def random_queries(engine, name, rows, n, seed=7):
-    ds = engine.dataset(name)
-    rng = random.Random(seed)
-    for _ in range(n):
-        where = {}
-        for axis, col in enumerate(ds.dimensions):
-            if rng.random() < 0.5:
-                continue
-            lo, hi = int(rows[:, axis].min()), int(rows[:, axis].max())
-            a, b = sorted(rng.randint(lo, hi) for _ in range(2))
-            where[col.name] = [col.decode(a), col.decode(b)] if col.kind == "time" else \
-                [str(Decimal(a).scaleb(-col.scale)), str(Decimal(b).scaleb(-col.scale))]
-        aggs = ["count", "sum:wind_speed", "min:temperature", "max:pressure", "avg:humidity"]
-        result = engine.query(name, where, aggs)
-        check_answer(result, rows)
+    """n random boxes over the expected rows (stored integers) answered as the oracle does."""
+    check_random_boxes(engine, name, TABLE, TABLE.from_stored(rows),
+                       ["count", "sum:wind_speed", "min:temperature", "max:pressure", "avg:humidity"], n, seed)
 
 
 def snapshot(engine, name):
