@@ -93,8 +93,8 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Answers 200 to POST /ok/..., 503 to anything else, and keeps every request it got:
-    (client port, path, content type, body)."""
+    """Answers 200 to POST /ok/... (after a second to POST /ok/slow/...), 503 to anything
+    else, and keeps every request it got: (client port, path, content type, body)."""
 
     bodies: list = []
     protocol_version = "HTTP/1.1"  # keep-alive, as granian
@@ -102,6 +102,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.bodies.append((self.client_address[1], self.path, self.headers["Content-Type"], json.loads(body)))
+        if self.path.startswith("/ok/slow/"):
+            time.sleep(1)
         status = 200 if self.path.startswith("/ok/") else 503
         self.send_response(status)
         self.send_header("Content-Length", "2")
@@ -138,7 +140,8 @@ def test_the_load_driver_sends_each_clients_lines_and_counts_failures(settings, 
     proc, res = _drive(settings, url, lines, tmp_path, "-clients", "3", "-max", "30", "-seconds", "20",
                        "-ramp", "0")
     assert proc.returncode == 0, proc.stderr
-    assert res["sent"] == 30 == len(bodies) == res["requests"]
+    # 30 answers counted; requests on the way when the 30th came are answered, not counted.
+    assert res["requests"] == 30 and res["sent"] == len(bodies) == 30 + res["late_answers"] <= 30 + 2
     # Each client (a keep-alive connection) sends lines c, c+3, c+6, ..., wrapping around.
     sent_by: dict[int, list[int]] = {}
     for port, _, _, body in bodies:
@@ -153,22 +156,35 @@ def test_the_load_driver_sends_each_clients_lines_and_counts_failures(settings, 
     assert 0 < res["p50_ms"] <= res["p95_ms"] <= res["p99_ms"] and res["rps"] > 0
 
 
-def test_the_load_driver_stops_at_its_time_and_measures_after_the_ramp(settings, recorder, tmp_path):
+def test_the_load_driver_stops_at_its_time_and_counts_the_answers_of_its_window(settings, recorder, tmp_path):
     url, bodies = recorder
     proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "2", "-max", "100000000",
                        "-seconds", "1.5", "-ramp", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert res["failures"] == 0 and 0 < res["requests"] < res["sent"] == len(bodies)
-    assert 0.5 < res["seconds"] <= 1.5
+    assert res["seconds"] == pytest.approx(1.0)  # the window: from the ramp's end to the run's time
 
 
-def test_the_load_drivers_budget_counts_only_what_it_measures(settings, recorder, tmp_path):
-    # Fast answers fill the ramp with requests; the budget still buys `-max` measured ones.
+def test_the_load_driver_counts_every_answer_inside_its_window_whenever_sent(settings, recorder, tmp_path):
+    """The fair-count rule. Answers take a second; 4 clients start over 0.2 s, the window
+    is 0.2..2.6 s: the ramp's 4 requests are answered at 1.0-1.15 s and the next 4 at
+    2.0-2.15, inside it and counted (4 of them sent during the ramp); the 4 sent then
+    are answered after it and not counted."""
+    url, bodies = recorder
+    proc, res = _drive(settings, url, [("/ok/slow/q", {"i": 0})], tmp_path, "-clients", "4", "-max", "1000",
+                       "-seconds", "2.6", "-ramp", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert (res["sent"], res["requests"], res["ramp_answers"], res["late_answers"]) == (12, 8, 4, 4), res
+    assert res["rps"] == pytest.approx(8 / 2.4) and res["p50_ms"] >= 1000
+
+
+def test_the_load_drivers_budget_closes_its_window(settings, recorder, tmp_path):
+    # Fast answers: the window closes at the 5th answer counted; none after it counts.
     url, bodies = recorder
     proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "4", "-max", "5",
                        "-seconds", "20", "-ramp", "0.4")
     assert proc.returncode == 0, proc.stderr
-    assert res["requests"] == 5 and res["sent"] == len(bodies) > 5
+    assert res["requests"] == 5 and res["sent"] == len(bodies) > 5 and res["seconds"] < 5
 
 
 def test_the_load_driver_refuses_other_hosts_and_bad_request_files(settings, tmp_path):
