@@ -54,28 +54,28 @@ def binary(settings: Settings) -> Path:
     return path
 
 
-def write_requests(path: Path, dataset: str, agg: str, count: int, seed: int) -> None:
-    """`count` requests of the paper's workload for `dataset`, one a line as the driver reads them."""
+def write_requests(path: Path, query_path: str, agg: str, count: int, seed: int) -> None:
+    """`count` requests of the paper's workload to `query_path` (a system's query
+    endpoint), one a line as the driver reads them."""
     with open(path, "w") as f:
         for where in workload.paper_queries(count, seed):
-            endpoint, body = workload.paper_request(where, agg)
-            f.write(f"/v1/datasets/{dataset}/{endpoint}\t{json.dumps(body, separators=(',', ':'))}\n")
+            f.write(f"{query_path}\t{json.dumps(workload.paper_body(where, agg), separators=(',', ':'))}\n")
 
 
-def run_load(settings: Settings, url: str, dataset: str, agg: str, clients: int, max_requests: int,
+def run_load(settings: Settings, url: str, query_path: str, agg: str, clients: int, max_requests: int,
              seconds: float, seed: int, outdir: Path, tag: str, meter: CpuMeter) -> dict:
-    """One run: `clients` clients send the paper's `agg` queries to `dataset` at `url`
-    until `max_requests` answers are counted or `seconds` pass. Returns the driver's
-    result (requests counted, failures, rps, latency p50/p95/p99/mean in ms, seconds of
-    the measured window, ramp_answers and late_answers: see loadgen.go), the wall time
-    and CPU ms per request sent by process group (cpu_<group>_ms). The driver's result
-    and its log are kept under outdir/load/<tag>.*"""
+    """One run: `clients` clients send the paper's `agg` queries to `query_path` at
+    `url` until `max_requests` answers are counted or `seconds` pass. Returns the
+    driver's result (requests counted, failures, rps, latency p50/p95/p99/mean in ms,
+    seconds of the measured window, ramp_answers and late_answers: see loadgen.go), the
+    wall time and CPU ms per request sent by process group (cpu_<group>_ms). The
+    driver's result and its log are kept under outdir/load/<tag>.*"""
     prefix = outdir / "load" / tag
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         requests = Path(tmp) / "requests.txt"
         # Every client gets requests of its own (the ramp's requests wrap around).
-        write_requests(requests, dataset, agg, max_requests + clients, seed)
+        write_requests(requests, query_path, agg, max_requests + clients, seed)
         # Clients start 10 ms apart (at most 1 s in all), so the server's workers share them.
         argv = [str(binary(settings)), "-url", url, "-requests", str(requests), "-clients", str(clients),
                 "-max", str(max_requests), "-seconds", f"{seconds:g}", "-ramp", f"{min(1.0, 0.01 * clients):g}",

@@ -2,7 +2,7 @@
 answer exactly like brute force and like gridagg, on the real servers; they are served
 by the bench's own app under /bench/peers/ with gridagg's request and response shapes,
 and never by gridagg's API; each applies its own settings (PostgreSQL's sessions and
-index trials, its server settings)."""
+index trials, the threads of the in-process ones)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_support import check_answer, open_engine, oracle  # noqa: E402
 
 from gridagg.query import QuerySpec  # noqa: E402
+from gridagg_loadtest import dashboard, dashboard_sql  # noqa: E402
 from gridagg_loadtest.peers import KINDS, open_peer  # noqa: E402
 from gridagg_loadtest.peers.app import create_peer_app  # noqa: E402
 from gridagg_loadtest.peers.postgres import INDEXES, memory_bytes  # noqa: E402
@@ -177,6 +178,54 @@ def test_postgresql_alone_is_set_up_as_its_docs_advise(settings, services, data,
         assert "Buffers:" in text and "Execution Time" in text
         assert peer.run(ds, samples[1]).values == oracle(rows, samples[1])[0]
     finally:
+        peer.drop(ds.name)
+        peer.close()
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "clickhouse"])
+def test_in_process_peers_answer_the_dashboard_as_gridagg(settings, services, tmp_path, unique_name, kind):
+    """The dashboard's questions (series and moving windows too) in the peer's SQL give
+    gridagg's answers; only the statistics asked are selected; threads is a knob."""
+    from dataclasses import replace
+
+    from gridagg.schema import GridParams
+    from gridagg_ingest.config import load_config
+
+    cfg = load_config(dashboard.CONFIG)
+    ds = replace(cfg.dataset, name=unique_name, grid=GridParams(50, 500, cfg.dataset.grid.l_time))
+    rng = np.random.default_rng(3)
+    n = 3000
+    cols = []
+    for c in ds.columns:
+        if c.name == "time":  # around 2021, where the questions look
+            lo = QuerySpec.parse(ds, {"time": ["2020-12-01T00:00:00Z", None]}, ["count"]).box[0][0]
+            cols.append(rng.integers(lo, lo + 400 * 86400, n))
+        else:
+            cols.append(rng.integers(c.enc_lo, c.enc_hi + 1, n))
+    rows = np.stack(cols, axis=1).astype(np.int64)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    ids = [f"s{i}".encode() for i in range(n)]
+    engine = open_engine(settings, "embedded", tmp_path)
+    engine.create_dataset(ds)
+    peer = open_peer(kind, settings)
+    try:
+        engine.insert_encoded(ds, ids, rows)
+        peer.create(ds)
+        peer.load(ds, [(ids, rows)])
+        peer.close()
+        peer = open_peer(kind, settings)
+        for threads in (1, 2):
+            peer.set_threads(threads)
+            for q in dashboard.QUESTIONS:
+                assert dashboard._same(dashboard.values_of(dashboard.ask(engine, ds.name, q)),
+                                       dashboard_sql.answer(peer, ds, q.body)), (kind, threads, q.label)
+        stmts = []
+        fetch = peer.fetch
+        peer.fetch = lambda d, stmt, params: stmts.append(stmt) or fetch(d, stmt, params)
+        dashboard_sql.answer(peer, ds, {"aggregates": ["max:wind_speed"]})
+        assert stmts[0].startswith('SELECT count(*), max("wind_speed") FROM')
+    finally:
+        engine.drop_dataset(ds.name)
         peer.drop(ds.name)
         peer.close()
 
