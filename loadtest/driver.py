@@ -24,6 +24,7 @@ from . import workload
 from .cpu import CpuMeter
 
 SOURCE = Path(__file__).with_name("loadgen.go")
+DISTINCT_BOXES = 50_000  # the most different boxes a run's request file holds
 COUNTING = ("every answer that completes inside a run's measured window (from the end of the clients' "
             "ramp to the run's time, or to its last counted answer when its request budget is spent) is "
             "counted, whenever its request was sent, for every system alike; latency percentiles are of "
@@ -74,8 +75,9 @@ def run_load(settings: Settings, url: str, query_path: str, agg: str, clients: i
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         requests = Path(tmp) / "requests.txt"
-        # Every client gets requests of its own (the ramp's requests wrap around).
-        write_requests(requests, query_path, agg, max_requests + clients, seed)
+        # Every client gets requests of its own (the ramp's requests wrap around); past
+        # DISTINCT_BOXES the driver wraps around too.
+        write_requests(requests, query_path, agg, min(max_requests, DISTINCT_BOXES) + clients, seed)
         # Clients start 10 ms apart (at most 1 s in all), so the server's workers share them.
         argv = [str(binary(settings)), "-url", url, "-requests", str(requests), "-clients", str(clients),
                 "-max", str(max_requests), "-seconds", f"{seconds:g}", "-ramp", f"{min(1.0, 0.01 * clients):g}",

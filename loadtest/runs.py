@@ -24,6 +24,7 @@ from .tuning import Setting, best, candidates
 # before them (on average: one run's rate moves by 10% on this shared machine).
 WARM_RUNS, WARM_GAIN = 3, 1.03
 TRIAL_AGG = "sum"  # the aggregate a setting is chosen by: the one whose work grows with the rows
+TRIAL_ANSWERS = 10**9  # a trial is bounded by its time only
 
 # The process groups whose CPU a run counts, as the report names them.
 CPU_GROUPS = {"api": "API server", "hbase": "HBase JVMs", "postgresql": "PostgreSQL", "load": "load driver",
@@ -59,9 +60,11 @@ class Bench:
         self.serving: list[Server] = []
         self.meter = cpu_meter(settings, self.serving)
 
-    def load(self, server: Server, system: System, agg: str, clients: int, seconds: float, seed: int, tag: str) -> dict:
-        return run_load(self.settings, server.url, system.query_path, agg, clients, self.args.requests, seconds, seed,
-                        self.out, f"{system.kind}_{system.dataset}_{tag}", self.meter)
+    def load(self, server: Server, system: System, agg: str, clients: int, seconds: float, seed: int, tag: str,
+             answers: int | None = None) -> dict:
+        """One run (driver.run_load) of at most `answers` (default args.requests) answers."""
+        return run_load(self.settings, server.url, system.query_path, agg, clients, answers or self.args.requests,
+                        seconds, seed, self.out, f"{system.kind}_{system.dataset}_{tag}", self.meter)
 
     def serve(self, system: System, setting: Setting) -> Server:
         server = Server(self.settings, system, setting.shape, dict(setting.knobs), self.out / "logs")
@@ -85,11 +88,13 @@ class Bench:
                 break
         return rates
 
-    def choose(self, system: System, shapes: list[Shape]) -> tuple[Server, list[dict]]:
+    def choose(self, system: System, shapes: list[Shape]) -> Server:
         """Serve `system` warm at each of its settings, time a run of TRIAL_AGG at the
-        most clients (after an unrecorded one that warms the new processes), and serve
-        it at the fastest. Returns the server and the trials ({"setting", "rps", "p50_ms"}).
-        With one setting there is nothing to try."""
+        most clients (after an unrecorded one that warms the new processes; both last
+        args.tune_seconds whatever --requests says: a short run's rate is noise), and
+        serve it at the fastest. Returns the server; the trials ({"setting", "rps",
+        "p50_ms"}) and the setting go to system.stats. With one setting there is nothing
+        to try."""
         options = candidates(system, shapes)
         trials: list[dict] = []
         server = None
@@ -102,10 +107,9 @@ class Bench:
                     rates = self.warm_up(server, system, TRIAL_AGG)
                     system.stats["trial_warmup"] = rates
                     log(f"  warm-up {TRIAL_AGG}: " + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
-                self.load(server, system, TRIAL_AGG, max(self.args.clients), self.args.tune_seconds, self.args.seed + 1,
-                          f"trial{i + 1}_warm")
-                r = self.load(server, system, TRIAL_AGG, max(self.args.clients), self.args.tune_seconds,
-                              self.args.seed + 2, f"trial{i + 1}")
+                for tag, seed in ((f"trial{i + 1}_warm", self.args.seed + 1), (f"trial{i + 1}", self.args.seed + 2)):
+                    r = self.load(server, system, TRIAL_AGG, max(self.args.clients), self.args.tune_seconds, seed, tag,
+                                  answers=TRIAL_ANSWERS)
                 trials.append({"setting": setting, "rps": r["rps"], "p50_ms": r["p50_ms"]})
                 log(f"  trial {setting}: {r['rps']:.1f} q/s, p50 {r['p50_ms']:.0f} ms")
                 if i < len(options) - 1:
@@ -116,15 +120,15 @@ class Bench:
             server = self.serve(system, chosen)
         system.stats["setting"] = chosen
         system.stats["trials"] = trials
-        return server, trials
+        return server
 
     def measure(self, system: System, shapes: list[Shape], check: list[dict]) -> list[dict]:
         """Everything over HTTP for one system: its setting chosen, warm-ups, the check
         queries' answers (system.stats["answers"]) and the recorded runs."""
         log(f"serving {system.label}")
-        server, _ = self.choose(system, shapes)
         runs = []
         try:
+            server = self.choose(system, shapes)
             system.stats["warmups"] = {}
             for agg in self.args.aggs:  # every worker, connection, page and code path in use, compiled
                 rates = self.warm_up(server, system, agg)
@@ -141,8 +145,9 @@ class Bench:
                         f"{r['requests']} answers ({r['ramp_answers']} sent in the ramp), {r['failures']} failures; "
                         "CPU ms a request: " + ", ".join(f"{g} {r[f'cpu_{g}_ms']:.2f}" for g in CPU_GROUPS
                                                          if f"cpu_{g}_ms" in r))
-        finally:
-            server.stop()
+        finally:  # also when interrupted: no server outlives the bench
+            for server in self.serving:
+                server.stop()
             self.serving.clear()
         return runs
 

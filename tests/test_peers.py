@@ -259,6 +259,14 @@ def test_postgresql_server_settings_are_set_for_a_run_and_set_back(settings):
         assert current(own, ["shared_buffers"]) == before != during
         with server_settings(own, None) as kept:  # keep: as found, no restart
             assert kept == before
+        # A run killed inside left its setting behind: the next run sets it back too.
+        with psycopg.connect(own.effective_pg_url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_buffers = '48MB'")
+        services.pg_down(own)
+        services.pg_up(own)
+        with server_settings(own, {"shared_buffers": "48MB"}) as during:
+            assert during == {"shared_buffers": "48MB"}
+        assert current(own, ["shared_buffers"]) == before
     finally:
         services.pg_down(own)
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -51,19 +51,24 @@ def _restart_with(settings: Settings, statements: list[sql.Composed]) -> None:
 def server_settings(settings: Settings, wanted: dict[str, str] | None) -> Iterator[dict[str, str]]:
     """Run with these server settings (memory sizes, e.g. {"shared_buffers": "6GB"}) on
     the local PostgreSQL, restarting it when one differs, and set them back afterwards
-    (another restart); None, or an external server: as it is. Yields the values in
-    force. Nothing may hold a connection to it meanwhile that must survive."""
+    (another restart; also what a run that was killed left in postgresql.auto.conf);
+    None, or an external server: as it is. Yields the values in force. Nothing may hold
+    a connection to it meanwhile that must survive."""
     names = sorted(wanted or advised())
-    changed = []
+    changed, left = [], []
     if wanted and not settings.pg_url:
         with psycopg.connect(settings.effective_pg_url, autocommit=True) as conn:
             changed = [n for n, v in wanted.items() if conn.execute(
                 "SELECT pg_size_bytes(current_setting(%s)) <> pg_size_bytes(%s)", (n, v)).fetchone()[0]]
+            left = [r[0] for r in conn.execute(
+                "SELECT name FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf' AND name = ANY(%s)",
+                (list(wanted),)).fetchall()]
     if changed:
         _restart_with(settings, [sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(n), sql.Literal(wanted[n]))
                                  for n in changed])
     try:
         yield current(settings, names)
     finally:
-        if changed:
-            _restart_with(settings, [sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(n)) for n in changed])
+        if changed or left:
+            _restart_with(settings, [sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(n))
+                                     for n in sorted({*changed, *left})])
