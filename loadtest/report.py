@@ -93,9 +93,10 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              "climate offsets, made from the real TMY3 station-years, 2011-2031) and encoded once by the ingest job "
              "for loadtest/paper.toml; every system loads the same encoded rows.", "",
              "How each system is served and measured, alike for all: granian on 127.0.0.1 (`gridagg serve`'s "
-             "server; the peers through the bench's own app, gridagg_loadtest.peers), with the same concurrency, "
-             f"{meta['shapes'][0].concurrency} requests at once, split as workers x threads "
-             f"({', '.join(map(str, meta['shapes']))}) and with the values of its own knobs that its trials "
+             "server; the peers through the bench's own app, gridagg_loadtest.peers), offered the same shapes of "
+             f"workers x threads ({', '.join(map(str, meta['shapes']))}: up to "
+             f"{max(s.concurrency for s in meta['shapes'])} requests at once), at the shape and the values of its "
+             "own knobs that its trials "
              f"(a {args.tune_seconds:g} s run of the sum query at {max(args.clients)} clients each) found fastest; "
              "before its runs its data is read where it is served from (LMDB pages; every block of an HBase "
              "table, gridagg's and HBase alone's alike, by the region servers; pg_prewarm; the files of DuckDB "
@@ -177,7 +178,7 @@ def _ratios(args, grid_systems: list[System], peers: dict[str, System], rps: dic
 
 
 def _settings(systems: list[System]) -> list[str]:
-    lines = ["", "## Settings: the same concurrency, each system's own knobs at their best", "",
+    lines = ["", "## Settings: the same shapes for all, each system at its best shape and knobs", "",
              "Each setting's trial: queries/s (p50 ms) of the sum query at the most clients; the fastest served the "
              "recorded runs.", "", "| system | chosen | trials |", "|---|---|---|"]
     for s in systems:

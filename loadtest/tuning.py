@@ -1,14 +1,14 @@
 """Fair settings: every system gets the same concurrency and its best setting of its own
 knobs, measured.
 
-A setting is a shape (workers x threads) and a value of each of the system's knobs
-(Peer.KNOBS: DuckDB's and ClickHouse's threads per query, PostgreSQL's parallel
-workers per query). The shapes the bench is given all have the same product, the
-requests a system may answer at once, so each system gets the same concurrency and
-chooses how to split it between processes and threads (DuckDB: as many workers as pay).
-The bench serves a system at each of its settings in turn and times one run of the sum
-query at the most clients (runs.py); the fastest serves the recorded runs, and the
-report lists every trial.
+A setting is a shape (workers x threads: server processes, and requests each answers at
+once) and a value of each of the system's knobs (Peer.KNOBS: DuckDB's and ClickHouse's
+threads per query, PostgreSQL's parallel workers per query). Every system is offered
+the same shapes, so each may answer as many requests at once as any other and uses as
+many workers and threads as pay it (DuckDB at two threads a query gains nothing from
+eight queries at once on two cores). The bench serves a system at each of its settings
+in turn and times one run of the sum query at the most clients (runs.py); the fastest
+serves the recorded runs, and the report lists every trial.
 """
 
 from __future__ import annotations
@@ -27,13 +27,6 @@ class Setting:
 
     def __str__(self) -> str:
         return ", ".join([f"{self.shape} (workers x threads)", *(f"{k} {v}" for k, v in self.knobs)])
-
-
-def check_shapes(shapes: list[Shape]) -> None:
-    """ValueError unless every shape gives the same concurrency (workers x threads)."""
-    if len({s.concurrency for s in shapes}) > 1:
-        raise ValueError("every shape must give the same concurrency (workers x threads), not "
-                         + ", ".join(f"{s} = {s.concurrency}" for s in shapes))
 
 
 def candidates(system: System, shapes: list[Shape]) -> list[Setting]:
