@@ -53,7 +53,7 @@ from .systems import System, bench_settings, dataset_name, drop_all, load_gridag
 
 DEFAULT_ROWS = 1_000_000
 # `gridagg serve`'s default on the embedded store (2 x 1); 8 requests at once, as on HBase (2 x 4), split otherwise.
-SHAPES = ["2x1", "2x4", "4x2", "8x1"]
+SHAPES = [Shape(2, 1), Shape(2, 4), Shape(4, 2), Shape(8, 1)]
 SAMPLE_BOXES = 5  # workload boxes a peer prepares for (PostgreSQL's index trials)
 
 
@@ -107,7 +107,6 @@ def run(settings: Settings, args) -> dict:
     """The whole bench; returns {"systems", "runs", "disagreements", "report"}."""
     if args.dashboard:
         return dashboard.run(settings, args)
-    shapes = [Shape.parse(s) for s in args.shapes]
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -131,13 +130,13 @@ def run(settings: Settings, args) -> dict:
         runs: list[dict] = []
         explain = ""
         for s in systems:
-            runs += bench.measure(s, shapes, check)
+            runs += bench.measure(s, args.shapes, check)
             if s.kind == "pg":
                 explain = explain_pg(settings, s, args.seed + 11)
         disagree = disagreements(systems)
         log("all systems agree on the check queries" if not disagree else
             f"{len(disagree)} disagreements, e.g. {disagree[0]}")
-        meta = {"command": args.command_line, "machine": machine(), "shapes": shapes, "pg_server": pg_server,
+        meta = {"command": args.command_line, "machine": machine(), "shapes": args.shapes, "pg_server": pg_server,
                 "pg_server_set": bool(wanted and not settings.pg_url),
                 "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
                 "minutes": (time.time() - started) / 60, "rows": total, "inprocess": inprocess, "explain": explain}
@@ -146,6 +145,14 @@ def run(settings: Settings, args) -> dict:
         if not args.keep:
             drop_all(settings, systems)
     return {"systems": systems, "runs": runs, "disagreements": disagree, "report": report}
+
+
+def shape(text: str) -> Shape:
+    """--shapes' values: 'WxT' -> Shape, or the reason it is not one."""
+    try:
+        return Shape.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -162,9 +169,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peers", nargs="*", default=list(KINDS), choices=KINDS,
                    help="systems without the grid to measure against (default all: PostgreSQL alone, HBase "
                         "alone, DuckDB, ClickHouse through chDB)")
-    p.add_argument("--shapes", nargs="+", default=SHAPES, metavar="WxT",
+    p.add_argument("--shapes", nargs="+", type=shape, default=SHAPES, metavar="WxT",
                    help="the server shapes (workers x threads) every system is offered and tried at; each serves "
-                        f"at its fastest (default {' '.join(SHAPES)})"),
+                        f"at its fastest (default {' '.join(map(str, SHAPES))})")
     p.add_argument("--tune-seconds", type=float, default=5,
                    help="seconds of each setting's trial run (sum at the most clients; default 5)")
     p.add_argument("--pg-shared-buffers", metavar="SIZE",

@@ -31,7 +31,7 @@ from .log import log
 from .peers import IN_PROCESS, open_peer
 from .peers.common import SqlPeer
 from .report import machine
-from .servers import Server, Shape
+from .servers import Server
 from .systems import System, bench_settings, dataset_name, drop_all, engine_of, load_gridagg
 
 CONFIG = Path(__file__).resolve().parents[1] / "ingest" / "examples" / "weather_generated.toml"
@@ -220,7 +220,7 @@ def run(settings: Settings, args) -> dict:
             with engine_of(settings, system.store) as engine:
                 log(f"in-process: {system.label} and the peers")
                 rows_by_store[system.store] = measure(engine, system.dataset, peers, args.repeat)
-            server = Server(settings, system, Shape.parse(args.shapes[0]), {}, out / "logs")
+            server = Server(settings, system, args.shapes[0], {}, out / "logs")
             try:
                 log(f"over HTTP: {system.label}")
                 http[system.store] = http_p50(server.url, system.dataset)

@@ -31,7 +31,9 @@ def test_bench_cli_parses_and_defaults_follow_the_paper():
     assert max(n for n in args.nsize if n <= report.PAPER_MAX_NSIZE) == 8000
     assert args.clients == [1, 8, 32, 96]
     assert args.peers == ["pg", "hbase", "duckdb", "clickhouse"] == list(KINDS)
-    assert max(Shape.parse(s).concurrency for s in args.shapes) == 8 and "2x1" in args.shapes
+    assert max(s.concurrency for s in args.shapes) == 8 and Shape(2, 1) in args.shapes
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--shapes", "2x4", "eight"])
     assert callable(args.func)
 
 
