@@ -147,13 +147,13 @@ class PostgresPeer(Peer):
                     plan = self._explain(ds, spec, "ANALYZE, FORMAT JSON")[0][0][0]  # one row: a JSON list of one plan
                 times.append(plan["Execution Time"])
                 plans.add(_scan_node(plan["Plan"]))
-            tried.append({"index": index, "build_seconds": round(secs, 2),
+            tried.append({"index": index, "build_seconds": secs,
                           "median_ms": round(stats_.median(times), 3) if times else None,
                           "plans": ", ".join(sorted(plans))})
         best = min(tried, key=lambda t: t["median_ms"] if t["median_ms"] is not None else 0)
         if best is not tried[-1]:
             self.drop_index(ds)
-            best["build_seconds"] = round(self.build_index(ds, best["index"]), 2)
+            best["build_seconds"] = self.build_index(ds, best["index"])
         return {"index": best["index"], "build_seconds": best["build_seconds"], "tried": tried}
 
     def _explain(self, ds: Dataset, spec: QuerySpec, options: str):
