@@ -22,7 +22,8 @@ from ..query import QueryPlan, QueryResult, QuerySpec
 from ..scan import RangeCondition, ScanRequest
 from ..schema import Dataset
 from ..store.hbase_gateway import Gateway
-from ..store.hbase_scan import ROW_CELLS, Items, RegionCache, ask
+from ..store.hbase_regions import Calls, RegionCache
+from ..store.hbase_scan import ROW_CELLS, Items, ask
 from .common import BaselineBackend, build_result, needed
 
 CELL = b"r:v"
@@ -52,6 +53,7 @@ class HBaseBaseline(BaselineBackend):
         super().__init__()
         self.settings = settings
         self.pool = Gateway(settings, pool_size)
+        self.fanout = Gateway(settings, pool_size)  # a scan's calls to its other region servers
         with self.pool.connection():  # an unreachable gateway is reported now
             pass
         self.regions = RegionCache()
@@ -125,7 +127,8 @@ class HBaseBaseline(BaselineBackend):
             window = Items([time_key(tlo)], [time_key(thi + 1)])  # every key of the window: time + element ID
             table = table_name(ds.name).encode()
             with self.pool.connection(slow=True, table=table) as conn:
-                answer = ask(conn.client, table, ROW_CELLS, ncols, request, window, self.regions, self.round_trips)
+                answer = ask(Calls(conn.client, self.fanout), table, ROW_CELLS, ncols, request, window, self.regions,
+                             self.round_trips, self.settings.hbase_call_timeout)
             total = answer.aggs.aggregate(0, columns, ncols)
             plan.rows_matched_by_scans = total.count
         plan.round_trips = {"hbase": self.round_trips() - trips0}
@@ -133,3 +136,4 @@ class HBaseBaseline(BaselineBackend):
 
     def close(self) -> None:
         self.pool.close()
+        self.fanout.close()
