@@ -40,6 +40,7 @@ import numpy as np
 
 from gridagg.config import Settings
 from gridagg.errors import StoreUnavailable
+from gridagg_hbase import launcher
 
 from . import nemesis, soak_check
 from .soak_clients import AGGS, BATCH, Crew, batch_rows, definition, element_ids, open_engine
@@ -207,7 +208,8 @@ def main(argv=None) -> int:
     if args.store:
         settings = settings.with_(store=args.store)
     try:
-        kinds = nemesis.parse_kinds(args.nemesis, settings.store) if args.nemesis else ()
+        servers = 0 if settings.hbase else launcher.layout(settings)  # the local HBase's region servers
+        kinds = nemesis.parse_kinds(args.nemesis, settings.store, servers) if args.nemesis else ()
     except ValueError as exc:
         ap.error(f"--nemesis: {exc}")
     try:

@@ -41,6 +41,7 @@ class Request:
     tag: str
     error: str = ""  # of a failed try: "unavailable" or "unclear"
     msg: str = ""
+    calls: dict | None = None  # of an answer: the store's calls by region server
 
 
 @dataclass
@@ -78,7 +79,7 @@ def read_history(lives: list[Client]) -> History:
                 h.requests.append(Request(r["start"], r["at"], True, "writer", client.tag))
             elif kind == "answer":
                 h.answers.append((r["start"], r["end"], r["where"], r["aggs"], r["values"]))
-                h.requests.append(Request(r["start"], r["end"], True, "reader", client.tag))
+                h.requests.append(Request(r["start"], r["end"], True, "reader", client.tag, calls=r.get("calls")))
             elif kind == "fail":
                 h.requests.append(Request(r["start"], r["end"], False, client.role, client.tag, r["error"], r["msg"]))
             elif kind == "armed":
@@ -244,8 +245,24 @@ def fault_effects(history: History, injected: list, end: float) -> list[dict]:
             row["unavailable"] = (0.0 if first_affected is None else None if first_answer is None
                                   else round(first_answer - first_affected, 2))
             row["failed_after_back"] = sum(1 for q in affected if q.start >= back)
+        if fault.kind == "regionserver" and fault.regions:
+            row["outage"] = outage(history, fault)
         out.append(row)
     return out
+
+
+def outage(history: History, fault) -> dict:
+    """What readers got while a killed region server's regions were away: the queries
+    begun from its kill until the last of its regions answered again (or, if one never
+    did, until the server was back), answered or failed; of the answers, those that
+    read rows on the region servers (the others came from aggregates alone)."""
+    back = [b for b in fault.regions_back if b is not None]
+    until = fault.killed + max(back) if len(back) == len(fault.regions_back) else (fault.back or fault.killed)
+    tries = [q for q in history.requests if q.role == "reader" and fault.killed <= q.start < until]
+    answered = [q for q in tries if q.ok]
+    return {"seconds": round(until - fault.killed, 2), "queries": len(tries), "answered": len(answered),
+            "answered_share": round(len(answered) / len(tries), 3) if tries else None,
+            "answered_with_scans": sum(1 for q in answered if q.calls)}
 
 
 def _next_life(tag: str) -> str:
@@ -295,4 +312,8 @@ def kind_summary(effects: list[dict]) -> dict:
             "hung": sum(r["hung"] for r in rows),
             "longest": max(r["longest"] for r in rows),
         }
+        if kind == "regionserver":
+            out[kind]["regions_back"] = summary([b for r in rows for b in r["regions_back"] if b is not None])
+            out[kind]["regions_never_back"] = sum(b is None for r in rows for b in r["regions_back"])
+            out[kind]["answered_share_in_outage"] = [r["outage"]["answered_share"] for r in rows if "outage" in r]
     return out

@@ -12,7 +12,8 @@ the next step, so the log survives a SIGKILL (a torn last line is ignored):
 
   writer  {"t": "begin", "b": batch, "at": time}      before the insert's first attempt
           {"t": "ack", "b": batch, "start": s, "at": time, "stored": n, "duplicates": n}
-  reader  {"t": "answer", "start": s, "end": e, "where": ..., "aggs": [...], "values": {...}}
+  reader  {"t": "answer", "start": s, "end": e, "where": ..., "aggs": [...], "values": {...},
+           "calls": the store's calls by region server (the plan's store_calls)}
   both    {"t": "fail", "start": s, "end": e, "error": "unavailable" | "unclear", "msg": ...}
           {"t": "ready", "at": time}   connected, about to send requests
           {"t": "armed", "point": p, "at": time}   a fault point the nemesis asked for
@@ -239,7 +240,8 @@ def run_reader(client: Client) -> None:
         if done is None:
             return
         result, start, end = done
-        log.write(t="answer", start=start, end=end, where=where, aggs=aggs, values=result.values)
+        log.write(t="answer", start=start, end=end, where=where, aggs=aggs, values=result.values,
+                  calls=result.plan.store_calls)
 
 
 def _main(client: Client) -> None:
@@ -260,6 +262,7 @@ class Crew:
     def __init__(self, settings: Settings, dataset: str, deadline: float, run_dir: Path, writers: int,
                  readers: int):
         self.ctx = mp.get_context("spawn")
+        self.dataset = dataset
         self.lives: list[Client] = []
         self.exits: dict[str, int | None] = {}  # log file name -> exit code
         self._procs: dict[tuple[str, int], tuple[Client, mp.Process]] = {}
