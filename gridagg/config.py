@@ -157,6 +157,11 @@ class Settings:
               "this machine (ZooKeeper, a master and that many region servers as JVMs of their own, RPC "
               "ports from `GRIDAGG_ZK_PORT` + 14000 on); unset = as last started in the data dir, else `0`",
         _integer(0, 9), topic="servers")
+    epoch_dir: Path | None = _setting(
+        None, "the board of dataset epochs that serving processes of one host share (HBase store); give "
+              "processes on other hosts, or that stand for them, a board of their own: they then learn "
+              "of each other's writes through PostgreSQL", _path, topic="store",
+        shown="<data dir>/epochs")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",
         topic="http", secret=True)
