@@ -383,21 +383,22 @@ def hbase_status(settings: Settings) -> Report:
     detail = f"{_layout_text(servers)}, pids {pids}" + ("" if answers else ", gateway not answering")
     if not servers:
         return Report("HBase", state, address, detail)
-    regions = _regions_by_port(host, port) if answers else {}
+    regions = _regions_by_port(host, port) if answers else None
     more = []
     for role in wanted[2:-1]:  # the region servers
         rpc = launcher.rpc_port(settings, role)
-        tables = regions.get(rpc, {})
+        tables = (regions or {}).get(rpc, {})
         held = ", ".join(f"{t} {n}" for t, n in sorted(tables.items())) or "no regions"
         pid = running.get(role)
         more.append(f"{role:<4} {'pid ' + str(pid) if pid else 'DOWN':<11} localhost:{rpc}  "
-                    + (f"regions: {held}" if answers else "regions unknown"))
+                    + (f"regions: {held}" if regions is not None else "regions unknown (some in transition?)"))
     return Report("HBase", state, address, detail, tuple(more))
 
 
-def _regions_by_port(host: str, port: int) -> dict[int, dict[str, int]]:
+def _regions_by_port(host: str, port: int) -> dict[int, dict[str, int]] | None:
     """Regions of every table, counted per table by the RPC port of the region server
-    holding them (as the gateway reads hbase:meta)."""
+    holding them (as the gateway reads hbase:meta); None when the gateway cannot tell
+    (a region without a server fails its listing)."""
     import happybase
 
     out: dict[int, dict[str, int]] = {}
@@ -411,7 +412,7 @@ def _regions_by_port(host: str, port: int) -> dict[int, dict[str, int]]:
         finally:
             conn.close()
     except Exception:  # noqa: BLE001 - status reports what it can
-        return {}
+        return None
     return out
 
 

@@ -574,11 +574,13 @@ def _port_of(settings, role: str) -> int | None:
 
 
 _PORT_HINT = {"thrift": "GRIDAGG_HBASE_PORT", "zookeeper": "GRIDAGG_ZK_PORT"}
+_READY = {"master": "Master has completed initialization"}  # in its log once it serves
 
 
 def start(settings, timeout: float = START_TIMEOUT) -> None:
     """Start every JVM of the layout (`layout`) that is not running and wait until the
-    gateway answers (and, distributed, until every region server serves).
+    gateway answers, every region server started serves and a master started has
+    finished initializing.
 
     A layout other than the one running is refused. On failure nothing is left running
     and the error names the log to read.
@@ -592,6 +594,9 @@ def start(settings, timeout: float = START_TIMEOUT) -> None:
         raise LauncherError(
             f"the local HBase runs {'standalone' if not now else f'with {now} region servers'}: "
             "stop it first (gridagg services down)")
+    if servers and rpc_port(settings, f"rs{servers}") > 65535:
+        raise LauncherError(f"GRIDAGG_ZK_PORT {settings.zk_port} leaves no room for the ports of a master and "
+                            f"{servers} region servers above it (+{RPC_PORT_OFFSET}..): choose a lower one")
     cp = resolve_classpath(settings)
     write_conf(settings, servers)
     p = paths(settings)
@@ -618,10 +623,11 @@ def start(settings, timeout: float = START_TIMEOUT) -> None:
     host, port = "127.0.0.1", settings.hbase_port
     _wait(settings, "thrift", lambda: thrift_answers(host, port), deadline, offsets, started, expected,
           f"did not answer on {host}:{port}")
-    for role in started:
-        if role.startswith("rs"):
-            _wait(settings, role, lambda r=role: _log_has(p.log_file(r), offsets[r], "Serving as "), deadline,
-                  offsets, started, expected, "did not start serving")
+    for role in started:  # until it serves (and a master can create and drop tables)
+        ready = "Serving as " if role.startswith("rs") else _READY.get(role)
+        if ready:
+            _wait(settings, role, lambda r=role, text=ready: _log_has(p.log_file(r), offsets[r], text), deadline,
+                  offsets, started, expected, "did not finish starting")
 
 
 def _wait(settings, role: str, ready, deadline: float, offsets: dict[str, int], started: list[str],
@@ -632,13 +638,24 @@ def _wait(settings, role: str, ready, deadline: float, offsets: dict[str, int], 
     while not ready():
         for r in expected:
             if running_pid(settings, r) is None:
-                raise _fail(settings, r, "exited during startup", started)
+                last = _last_words(p.out_file(r)) or _fatal_log_line(p.log_file(r), offsets[r])
+                raise _fail(settings, r, "exited during startup" + (f" ({last[:200]})" if last else ""), started)
             fatal = _fatal_log_line(p.log_file(r), offsets[r]) if r == "master" or r.startswith("rs") else None
             if fatal:
                 raise _fail(settings, r, f"failed to start ({fatal[:200]})", started)
         if time.monotonic() > deadline:
             raise _fail(settings, role, f"{what} within {START_TIMEOUT:.0f}s", started)
         time.sleep(0.5)
+
+
+def _last_words(out: Path) -> str | None:
+    """The last line a JVM wrote to stdout/stderr in its latest start, if any."""
+    try:
+        text = out.read_text(errors="replace").rsplit("\n--- ", 1)[-1]
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in text.splitlines()[1:] if ln.strip() and not ln.startswith("WARNING")]
+    return lines[-1] if lines else None
 
 
 def _log_has(log: Path, offset: int, text: str) -> bool:

@@ -239,7 +239,7 @@ class Nemesis(threading.Thread):
         region = regions[fault.slot % len(regions)]
         began = time.time()
         if fault.kind == "move":
-            others = sorted({r.server for r in regions} | set(_servers(self.settings)) - {region.server})
+            others = sorted({r.server for r in regions} | set(region_servers(self.settings)) - {region.server})
             if not others:
                 return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
             to = others[(fault.slot >> 8) % len(others)]
@@ -292,21 +292,29 @@ def heal(settings, kinds) -> None:
             time.sleep(2)
 
 
-def soak_regions(settings, dataset: str) -> list:
-    """The regions of dataset's table now (hbase_regions.Region: start, end, server)."""
+def soak_regions(settings, dataset: str, patience: float = 60.0) -> list:
+    """The regions of dataset's table now (hbase_regions.Region: start, end, server);
+    while one is in transition (the gateway cannot list them), asked again for up to
+    `patience` seconds."""
     import happybase
 
-    from gridagg.store.hbase_regions import RegionCache
+    from gridagg.store.hbase_regions import FAILED_CALL, RegionCache
 
     host, port = settings.effective_hbase
-    conn = happybase.Connection(host, port, timeout=10000)
-    try:
-        return RegionCache().get(conn.client, f"gridagg_{dataset}".encode(), fresh=True)
-    finally:
-        conn.close()
+    until = time.time() + patience
+    while True:
+        conn = happybase.Connection(host, port, timeout=10000)
+        try:
+            return RegionCache().get(conn.client, f"gridagg_{dataset}".encode(), fresh=True)
+        except FAILED_CALL:
+            if time.time() > until:
+                raise
+            time.sleep(0.5)
+        finally:
+            conn.close()
 
 
-def _servers(settings) -> list[str]:
+def region_servers(settings) -> list[str]:
     """The local region servers that run, as "localhost:port"."""
     return [f"localhost:{launcher.rpc_port(settings, role)}" for role in launcher.running_roles(settings)
             if role.startswith("rs")]

@@ -37,6 +37,12 @@ from typing import NamedTuple
 import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thrift) importable
 import numpy as np
 from Hbase_thrift import IOError as HBaseIOError
+from thriftpy2.thrift import TApplicationException
+
+# What the gateway answers when HBase failed a call (the connection is fine): an IOError,
+# or an internal error of the gateway's own; getTableRegions, for one, fails so while a
+# region of the table has no server (in transition: split, moved, its server dead).
+FAILED_CALL = (HBaseIOError, TApplicationException)
 
 from ..errors import StoreUnavailable
 
@@ -93,8 +99,8 @@ class Calls:
 
     def get_rows(self, table: bytes, batches: list[tuple[list[bytes], dict]]) -> list:
         """For each (rows, attributes) of `batches`: the rows' TRowResults, or the
-        HBaseIOError the gateway answered with (HBase failed that call). Other failures
-        (the gateway's connection) raise."""
+        FAILED_CALL error the gateway answered with (HBase failed that call). Other
+        failures (the gateway's connection) raise."""
         if self.gateway is None or len(batches) == 1:
             return [_get_rows(self.client, table, rows, attributes) for rows, attributes in batches]
         futures = [self._executor().submit(self._on_own_connection, table, rows, attributes)
@@ -104,7 +110,7 @@ class Calls:
         finally:
             others = [f.exception() or f.result() for f in futures]  # every call ends before we go on
         for other in others:
-            if isinstance(other, BaseException) and not isinstance(other, HBaseIOError):
+            if isinstance(other, BaseException) and not isinstance(other, FAILED_CALL):
                 raise other
         return [first, *others]
 
@@ -123,7 +129,7 @@ class Calls:
 def _get_rows(client, table: bytes, rows: list[bytes], attributes: dict):
     try:
         return client.getRows(table, rows, attributes)
-    except HBaseIOError as exc:
+    except FAILED_CALL as exc:
         return exc
 
 
@@ -145,8 +151,8 @@ def each_region(calls: Calls, table: bytes, pending, attribute: bytes, request_f
     while True:
         try:
             known = regions.get(calls.client, table, fresh)
-        except HBaseIOError as exc:  # hbase:meta itself is being reassigned
-            known, error = None, f"reading hbase:meta: {_first_line(exc.message)}"
+        except FAILED_CALL as exc:  # a region in transition, or hbase:meta itself
+            known, error = None, f"listing the regions: {_first_line(exc.message)}"
         failed = False
         if known is not None:
             plan = pending.plan(known)
@@ -157,7 +163,7 @@ def each_region(calls: Calls, table: bytes, pending, attribute: bytes, request_f
             results = calls.get_rows(table, [(anchors, {attribute: request_for(asked)})
                                              for _, anchors, asked in plan])
             for (server, anchors, asked), got in zip(plan, results):
-                if isinstance(got, HBaseIOError):
+                if isinstance(got, FAILED_CALL):
                     failed, error = True, f"{server}: {_first_line(got.message)}"
                     continue
                 if len(got) < len(anchors):
