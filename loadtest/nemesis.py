@@ -238,19 +238,26 @@ class Nemesis(threading.Thread):
         regions = soak_regions(self.settings, self.crew.dataset)
         region = regions[fault.slot % len(regions)]
         began = time.time()
-        if fault.kind == "move":
-            others = sorted({r.server for r in regions} | set(region_servers(self.settings)) - {region.server})
-            if not others:
-                return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
-            to = others[(fault.slot >> 8) % len(others)]
-            detail = f"[{region.start.hex()}, {region.end.hex()}) {region.server} -> {to}"
-            launcher.region_admin(self.settings, "move", table, (region.start or b"\0").hex(), to.rpartition(":")[2])
-        elif fault.kind == "split":
-            at = middle(region.start, region.end)
-            detail = f"[{region.start.hex()}, {region.end.hex()}) at {at.hex()}"
-            launcher.region_admin(self.settings, "split", table, at.hex())
-        else:
-            detail = launcher.region_admin(self.settings, "balance", table)
+        try:
+            if fault.kind == "move":
+                others = sorted({r.server for r in regions} | set(region_servers(self.settings)) - {region.server})
+                if not others:
+                    return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
+                to = others[(fault.slot >> 8) % len(others)]
+                detail = f"[{region.start.hex()}, {region.end.hex()}) {region.server} -> {to}"
+                launcher.region_admin(self.settings, "move", table, (region.start or b"\0").hex(),
+                                      to.rpartition(":")[2])
+            elif fault.kind == "split":
+                at = middle(region.start, region.end)
+                detail = f"[{region.start.hex()}, {region.end.hex()}) at {at.hex()}"
+                launcher.region_admin(self.settings, "split", table, at.hex())
+            else:
+                detail = launcher.region_admin(self.settings, "balance", table)
+        except launcher.LauncherError as exc:
+            # HBase may refuse, e.g. a split of a region that still holds edits recovered
+            # from a dead server's log: the change did not happen, the run goes on.
+            return Injected(fault.kind, f"[{region.start.hex()}, {region.end.hex()})", began, time.time(),
+                            note=f"refused by HBase: {str(exc)[:300]}")
         return Injected(fault.kind, detail, killed=began, back=time.time())
 
     def _kill_client(self, fault: Fault) -> Injected:

@@ -153,7 +153,7 @@ def each_region(calls: Calls, table: bytes, pending, attribute: bytes, request_f
             known = regions.get(calls.client, table, fresh)
         except FAILED_CALL as exc:  # a region in transition, or hbase:meta itself
             known, error = None, f"listing the regions: {_first_line(exc.message)}"
-        failed = False
+        failed, progressed = False, False
         if known is not None:
             plan = pending.plan(known)
             for server, _, _ in plan:
@@ -180,6 +180,7 @@ def each_region(calls: Calls, table: bytes, pending, attribute: bytes, request_f
                 for _, answer in kept:
                     yield asked, answer
                 pending.answered([(region[0], region[1]) for region, _ in kept], asked)
+                progressed = progressed or bool(kept)
             rounds += 1
             if not pending:
                 return
@@ -190,7 +191,7 @@ def each_region(calls: Calls, table: bytes, pending, attribute: bytes, request_f
             regions.forget(table)
             raise StoreUnavailable(f"HBase table {table.decode()}: {pending.describe()} unanswered after "
                                    f"{waited:.1f} s ({error})")
-        if known is None or failed or failures:  # a failure, or regions still in transition
+        if known is None or failed or not progressed:  # a failure, or regions still in transition
             time.sleep(min(PAUSES[min(failures, len(PAUSES) - 1)], patience - waited))
             failures += 1
         fresh = True
