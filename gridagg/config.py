@@ -157,9 +157,20 @@ class Settings:
              "calls, counts as unavailable: a 503)", _seconds, topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     hbase_heap: str = _setting(
-        "4g", "heap of the local HBase's master and region server JVM; 40% of it is the block cache, "
-              "which should hold the datasets queries read (a 10M-row dataset is about 600 MB)",
+        "4g", "heap of the local HBase's master and region server JVM (with several region servers: of "
+              "each region server); 40% of it is the block cache, which should hold the datasets queries "
+              "read (a 10M-row dataset is about 600 MB)",
         _jvm_memory, topic="servers")
+    hbase_region_servers: int | None = _setting(
+        None, "region servers of the local HBase: `0` = standalone (one JVM); `1`-`9` = distributed on "
+              "this machine (ZooKeeper, a master and that many region servers as JVMs of their own, RPC "
+              "ports from `GRIDAGG_ZK_PORT` + 14000 on); unset = as last started in the data dir, else `0`",
+        _integer(0, 9), topic="servers")
+    epoch_dir: Path | None = _setting(
+        None, "the board of dataset epochs that serving processes of one host share (HBase store); give "
+              "processes on other hosts, or that stand for them, a board of their own: they then learn "
+              "of each other's writes through PostgreSQL", _path, topic="store",
+        shown="<data dir>/epochs")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",
         topic="http", secret=True)

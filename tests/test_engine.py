@@ -207,7 +207,8 @@ def test_a_write_in_another_process_is_seen_by_the_next_query(engine, weather, s
         engine.query(weather.name, box, ["count"])
         steady = engine.query(weather.name, box, ["count", "sum:wind_speed"])
         assert steady.plan.round_trips["postgresql"] == 0
-        assert steady.plan.round_trips[engine.store.kind] == 1  # the scan; every aggregate is held
+        # The scan (a call per region server on HBase); every aggregate is held.
+        assert steady.plan.round_trips[engine.store.kind] == len(steady.plan.store_calls or [engine.store.kind])
         version = engine.trees.tree(weather).version
 
         splits = writer.insert(weather.name, rows[1000:2000]).splits  # new leaves, new aggregates

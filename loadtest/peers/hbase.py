@@ -22,7 +22,8 @@ from gridagg.query import QueryPlan, QueryResult, QuerySpec
 from gridagg.scan import RangeCondition, ScanRequest
 from gridagg.schema import Dataset
 from gridagg.store.hbase_gateway import PROBE_ROW, Gateway
-from gridagg.store.hbase_scan import ROW_CELLS, Items, RegionCache, ask
+from gridagg.store.hbase_regions import Calls, RegionCache
+from gridagg.store.hbase_scan import ROW_CELLS, Items, ask
 
 from .common import Batches, Peer, build_result, statistics
 
@@ -63,6 +64,7 @@ class HBasePeer(Peer):
         super().__init__()
         self.settings = settings
         self.pool = Gateway(settings, pool_size)
+        self.fanout = Gateway(settings, pool_size)  # a scan's calls to its other region servers
         with self.pool.connection():  # an unreachable gateway is reported now
             pass
         self.regions = RegionCache()
@@ -136,7 +138,8 @@ class HBasePeer(Peer):
             window = Items([time_key(tlo)], [time_key(thi + 1)])  # every key of the window: time + element ID
             table = table_name(ds.name).encode()
             with self.pool.connection(slow=True, table=table) as conn:
-                answer = ask(conn.client, table, ROW_CELLS, ncols, request, window, self.regions, self.round_trips)
+                answer = ask(Calls(conn.client, self.fanout), table, ROW_CELLS, ncols, request, window, self.regions,
+                             self.round_trips, self.settings.hbase_call_timeout)
             total = answer.aggs.aggregate(0, columns, ncols)
         plan.round_trips = {"hbase": self.round_trips() - trips0}
         return build_result(ds, spec, total, plan, started)
@@ -146,3 +149,4 @@ class HBasePeer(Peer):
 
     def close(self) -> None:
         self.pool.close()
+        self.fanout.close()
