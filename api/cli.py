@@ -36,18 +36,19 @@ def default_threads(store: str) -> int:
 
 
 def server_argv(host: str, port: int, workers: int, threads: int, log_level: str = "info",
-                access_log: bool = True) -> list[str]:
-    """The command that serves gridagg_api.wsgi:app: `workers` processes, each answering up to
-    `threads` requests at once. Each worker builds its own engine on its first request,
-    so no connection or LMDB handle crosses a process boundary. A worker that dies is
-    started again; on SIGTERM, requests in flight get WORKERS_KILL_SECONDS to finish."""
+                access_log: bool = True, app: str = "gridagg_api.wsgi:app") -> list[str]:
+    """The command that serves the WSGI `app` (default gridagg's API; the bench serves
+    its own): `workers` processes, each answering up to `threads` requests at once. Each
+    worker builds its own engine on its first request, so no connection or LMDB handle
+    crosses a process boundary. A worker that dies is started again; on SIGTERM,
+    requests in flight get WORKERS_KILL_SECONDS to finish."""
     return [
         sys.executable, "-m", "granian", "--interface", "wsgi",
         "--host", host, "--port", str(port),
         "--workers", str(workers), "--blocking-threads", str(threads),
         "--respawn-failed-workers", "--workers-kill-timeout", str(WORKERS_KILL_SECONDS),
         "--log-level", log_level, "--access-log" if access_log else "--no-access-log",
-        "gridagg_api.wsgi:app",
+        app,
     ]
 
 

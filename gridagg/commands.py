@@ -22,6 +22,8 @@ def _print_reports(reports) -> None:
 def _services_up(settings: Settings, args: argparse.Namespace) -> int:
     from gridagg import services
 
+    if args.region_servers is not None:
+        settings = settings.with_(hbase_region_servers=args.region_servers)
     reports = services.up(settings, hbase=not args.no_hbase)
     _print_reports(reports)
     # Once per machine: later processes load the query kernels instead of compiling them.
@@ -59,6 +61,11 @@ def add_services(sub) -> None:
     up = actions.add_parser("up", help="start what is not running (idempotent), then compile the query kernels "
                                        "into numba's cache (once per machine; later processes load them)")
     up.add_argument("--no-hbase", action="store_true", help="start PostgreSQL only")
+    up.add_argument("--region-servers", type=int, choices=range(0, 10), metavar="N",
+                    help="HBase layout: 0 = standalone (one JVM); 1-9 = distributed on this machine: ZooKeeper, "
+                         "a master and N region servers, each a JVM of its own (default "
+                         "GRIDAGG_HBASE_REGION_SERVERS, else the layout last started in the data dir, else "
+                         "standalone). Changing it needs `gridagg services down` first; the data is kept")
     up.set_defaults(func=_services_up)
     actions.add_parser("status", help="show what runs and where").set_defaults(func=_services_status)
     actions.add_parser("down", help="stop the local servers (data is kept)").set_defaults(

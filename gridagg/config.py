@@ -99,6 +99,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _quarter_of_memory() -> str:
+    """A quarter of this machine's memory, between 2g and 32g, as a JVM memory size."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return "2g"
+    return f"{min(32, max(2, total // 4 >> 30))}g"
+
+
 _port = _integer(1, 65535)
 _positive = _integer(1)
 
@@ -148,9 +157,20 @@ class Settings:
              "calls, counts as unavailable: a 503)", _seconds, topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     hbase_heap: str = _setting(
-        "4g", "heap of the local HBase's master and region server JVM; 40% of it is the block cache, "
-              "which should hold the datasets queries read (a 10M-row dataset is about 600 MB)",
+        "4g", "heap of the local HBase's master and region server JVM (with several region servers: of "
+              "each region server); 40% of it is the block cache, which should hold the datasets queries "
+              "read (a 10M-row dataset is about 600 MB)",
         _jvm_memory, topic="servers")
+    hbase_region_servers: int | None = _setting(
+        None, "region servers of the local HBase: `0` = standalone (one JVM); `1`-`9` = distributed on "
+              "this machine (ZooKeeper, a master and that many region servers as JVMs of their own, RPC "
+              "ports from `GRIDAGG_ZK_PORT` + 14000 on); unset = as last started in the data dir, else `0`",
+        _integer(0, 9), topic="servers")
+    epoch_dir: Path | None = _setting(
+        None, "the board of dataset epochs that serving processes of one host share (HBase store); give "
+              "processes on other hosts, or that stand for them, a board of their own: they then learn "
+              "of each other's writes through PostgreSQL", _path, topic="store",
+        shown="<data dir>/epochs")
     write_token: str | None = _setting(
         None, "bearer token required for writes over HTTP (unset: writes are refused)",
         topic="http", secret=True)
@@ -177,7 +197,9 @@ class Settings:
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(
-        "2g", "Spark driver memory of the ingest job and the benchmarks", _jvm_memory, topic="spark")
+        _quarter_of_memory(), "Spark driver memory of the ingest job and the benchmarks (with a local master its "
+                              "executors run in the same JVM)", _jvm_memory, topic="spark",
+        shown="a quarter of the machine's memory, 2g to 32g")
     faults: tuple[tuple[str, str], ...] = _setting(
         (), "tests only: fault points to trigger, `point=action,...` (action `raise` or `kill`; "
             "`gridagg/faults.py`)", _faults, topic="tests", shown="unset")

@@ -469,13 +469,15 @@ class Planner:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def _trips(self) -> tuple[int, int]:
-        return self.engine.directory.round_trips(), self.engine.store.round_trips()
+    def _trips(self) -> tuple[int, int, dict]:
+        store = self.engine.store.round_trips
+        return self.engine.directory.round_trips(), store(), store.labelled()
 
-    def _finish(self, plan: QueryPlan, trips: tuple[int, int], started: float) -> None:
+    def _finish(self, plan: QueryPlan, trips: tuple[int, int, dict], started: float) -> None:
         engine = self.engine
         plan.round_trips = {"postgresql": engine.directory.round_trips() - trips[0],
                             engine.store.kind: engine.store.round_trips() - trips[1]}
+        plan.store_calls = engine.store.round_trips.since(trips[2], engine.store.round_trips.labelled()) or None
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
 
 

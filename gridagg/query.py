@@ -221,6 +221,9 @@ class QueryPlan:
     rows_in_scanned_grids: int = 0
     rows_matched_by_scans: int = 0
     round_trips: dict = field(default_factory=dict)
+    # The store's calls by where they went (HBase: each region server "host:port", and
+    # "re-asks": calls repeated for regions that moved, split or whose server failed).
+    store_calls: dict | None = None
     elapsed_ms: float = 0.0
     region: dict | None = None  # leaves inside, on the edge of and outside the polygon
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
@@ -235,7 +238,7 @@ class QueryPlan:
 
     def to_json(self, count: int | None) -> dict:
         out = {k: v for k, v in self.__dict__.items()
-               if v is not None or k not in ("region", "grids", "rollup_days", "bounds")}
+               if v is not None or k not in ("region", "grids", "rollup_days", "bounds", "store_calls")}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None
         return out

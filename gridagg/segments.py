@@ -60,14 +60,33 @@ def _width(column: np.ndarray) -> tuple[int, int]:
     return 8, 0
 
 
-def pack(eids: list[bytes], values: np.ndarray) -> bytes:
-    """Rows as one segment: values[i] (an int64 row) belongs to element eids[i]."""
+def element_ids(eids):
+    """Element IDs as an Arrow binary array (given one, or a sequence of bytes): how
+    segments are packed without a Python step per row."""
+    import pyarrow as pa
+
+    return eids if isinstance(eids, pa.Array) else pa.array(eids, pa.binary())
+
+
+def id_offsets(eids) -> np.ndarray:
+    """The n + 1 offsets of an Arrow binary array's values in its data buffer."""
+    return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
+
+
+def pack(eids, values: np.ndarray) -> bytes:
+    """Rows as one segment: values[i] (an int64 row) belongs to element eids[i] (a
+    sequence of bytes or an Arrow binary array)."""
+    import pyarrow as pa
+
+    eids = element_ids(eids)
     n = values.shape[0]
-    order = np.argsort(values[:, 0], kind="stable") if n else np.zeros(0, dtype=np.int64)
-    eids = [eids[i] for i in order.tolist()]
-    offsets = np.zeros(n + 1, dtype="<u4")
-    np.cumsum([len(e) for e in eids], out=offsets[1:])
-    return assemble(values[order], offsets, b"".join(eids))
+    if not n:
+        return assemble(values.reshape(0, values.shape[1]), np.zeros(1, "<u4"), b"")
+    order = np.argsort(values[:, 0], kind="stable")
+    eids = eids.take(pa.array(order))
+    offsets = id_offsets(eids)
+    blob = eids.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+    return assemble(values[order], offsets - offsets[0], blob)
 
 
 def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes) -> bytes:

@@ -12,7 +12,9 @@ to run as root, so when we are root it runs as the unprivileged user ``nobody``.
 The bootstrap superuser is the role ``gridagg`` (trust auth, loopback only) and the
 database ``gridagg`` is created.
 
-HBase: standalone HMaster + Thrift1 gateway from Maven jars, see :mod:`hbase.launcher`.
+HBase: a standalone HMaster, or ZooKeeper, a master and N region servers (`up` with
+settings.hbase_region_servers), and the Thrift1 gateway, from Maven jars; see
+:mod:`hbase.launcher`.
 
 With ``GRIDAGG_PG_URL`` / ``GRIDAGG_HBASE`` set, the external server is only checked.
 Every failure is a :class:`ServiceError` with a one-line message.
@@ -48,10 +50,12 @@ class Report:
     state: str  # e.g. "started", "already running", "stopped", "not running", "external, reachable"
     address: str  # URL or host:port clients use
     detail: str = ""  # data dir / log file / hint
+    more: tuple[str, ...] = ()  # lines of their own below (e.g. an HBase's region servers)
 
     def line(self) -> str:
         text = f"{self.service:<11} {self.state:<22} {self.address}"
-        return f"{text}  ({self.detail})" if self.detail else text
+        text = f"{text}  ({self.detail})" if self.detail else text
+        return "\n".join([text, *(f"  {line}" for line in self.more)])
 
 
 # --------------------------------------------------------------------------- helpers
@@ -186,7 +190,8 @@ def _write_pg_conf(settings: Settings) -> None:
         "listen_addresses = '127.0.0.1'\n"
         f"port = {settings.pg_port}\n"
         f"unix_socket_directories = '{p.socket_dir}'\n"
-        "max_connections = 60\n"
+        # API workers x a pool of 8 and a listener each, writers, the bench's peers
+        "max_connections = 100\n"
         "shared_buffers = '128MB'\n"
         "log_min_messages = warning\n"
     )
@@ -335,7 +340,13 @@ def pg_crash(settings: Settings) -> Report:
 # --------------------------------------------------------------------------- HBase
 
 
+def _layout_text(servers: int) -> str:
+    return "standalone" if not servers else f"{servers} region server{'s' if servers > 1 else ''}"
+
+
 def hbase_up(settings: Settings) -> Report:
+    """Start (or check) the local HBase in its layout (launcher.layout: standalone, or
+    distributed with settings.hbase_region_servers region servers)."""
     host, port = _hbase_address(settings)
     address = f"thrift {host}:{port}"
     if settings.hbase:
@@ -343,33 +354,67 @@ def hbase_up(settings: Settings) -> Report:
             raise ServiceError(f"HBase Thrift gateway at {host}:{port} is not reachable")
         return Report("HBase", "external, reachable", address)
     hp = launcher.paths(settings)
-    if (launcher.running_pid(settings, "master") and launcher.running_pid(settings, "thrift")
+    servers = launcher.layout(settings)
+    running = launcher.running_roles(settings)
+    if (list(running) == launcher.roles(servers) and servers == (launcher.recorded_layout(settings) or 0)
             and launcher.thrift_answers(host, port)):
-        return Report("HBase", "already running", address, f"data {hp.root}")
+        return Report("HBase", "already running", address, f"{_layout_text(servers)}, data {hp.root}")
     try:
         launcher.java_bin()
         launcher.start(settings)
     except launcher.LauncherError as e:
         raise ServiceError(str(e)) from None
-    return Report("HBase", "started", address, f"data {hp.root}, logs {hp.logs}")
+    return Report("HBase", "started", address, f"{_layout_text(servers)}, data {hp.root}, logs {hp.logs}")
 
 
 def hbase_status(settings: Settings) -> Report:
+    """What runs; distributed, a line per region server with its regions per table."""
     host, port = _hbase_address(settings)
     address = f"thrift {host}:{port}"
     answers = launcher.thrift_answers(host, port, timeout_ms=5000)
     if settings.hbase:
         return Report("HBase", "external, reachable" if answers else "external, NOT reachable", address)
-    master = launcher.running_pid(settings, "master")
-    thrift = launcher.running_pid(settings, "thrift")
-    if not master and not thrift:
+    running = launcher.running_roles(settings)
+    if not running:
         return Report("HBase", "not running", address)
-    if master and thrift and answers:
-        return Report("HBase", "running", address, f"pids master {master}, thrift {thrift}")
-    parts = [f"master {'pid ' + str(master) if master else 'down'}",
-             f"thrift {'pid ' + str(thrift) if thrift else 'down'}",
-             "answering" if answers else "not answering"]
-    return Report("HBase", "partly running", address, ", ".join(parts))
+    servers = launcher.recorded_layout(settings) or 0
+    wanted = launcher.roles(servers)
+    pids = ", ".join(f"{role} {pid}" for role, pid in running.items() if not role.startswith("rs"))
+    state = "running" if list(running) == wanted and answers else "partly running"
+    detail = f"{_layout_text(servers)}, pids {pids}" + ("" if answers else ", gateway not answering")
+    if not servers:
+        return Report("HBase", state, address, detail)
+    regions = _regions_by_port(host, port) if answers else None
+    more = []
+    for role in wanted[2:-1]:  # the region servers
+        rpc = launcher.rpc_port(settings, role)
+        tables = (regions or {}).get(rpc, {})
+        held = ", ".join(f"{t} {n}" for t, n in sorted(tables.items())) or "no regions"
+        pid = running.get(role)
+        more.append(f"{role:<4} {'pid ' + str(pid) if pid else 'DOWN':<11} localhost:{rpc}  "
+                    + (f"regions: {held}" if regions is not None else "regions unknown (some in transition?)"))
+    return Report("HBase", state, address, detail, tuple(more))
+
+
+def _regions_by_port(host: str, port: int) -> dict[int, dict[str, int]] | None:
+    """Regions of every table, counted per table by the RPC port of the region server
+    holding them (as the gateway reads hbase:meta); None when the gateway cannot tell
+    (a region without a server fails its listing)."""
+    import happybase
+
+    out: dict[int, dict[str, int]] = {}
+    try:
+        conn = happybase.Connection(host, port, timeout=10000)
+        try:
+            for table in conn.client.getTableNames():
+                for region in conn.client.getTableRegions(table):
+                    held = out.setdefault(region.port, {})
+                    held[table.decode()] = held.get(table.decode(), 0) + 1
+        finally:
+            conn.close()
+    except Exception:  # noqa: BLE001 - status reports what it can
+        return None
+    return out
 
 
 def hbase_down(settings: Settings) -> Report:
@@ -378,19 +423,22 @@ def hbase_down(settings: Settings) -> Report:
     if settings.hbase:
         return Report("HBase", "external, left alone", address)
     stopped = launcher.stop(settings)
-    return Report("HBase", "stopped" if stopped else "not running", address)
+    return Report("HBase", "stopped" if stopped else "not running", address,
+                  ", ".join(stopped) if len(stopped) > 2 else "")
 
 
 def hbase_crash(settings: Settings, role: str) -> Report:
-    """Crash one JVM of the local HBase with SIGKILL: role "master" (in standalone mode
-    the master, the region server and ZooKeeper) or "thrift" (the gateway). `hbase_up`
-    starts it again. For fault-injection tests."""
+    """Crash one JVM of the local HBase with SIGKILL: role "master" (standalone: the
+    master, the region server and ZooKeeper), "thrift" (the gateway), and distributed
+    also "zookeeper" or a region server "rs<i>". `hbase_up` starts it again. For
+    fault-injection tests."""
     host, port = _hbase_address(settings)
     address = f"thrift {host}:{port}"
     if settings.hbase:
         raise ServiceError("an external HBase (GRIDAGG_HBASE) is not ours to crash")
-    if role not in ("master", "thrift"):
-        raise ServiceError(f"HBase role must be 'master' or 'thrift', not {role!r}")
+    roles = launcher.roles(launcher.recorded_layout(settings) or 0)
+    if role not in roles:
+        raise ServiceError(f"HBase role must be one of {', '.join(roles)}, not {role!r}")
     return Report("HBase", f"{role} killed" if launcher.kill(settings, role) else f"{role} not running", address)
 
 

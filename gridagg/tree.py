@@ -136,9 +136,49 @@ class TreeState:
     @classmethod
     def build(cls, ds: Dataset, version: int, incarnation, leaves: list[tuple], store) -> "TreeState":
         """The tree of these leaves (grid_id, next_dim, lo_0, hi_0, ..., lo_n-1, hi_n-1),
-        with every grid's aggregate read from `store`."""
-        empty = _empty(ds, 0)
-        return empty.grown(ds, version, incarnation, leaves, None, store)
+        with every grid's aggregate read from `store`.
+
+        Built a level at a time on arrays (a 100M-row dataset has hundreds of thousands of
+        grids): a grid ID is the path from the root, "0" and then a bit per level, so as
+        the heap index 2**depth + bits its parent is index // 2 and its children 2i and
+        2i + 1."""
+        ndim = ds.ndim
+        n_leaves = len(leaves)
+        if not n_leaves:
+            return _empty(ds, 0)
+        ids_in = [leaf[0] for leaf in leaves]
+        depth = np.fromiter(map(len, ids_in), np.int64, n_leaves) - 1
+        if depth.max() > 62:  # deeper than a heap index holds: grow it the general way
+            return _empty(ds, 0).grown(ds, version, incarnation, leaves, None, store)
+        heap = np.fromiter((int("1" + g[1:], 2) for g in ids_in), np.int64, n_leaves)
+        nodes = np.unique(np.concatenate([heap >> k for k in range(int(depth.max()) + 1)]))
+        nodes = nodes[nodes > 0]
+        n = len(nodes)
+        at = lambda keys: np.searchsorted(nodes, keys)  # noqa: E731 - position of present keys
+        leaf_at = at(heap)
+        boxes = np.array([leaf[2:2 + 2 * ndim] for leaf in leaves], np.int64).reshape(n_leaves, ndim, 2)
+        lo, hi = np.zeros((n, ndim), np.int64), np.zeros((n, ndim), np.int64)
+        lo[leaf_at], hi[leaf_at] = boxes[:, :, 0], boxes[:, :, 1]
+        left, right = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        kids = np.minimum(at(2 * nodes), n - 1)
+        inner = nodes[kids] == 2 * nodes
+        left[inner] = kids[inner]
+        right[inner] = kids[inner] + 1
+        parent = np.where(nodes > 1, at(nodes >> 1), -1)
+        leaves_below = np.zeros(n, np.int64)
+        leaves_below[leaf_at] = 1
+        # Deepest level first: a grid's box is its children's hull, its leaves theirs.
+        level = np.floor(np.log2(nodes)).astype(np.int64)
+        for d in range(int(level.max()), -1, -1):
+            i = np.flatnonzero((level == d) & inner)
+            lo[i] = np.minimum(lo[left[i]], lo[right[i]])
+            hi[i] = np.maximum(hi[left[i]], hi[right[i]])
+            leaves_below[i] = leaves_below[left[i]] + leaves_below[right[i]]
+        ids = ["0" + format(int(k), "b")[1:] for k in nodes.tolist()]
+        aggs = store.get_aggregate_arrays(ds, ids)
+        dlo, dhi = aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy()
+        return TreeState(version, incarnation, ids, dict(zip(ids, range(n))), lo, hi, dlo, dhi, left, right, parent,
+                         leaves_below, aggs, ((0, None),))
 
     def grown(self, ds: Dataset, version: int, incarnation, leaves: list[tuple], touched: list[str] | None,
               store) -> "TreeState":

@@ -97,6 +97,17 @@ class Write:
         self.directory.end_intent(self.intent, self.ds, changed)
         self.ended = True
 
+    def abandon(self) -> None:
+        """Give the write up without dying (a bulk load that failed): recover what it
+        wrote now, as the next writer would, so no reader sees half of it meanwhile.
+        Best effort: if the store fails too, the intent stays for the next writer."""
+        if self.intent is not None and not self.ended:
+            try:
+                recover(self.directory, self.store, self.ds, self.stamps)
+                self.ended = True
+            except Exception:  # noqa: BLE001 - the next writer recovers it then
+                pass
+
     def _check_intended(self) -> None:
         if self.intent is None or self.ended:
             raise RuntimeError("a write step outside its intent: intend() first, nothing after end()")

@@ -53,7 +53,7 @@ import jdk.incubator.vector.VectorSpecies;
  *     segment (gridagg/segments.py), qualifier = 8-byte big-endian segment number whose
  *     lowest bit marks a base segment: a row's live segments are its last base segment
  *     and every one after it (gridagg/store/hbase_rows.py). Items name grid rows.</li>
- * <li>1, one row per cell (HBase alone, gridagg/baselines/hbase.py): value = ncols x
+ * <li>1, one row per cell (HBase alone, loadtest/peers/hbase.py): value = ncols x
  *     int64. Items are key ranges [start, stop).</li>
  * </ul>
  *

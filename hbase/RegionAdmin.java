@@ -3,6 +3,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.HRegionLocation;
+import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.Connection;
@@ -17,10 +18,14 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
  * <pre>
  *   split TABLE KEY          split the region holding KEY (hex) at KEY
  *   merge TABLE KEY KEY      merge the regions holding the two keys (hex; adjacent)
+ *   move TABLE KEY PORT      move the region holding KEY (hex) to the region server on
+ *                            PORT (of this machine)
+ *   balance TABLE            run the balancer (it moves regions of every table; prints
+ *                            whether it ran)
  *   set TABLE NAME VALUE     set a value of the table's descriptor (its regions reopen;
  *                            values named like settings override hbase-site.xml there)
  * </pre>
- * Each returns once the regions are online again.
+ * Each returns once the table's regions are online again.
  */
 public class RegionAdmin {
   public static void main(String[] args) throws Exception {
@@ -44,6 +49,19 @@ public class RegionAdmin {
           admin.mergeRegionsAsync(names, false).get(5, TimeUnit.MINUTES);
           break;
         }
+        case "move": {
+          byte[] region = regions.getRegionLocation(HexFormat.of().parseHex(args[2]), true).getRegion()
+              .getEncodedNameAsBytes();
+          int port = Integer.parseInt(args[3]);
+          ServerName to = admin.getRegionServers().stream().filter(s -> s.getPort() == port).findFirst()
+              .orElseThrow(() -> new IllegalArgumentException("no live region server on port " + port));
+          admin.move(region, to);
+          break;
+        }
+        case "balance":
+          admin.balancerSwitch(true, true);
+          System.out.println(admin.balance() ? "ran" : "did not run (regions in transition or balanced)");
+          break;
         case "set":
           admin.modifyTable(TableDescriptorBuilder.newBuilder(admin.getDescriptor(table))
               .setValue(args[2], args[3]).build());

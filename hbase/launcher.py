@@ -1,23 +1,34 @@
-"""Run a real Apache HBase (standalone) plus its Thrift1 gateway from Maven jars.
+"""Run a real Apache HBase plus its Thrift1 gateway from Maven jars, on this machine.
+
+Two layouts, chosen by `gridagg services up [--region-servers N]` (settings
+hbase_region_servers; unset: the layout last started in the data dir, see `layout`):
+
+- standalone (N = 0, the default): one JVM `HMaster start` with an in-process ZooKeeper,
+  the master and one region server;
+- distributed (N >= 1): ZooKeeper (ZooKeeperServerMain), an HMaster and N region servers
+  (HRegionServer), each a JVM of its own on ports derived from settings.zk_port (`ports`),
+  sharing the root dir on this machine's disk, as a cluster of several machines would
+  share HDFS.
+
+Either way every region server loads gridagg's scan observer (hbase/GridScanObserver.java)
+for every user table, and the Thrift1 gateway is a JVM of its own (threadpool server,
+buffered transport, binary protocol: what happybase speaks by default), told to give up
+within seconds when HBase is down (THRIFT_CLIENT_OPTIONS).
 
 Layout under ``<data_dir>/hbase``::
 
-    conf/      hbase-site.xml and log4j2.properties (first on the classpath); thrift/, the
-               gateway's hbase-site.xml
+    conf/      hbase-site.xml, log4j2.properties (first on the classpath), zoo.cfg; thrift/,
+               the gateway's hbase-site.xml
     data/      hbase.rootdir (local filesystem)
-    tmp/       hbase.tmp.dir
-    zk/        data dir of the in-process ZooKeeper
-    logs/      master.log, thrift.log (log4j2) and master.out, thrift.out (stdout/stderr)
-    run/       master.pid, thrift.pid
+    tmp/       hbase.tmp.dir (tmp/rs<i> for region server i)
+    zk/        ZooKeeper's data
+    logs/      <role>.log (log4j2) and <role>.out (stdout/stderr) per JVM
+    run/       <role>.pid per JVM; layout, the region servers last started (0: standalone)
     tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys;
                gridagg-tools.jar, the same classes for Spark's driver
     cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
 
-The HMaster runs in standalone mode: one JVM with an in-process ZooKeeper, the master
-and one region server, which loads gridagg's scan observer (hbase/GridScanObserver.java)
-for every user table. The Thrift1 gateway is a second JVM (threadpool server, buffered
-transport, binary protocol: what happybase speaks by default), told to give up within
-seconds when HBase is down (THRIFT_CLIENT_OPTIONS).
+Roles (JVMs): "master", "thrift"; distributed also "zookeeper" and "rs1".."rsN".
 
 `gridagg services observer-jar OUT.jar` builds the observer's jar for an
 external cluster (README: HBase, Server-side scans).
@@ -46,6 +57,16 @@ LOG4J2 = HERE / "log4j2.properties"
 
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+REGIONSERVER_CLASS = "org.apache.hadoop.hbase.regionserver.HRegionServer"
+ZOOKEEPER_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+# Distributed layout: the master's RPC port is settings.zk_port + RPC_PORT_OFFSET, region
+# server i's the next ones (checkouts whose ZooKeeper ports differ get apart ports).
+RPC_PORT_OFFSET = 14000
+MAX_REGION_SERVERS = 9
+# A region server's death is known when its ZooKeeper session expires: after this long
+# (HBase's default is 90 s). Far above the pauses of a busy 2-core machine's JVMs.
+SESSION_TIMEOUT_MS = 10000
 
 START_TIMEOUT = 180.0
 
@@ -84,13 +105,15 @@ THRIFT_CLIENT_OPTIONS = {
     "zookeeper.recovery.retry.intervalmill": "200",
 }
 
-# Heap per JVM but the region server's (settings.hbase_heap): modest, this runs next to
-# PostgreSQL and Spark on a small machine.
-HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m"}
-# Short-lived admin JVMs: the C1 compiler only (starts faster). The region server (in the
-# master's JVM) runs the observer's row loops on the Vector API, an incubator module.
+# Heap per JVM but the region servers' (settings.hbase_heap, also the standalone master's:
+# it holds the region server): modest, this runs next to PostgreSQL and Spark on a small
+# machine.
+HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m", "master": "-Xmx512m", "zookeeper": "-Xmx256m"}
+# Short-lived admin JVMs: the C1 compiler only (starts faster). Region servers (the
+# standalone master's JVM holds one) run the observer's row loops on the Vector API, an
+# incubator module.
 OBSERVER_FLAGS = ["--add-modules", "jdk.incubator.vector"]
-EXTRA_FLAGS = {"admin": ["-XX:TieredStopAtLevel=1"], "master": OBSERVER_FLAGS}
+ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
 
 
 class LauncherError(RuntimeError):
@@ -137,6 +160,10 @@ class Paths:
     def cp_key(self) -> Path:
         return self.root / "cp.key"
 
+    @property
+    def layout(self) -> Path:
+        return self.run / "layout"
+
     def pid_file(self, role: str) -> Path:
         return self.run / f"{role}.pid"
 
@@ -149,6 +176,43 @@ class Paths:
 
 def paths(settings) -> Paths:
     return Paths(Path(settings.data_dir) / "hbase")
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def recorded_layout(settings) -> int | None:
+    """The region servers last started in this data dir (0: standalone), None if never."""
+    try:
+        return int(paths(settings).layout.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def layout(settings) -> int:
+    """The region servers to run: settings.hbase_region_servers when set, else as last
+    started in this data dir (0, standalone, when never)."""
+    if settings.hbase_region_servers is not None:
+        return settings.hbase_region_servers
+    return recorded_layout(settings) or 0
+
+
+def roles(servers: int) -> list[str]:
+    """The JVMs of a layout of `servers` region servers (0: standalone), in start order."""
+    if not servers:
+        return ["master", "thrift"]
+    return ["zookeeper", "master", *(f"rs{i}" for i in range(1, servers + 1)), "thrift"]
+
+
+def main_class(role: str) -> str:
+    if role.startswith("rs"):
+        return REGIONSERVER_CLASS
+    return {"master": MASTER_CLASS, "thrift": THRIFT_CLASS, "zookeeper": ZOOKEEPER_CLASS}[role]
+
+
+def rpc_port(settings, role: str) -> int:
+    """The RPC port of the distributed layout's "master" or "rs<i>"."""
+    return settings.zk_port + RPC_PORT_OFFSET + (0 if role == "master" else int(role[2:]))
 
 
 # --------------------------------------------------------------------------- tools
@@ -220,7 +284,8 @@ def resolve_classpath(settings) -> str:
 # --------------------------------------------------------------------------- config
 
 
-def site_properties(settings) -> dict[str, str]:
+def site_properties(settings, servers: int = 0) -> dict[str, str]:
+    """hbase-site.xml of every JVM of a layout of `servers` region servers (0: standalone)."""
     p = paths(settings)
     return {
         "hbase.cluster.distributed": "false",
@@ -258,19 +323,52 @@ def site_properties(settings) -> dict[str, str]:
         "hbase.thrift.maxWorkerThreads": "64",
         # gridagg's scans answered on the region server, for user tables (not hbase:meta).
         "hbase.coprocessor.user.region.classes": OBSERVER_CLASS,
+        **(_distributed_properties(settings) if servers else {}),
     }
 
 
-def write_conf(settings) -> Path:
-    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties}, and the gateway's
-    own hbase-site.xml (the same and THRIFT_CLIENT_OPTIONS) in conf/thrift; return conf."""
+def _distributed_properties(settings) -> dict[str, str]:
+    """What the distributed layout changes: ZooKeeper and every server a JVM of its own,
+    on loopback and ports of this checkout's (region servers get theirs at start)."""
+    return {
+        "hbase.cluster.distributed": "true",
+        "hbase.localcluster.assign.random.ports": "false",
+        "hbase.master.port": str(rpc_port(settings, "master")),
+        "hbase.master.ipc.address": "127.0.0.1",
+        "hbase.regionserver.ipc.address": "127.0.0.1",
+        "hbase.master.hostname": "localhost",
+        "hbase.unsafe.regionserver.hostname": "localhost",
+        # A dead region server is found when its ZooKeeper session expires.
+        "zookeeper.session.timeout": str(SESSION_TIMEOUT_MS),
+        # Tables are made after every region server has checked in: their regions spread.
+        "hbase.master.wait.on.regionservers.mintostart": "1",
+    }
+
+
+def zoo_cfg(settings) -> str:
+    """The distributed layout's ZooKeeper: on loopback, data in zk/, no admin web server;
+    session timeouts of 2-30 s allowed (SESSION_TIMEOUT_MS lies between)."""
     p = paths(settings)
+    return "\n".join([
+        "# written by hbase/launcher.py; edits are overwritten",
+        "tickTime=1000", f"dataDir={p.zk}", f"clientPort={settings.zk_port}", "clientPortAddress=127.0.0.1",
+        "maxClientCnxns=0", "minSessionTimeout=2000", "maxSessionTimeout=30000", "admin.enableServer=false",
+        "autopurge.snapRetainCount=3", "autopurge.purgeInterval=1", ""])
+
+
+def write_conf(settings, servers: int | None = None) -> Path:
+    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties,zoo.cfg}, and the
+    gateway's own hbase-site.xml (the same and THRIFT_CLIENT_OPTIONS) in conf/thrift, for
+    a layout of `servers` region servers (default: `layout`); return conf."""
+    p = paths(settings)
+    servers = layout(settings) if servers is None else servers
     for d in (p.conf, p.conf / "thrift", p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
         d.mkdir(parents=True, exist_ok=True)
-    site = site_properties(settings)
+    site = site_properties(settings, servers)
     _write_if_changed(p.conf / "hbase-site.xml", _site_xml(site))
     _write_if_changed(p.conf / "thrift" / "hbase-site.xml", _site_xml({**site, **THRIFT_CLIENT_OPTIONS}))
     _write_if_changed(p.conf / "log4j2.properties", LOG4J2.read_text())
+    _write_if_changed(p.conf / "zoo.cfg", zoo_cfg(settings))
     return p.conf
 
 
@@ -298,13 +396,16 @@ def _write_if_changed(path: Path, text: str) -> None:
 def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     """The java command of a JVM with HBase's classpath `cp` and our hbase-site.xml, whose
     fs.file.impl and region observer are compiled here (hbase/LocalDiskFileSystem.java,
-    hbase/GridScanObserver.java, into tools/classes)."""
+    hbase/GridScanObserver.java, into tools/classes). role: a role of `roles`, or "admin"
+    (a short-lived client)."""
     p = paths(settings)
     classes = _compile_tool(settings, "LocalDiskFileSystem", cp)
     _compile_tool(settings, OBSERVER_CLASS, cp)
-    heap = f"-Xmx{settings.hbase_heap}" if role == "master" else HEAPS[role]
+    region_server = role.startswith("rs") or (role == "master" and not layout(settings))
+    heap = f"-Xmx{settings.hbase_heap}" if region_server else HEAPS[role]
+    extra = OBSERVER_FLAGS if region_server else ADMIN_FLAGS if role == "admin" else []
     return [
-        java_bin(), heap, *JDK17_FLAGS, *EXTRA_FLAGS.get(role, []),
+        java_bin(), heap, *JDK17_FLAGS, *extra,
         "-Djava.net.preferIPv4Stack=true",
         f"-Dlog4j2.configurationFile={p.conf / 'log4j2.properties'}",
         f"-Dgridagg.log.dir={p.logs}",
@@ -343,12 +444,24 @@ def _alive(pid: int, main_class: str) -> bool:
 
 
 def running_pid(settings, role: str) -> int | None:
-    """Pid of the local master/thrift JVM if it runs, else None."""
+    """Pid of the local JVM of `role` (see `roles`) if it runs, else None."""
     pid = _read_pid(paths(settings).pid_file(role))
-    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
-    if pid is not None and _alive(pid, main_class):
+    if pid is not None and _alive(pid, main_class(role)):
         return pid
     return None
+
+
+def running_roles(settings) -> dict[str, int]:
+    """Every local HBase JVM that runs: role -> pid, in start order."""
+    found = {}
+    for pid_file in paths(settings).run.glob("*.pid"):
+        role = pid_file.stem
+        if role in ("master", "thrift", "zookeeper") or re.fullmatch(r"rs[1-9]", role):
+            pid = running_pid(settings, role)
+            if pid is not None:
+                found[role] = pid
+    order = roles(MAX_REGION_SERVERS)
+    return dict(sorted(found.items(), key=lambda kv: order.index(kv[0])))
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -383,8 +496,9 @@ def _jvm_env() -> dict[str, str]:
     return env
 
 
-# Lines in master.log that mean the standalone HMaster will never serve.
-_FATAL_MARKERS = ("***** ABORTING master", "Failed to become active master", "Master exiting")
+# Lines in a master's or region server's log that mean it will never serve.
+_FATAL_MARKERS = ("***** ABORTING master", "Failed to become active master", "Master exiting",
+                  "***** ABORTING region server")
 
 
 def _fatal_log_line(log: Path, offset: int) -> str | None:
@@ -419,71 +533,138 @@ def _spawn(settings, role: str, cmd: list[str]) -> int:
                                 cwd=p.root, env=_jvm_env(), start_new_session=True, close_fds=True)
     p.pid_file(role).write_text(f"{proc.pid}\n")
     # The java launcher may re-exec itself; wait until /proc shows the main class.
-    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
     until = time.monotonic() + 10
-    while proc.poll() is None and not _alive(proc.pid, main_class) and time.monotonic() < until:
+    while proc.poll() is None and not _alive(proc.pid, main_class(role)) and time.monotonic() < until:
         time.sleep(0.05)
     return proc.pid
 
 
-def _fail(settings, role: str, what: str, cleanup: bool = True) -> LauncherError:
-    """The error for a failed start; stops whatever this start left running."""
+def _fail(settings, role: str, what: str, started: list[str] = ()) -> LauncherError:
+    """The error for a failed start; stops the JVMs this start began (`started`)."""
     p = paths(settings)
-    if cleanup:
+    for r in reversed(started):
         try:
-            stop(settings, orderly=False)
+            _stop_one(settings, r, grace=10)
         except Exception:  # noqa: BLE001 - the original failure matters more
             pass
     return LauncherError(f"HBase {role} {what}; see {p.log_file(role)} and {p.out_file(role)}")
 
 
+def _command(settings, role: str, cp: str) -> list[str]:
+    """The java command that starts `role`."""
+    if role == "thrift":
+        main = [THRIFT_CLASS, "-b", "127.0.0.1", "-p", str(settings.hbase_port), "-threadpool", "start"]
+    elif role == "zookeeper":
+        main = [ZOOKEEPER_CLASS, str(paths(settings).conf / "zoo.cfg")]
+    elif role.startswith("rs"):  # its own port and temporary dir; no web UI
+        main = [REGIONSERVER_CLASS, "-D", f"hbase.regionserver.port={rpc_port(settings, role)}",
+                "-D", f"hbase.tmp.dir={paths(settings).tmp / role}", "start"]
+    else:
+        main = [MASTER_CLASS, "start"]
+    return _java_cmd(settings, role, cp, main)
+
+
+def _port_of(settings, role: str) -> int | None:
+    """The fixed port `role` listens on in the current layout (None: ephemeral)."""
+    if role == "thrift":
+        return settings.hbase_port
+    if role == "zookeeper" or (role == "master" and not layout(settings)):
+        return settings.zk_port  # the standalone master runs ZooKeeper in-process
+    return rpc_port(settings, role)
+
+
+_PORT_HINT = {"thrift": "GRIDAGG_HBASE_PORT", "zookeeper": "GRIDAGG_ZK_PORT"}
+_READY = {"master": "Master has completed initialization"}  # in its log once it serves
+
+
 def start(settings, timeout: float = START_TIMEOUT) -> None:
-    """Start master and thrift (whichever is not running) and wait until Thrift answers.
+    """Start every JVM of the layout (`layout`) that is not running and wait until the
+    gateway answers, every region server started serves and a master started has
+    finished initializing.
 
-    On failure nothing is left running and the error names the log to read.
+    A layout other than the one running is refused. On failure nothing is left running
+    and the error names the log to read.
     """
-    host, port = "127.0.0.1", settings.hbase_port
-    p = paths(settings)
+    servers = layout(settings)
+    running = running_roles(settings)
+    wanted = roles(servers)
+    stray = [r for r in running if r not in wanted]
+    if stray or (running and servers != (recorded_layout(settings) or 0)):
+        now = recorded_layout(settings) or 0
+        raise LauncherError(
+            f"the local HBase runs {'standalone' if not now else f'with {now} region servers'}: "
+            "stop it first (gridagg services down)")
+    if servers and rpc_port(settings, f"rs{servers}") > 65535:
+        raise LauncherError(f"GRIDAGG_ZK_PORT {settings.zk_port} leaves no room for the ports of a master and "
+                            f"{servers} region servers above it (+{RPC_PORT_OFFSET}..): choose a lower one")
     cp = resolve_classpath(settings)
-    write_conf(settings)
+    write_conf(settings, servers)
+    p = paths(settings)
+    p.layout.write_text(f"{servers}\n")
     deadline = time.monotonic() + timeout
-    master_log_offset = _log_size(p.log_file("master"))
+    offsets = {role: _log_size(p.log_file(role)) for role in wanted}
+    started, expected = [], list(running)
+    for role in wanted:
+        if role in running:
+            continue
+        port = _port_of(settings, role)
+        if port_open("127.0.0.1", port):
+            hint = _PORT_HINT.get(role, "GRIDAGG_ZK_PORT" if not servers else
+                                  "GRIDAGG_ZK_PORT: the master's and region servers' ports follow from it")
+            raise _fail(settings, role, f"cannot start: port {port} is already taken by another process "
+                                        f"(set {hint} to move it)", started)
+        _spawn(settings, role, _command(settings, role, cp))
+        started.append(role)
+        expected.append(role)
+        if role in ("zookeeper", "master"):
+            # ZooKeeper first (in-process in the standalone master): the others need it.
+            _wait(settings, role, lambda: port_open("127.0.0.1", settings.zk_port), deadline, offsets, started,
+                  expected, f"did not open ZooKeeper port {settings.zk_port}")
+    host, port = "127.0.0.1", settings.hbase_port
+    _wait(settings, "thrift", lambda: thrift_answers(host, port), deadline, offsets, started, expected,
+          f"did not answer on {host}:{port}")
+    for role in started:  # until it serves (and a master can create and drop tables)
+        ready = "Serving as " if role.startswith("rs") else _READY.get(role)
+        if ready:
+            _wait(settings, role, lambda r=role, text=ready: _log_has(p.log_file(r), offsets[r], text), deadline,
+                  offsets, started, expected, "did not finish starting")
 
-    if running_pid(settings, "master") is None:
-        if port_open("127.0.0.1", settings.zk_port):
-            raise LauncherError(
-                f"ZooKeeper port {settings.zk_port} is already taken by another process "
-                "(set GRIDAGG_ZK_PORT to a free port)")
-        _spawn(settings, "master", _java_cmd(settings, "master", cp, [MASTER_CLASS, "start"]))
-        # The in-process ZooKeeper comes up first; the gateway needs it.
-        while not port_open("127.0.0.1", settings.zk_port):
-            if running_pid(settings, "master") is None:
-                raise _fail(settings, "master", "exited during startup")
-            if time.monotonic() > deadline:
-                raise _fail(settings, "master", f"did not open ZooKeeper port {settings.zk_port} "
-                                                f"within {timeout:.0f}s")
-            time.sleep(0.5)
 
-    if running_pid(settings, "thrift") is None:
-        if port_open(host, port):
-            raise LauncherError(
-                f"Thrift port {port} is already taken by another process "
-                "(set GRIDAGG_HBASE_PORT to a free port)")
-        _spawn(settings, "thrift", _java_cmd(
-            settings, "thrift", cp,
-            [THRIFT_CLASS, "-b", host, "-p", str(port), "-threadpool", "start"]))
-
-    while not thrift_answers(host, port):
-        for role in ("master", "thrift"):
-            if running_pid(settings, role) is None:
-                raise _fail(settings, role, "exited during startup")
-        fatal = _fatal_log_line(p.log_file("master"), master_log_offset)
-        if fatal:
-            raise _fail(settings, "master", f"failed to start ({fatal[:200]})")
+def _wait(settings, role: str, ready, deadline: float, offsets: dict[str, int], started: list[str],
+          expected: list[str], what: str) -> None:
+    """Until ready(); raises (stopping the JVMs of `started`) when a JVM of `expected`
+    exits, a log says HBase will never serve, or the deadline passes."""
+    p = paths(settings)
+    while not ready():
+        for r in expected:
+            if running_pid(settings, r) is None:
+                last = _last_words(p.out_file(r)) or _fatal_log_line(p.log_file(r), offsets[r])
+                raise _fail(settings, r, "exited during startup" + (f" ({last[:200]})" if last else ""), started)
+            fatal = _fatal_log_line(p.log_file(r), offsets[r]) if r == "master" or r.startswith("rs") else None
+            if fatal:
+                raise _fail(settings, r, f"failed to start ({fatal[:200]})", started)
         if time.monotonic() > deadline:
-            raise _fail(settings, "thrift", f"did not answer on {host}:{port} within {timeout:.0f}s "
-                                            f"(master log: {p.log_file('master')})")
-        time.sleep(1.0)
+            raise _fail(settings, role, f"{what} within {START_TIMEOUT:.0f}s", started)
+        time.sleep(0.5)
+
+
+def _last_words(out: Path) -> str | None:
+    """The last line a JVM wrote to stdout/stderr in its latest start, if any."""
+    try:
+        text = out.read_text(errors="replace").rsplit("\n--- ", 1)[-1]
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in text.splitlines()[1:] if ln.strip() and not ln.startswith("WARNING")]
+    return lines[-1] if lines else None
+
+
+def _log_has(log: Path, offset: int, text: str) -> bool:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            return text.encode() in fh.read()
+    except OSError:
+        return False
 
 
 def _stop_one(settings, role: str, grace: float) -> bool:
@@ -492,12 +673,11 @@ def _stop_one(settings, role: str, grace: float) -> bool:
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return False
-    main_class = MASTER_CLASS if role == "master" else THRIFT_CLASS
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _alive(pid, main_class) and time.monotonic() < deadline:
+    while _alive(pid, main_class(role)) and time.monotonic() < deadline:
         time.sleep(0.3)
-    _kill_now(pid, main_class)
+    _kill_now(pid, main_class(role))
     pid_file.unlink(missing_ok=True)
     return True
 
@@ -515,44 +695,49 @@ def _kill_now(pid: int, main_class: str) -> None:
 
 
 def kill(settings, role: str) -> bool:
-    """Crash the local "master" (in standalone mode also the region server and ZooKeeper)
-    or "thrift" JVM: SIGKILL, no shutdown hook runs, nothing is flushed. Returns whether
-    it was running. `start` brings it back (the master replays its write-ahead log)."""
+    """Crash the local JVM of `role` (see `roles`; the standalone "master" holds the
+    region server and ZooKeeper too): SIGKILL, no shutdown hook runs, nothing is flushed.
+    Returns whether it was running. `start` brings it back (a region server's regions
+    are reopened elsewhere meanwhile, from its write-ahead log)."""
     pid = running_pid(settings, role)
     if pid is None:
         return False
-    _kill_now(pid, MASTER_CLASS if role == "master" else THRIFT_CLASS)
+    _kill_now(pid, main_class(role))
     paths(settings).pid_file(role).unlink(missing_ok=True)
     return True
 
 
 def stop(settings, orderly: bool = True) -> list[str]:
-    """Stop thrift, then the master (SIGTERM; SIGKILL after a grace period).
+    """Stop every local HBase JVM: the gateway, then the master and region servers, then
+    ZooKeeper (SIGTERM; SIGKILL after a grace period).
 
-    The master is first asked for an orderly cluster shutdown: the region server closes
-    its regions (flushing the memstores), so the data survives a restart.
+    The master is first asked for an orderly cluster shutdown: region servers close
+    their regions (flushing the memstores), so the data survives a restart.
     With orderly=False (cleanup after a failed start) only signals are used.
     Returns the roles that were running.
     """
-    stopped = []
-    if _stop_one(settings, "thrift", grace=30):
-        stopped.append("thrift")
+    running = list(running_roles(settings))
+    _stop_one(settings, "thrift", grace=30)
     pid = running_pid(settings, "master")
-    if pid is not None:
-        if orderly:
-            _request_cluster_shutdown(settings, pid)
-        _stop_one(settings, "master", grace=60)
-        stopped.append("master")
-    return stopped
+    if pid is not None and orderly:
+        _request_cluster_shutdown(settings, pid)
+    for role in running_roles(settings):
+        if role != "zookeeper":
+            _stop_one(settings, role, grace=60)
+    _stop_one(settings, "zookeeper", grace=10)
+    return running
 
 
 def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
-    """Ask for an orderly cluster shutdown (`HMaster stop --shutDownCluster`, Admin.shutdown).
+    """Ask for an orderly cluster shutdown (`HMaster stop --shutDownCluster`, Admin.shutdown)
+    and wait until the master and every region server have exited.
 
-    Plain SIGTERM also works but its shutdown hooks stop the in-process ZooKeeper before
-    the region server has finished, which then spends ~20 s retrying ZooKeeper. Best
-    effort: whatever is still running afterwards gets SIGTERM/SIGKILL from the caller.
+    Plain SIGTERM also works but, standalone, its shutdown hooks stop the in-process
+    ZooKeeper before the region server has finished, which then spends ~20 s retrying
+    ZooKeeper. Best effort: whatever is still running afterwards gets SIGTERM/SIGKILL
+    from the caller.
     """
+    servers = [(role, running_pid(settings, role)) for role in running_roles(settings) if role.startswith("rs")]
     try:
         cp = resolve_classpath(settings)
         cmd = _java_cmd(settings, "admin", cp, [MASTER_CLASS, "stop", "--shutDownCluster"])
@@ -562,8 +747,12 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
     except (LauncherError, OSError):
         return
     deadline = time.monotonic() + timeout
+
+    def up() -> bool:
+        return _alive(pid, MASTER_CLASS) or any(_alive(p, REGIONSERVER_CLASS) for _, p in servers)
+
     try:
-        while time.monotonic() < deadline and _alive(pid, MASTER_CLASS):
+        while time.monotonic() < deadline and up():
             if proc.poll() is not None and proc.returncode != 0:
                 break
             time.sleep(0.3)
@@ -669,9 +858,10 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
                             f"(see {p.out_file('admin')} and {p.log_file('admin')})")
 
 
-def region_admin(settings, command: str, table: str, *args: str) -> None:
-    """Split, merge or set a descriptor value of a table of the local HBase, waiting
-    until its regions are online again (hbase/RegionAdmin.java says how; keys in hex)."""
+def region_admin(settings, command: str, table: str, *args: str) -> str:
+    """Split, merge or move regions of a table of the local HBase, run the balancer or set
+    a descriptor value, waiting until the table's regions are online again
+    (hbase/RegionAdmin.java says how; keys in hex). Returns what the tool printed."""
     if settings.hbase:
         raise LauncherError("region_admin works only with the local HBase (GRIDAGG_HBASE is set)")
     p = paths(settings)
@@ -685,6 +875,7 @@ def region_admin(settings, command: str, table: str, *args: str) -> None:
         cause = next((ln for ln in lines if "Exception" in ln and not ln.startswith("at ")),
                      lines[-1] if lines else f"exit code {res.returncode}")
         raise LauncherError(f"{command} on table {table} failed: {cause[:300]}")
+    return res.stdout.decode(errors="replace").strip()
 
 
 def observer_jar(settings, out: Path) -> Path:

@@ -117,7 +117,7 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from .readers import Source, raw_schema
+    from .readers import Source, as_text, raw_schema
 
     cfg = cfg.reading_epoch(src.epoch_fields)
     ds = cfg.dataset
@@ -131,7 +131,9 @@ def encode(src, cfg: IngestConfig, tree=None, then=None):
                 ts = F.to_utc_timestamp(ts, src_col.timezone)
             resolved[i] = F.unix_timestamp(ts)
     if resolved and src.parse is not None:  # Spark must see the raw text first
-        src = Source(src.df.mapInArrow(src.parse, raw_schema(raw_fields)))
+        typed_parse = src.parse
+        src = Source(src.df.mapInArrow(lambda batches: (as_text(b, raw_fields) for b in typed_parse(batches)),
+                                       raw_schema(raw_fields)))
     work = src.df
     if src.parse is None:
         work = work.select(*[F.col(f"`{f}`") for f in raw_fields], "_file", "_line", "_reason",
@@ -183,22 +185,24 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
             good = pc.is_valid(t).to_numpy(zero_copy_only=False)
             enc = pc.fill_null(t, 0).to_numpy().astype(np.int64) - int(col.epoch.timestamp())
         elif col.kind == "time" and src.time_format == "epoch":
-            text = batch.column(src.source)
-            enc, good, _ = _plain_integers(text, 0, point=False, max_digits=15)
+            field = batch.column(src.source)
+            enc, good, _ = _integers(field, 0, point=False, max_digits=15)
+            is_marker = (_text_markers(field, [m for m in src.missing if m.strip() == m]) if field.type == pa.string()
+                         else _number_markers(None, 0, src, enc, good, np.zeros(n, bool)))
             enc = enc - int(col.epoch.timestamp())
-            is_marker = _text_markers(text, [m for m in src.missing if m.strip() == m])
             if col.nullable:
-                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
+                missing = _empty(field) if is_marker is None else _empty(field) | is_marker
             elif is_marker is not None:
                 good &= ~is_marker
         elif col.kind == "time":  # ISO text: the exact path parses it
             enc, good = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         else:
-            text = batch.column(src.source)
-            enc, good, was_rounded = _plain_integers(text, col.scale, rounding=col.rounding)
-            is_marker = _number_markers(text, col, src, enc, good, was_rounded)
+            field = batch.column(src.source)
+            enc, good, was_rounded = _integers(field, col.scale, rounding=col.rounding)
+            is_marker = _number_markers(field if field.type == pa.string() else None, col.scale, src, enc, good,
+                                        was_rounded)
             if col.nullable:
-                missing = _empty(text) if is_marker is None else _empty(text) | is_marker
+                missing = _empty(field) if is_marker is None else _empty(field) | is_marker
             elif is_marker is not None:
                 good &= ~is_marker
             if col.rounding != REFUSE:
@@ -213,7 +217,7 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
         values.append(enc)
 
     # Element ID: the id fields joined by "|"; none when a field is missing or empty.
-    parts = [batch.column(f) for f in cfg.id_fields]
+    parts = [_text(batch.column(f)) for f in cfg.id_fields]
     has_id = np.ones(n, dtype=bool)
     for p in parts:
         has_id &= pc.fill_null(pc.binary_length(p), 0).to_numpy(zero_copy_only=False) > 0
@@ -234,7 +238,8 @@ def encode_batch(batch, cfg: IngestConfig, resolved: list[int]):
             ok[r] = why[r] is None
         reasons = pa.array(why, pa.string())
     mask = pa.array(~ok)
-    raw = [pc.if_else(mask, batch.column(f), pa.scalar(None, pa.string())) for f in [*cfg.source_fields, "_file"]]
+    raw = [pc.if_else(mask, _text(batch.column(f)), pa.scalar(None, pa.string())) if len(bad) else pa.nulls(n, pa.string())
+           for f in [*cfg.source_fields, "_file"]]
     eid = pc.if_else(mask, pa.scalar(None, pa.string()), eid)
     cols = [pc.if_else(mask, pa.scalar(None, pa.int64()), pa.array(v)) for v in values]
     flags = [pa.array(rounded[i] & ok) for i in sorted(rounded)]
@@ -254,11 +259,90 @@ def with_leaf(batch, tree, ndim: int):
     return batch.append_column("_leaf", pa.array(leaf, pa.int64()))
 
 
-def _empty(text) -> np.ndarray:
-    """Which entries of an Arrow string array are null or empty."""
+def _empty(field) -> np.ndarray:
+    """Which entries of a raw field (an Arrow string or number array) are null or empty."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False) == 0
+    if field.type != pa.string():
+        return pc.is_null(field).to_numpy(zero_copy_only=False)
+    return pc.fill_null(pc.binary_length(field), 0).to_numpy(zero_copy_only=False) == 0
+
+
+def _text(field):
+    """A raw field as text: numbers as the decimal they stand for."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return field if field.type == pa.string() else pc.cast(field, pa.string())
+
+
+def _integers(field, scale: int, point: bool = True, max_digits: int = 18,
+              rounding: str = REFUSE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_plain_integers of a raw field: text parsed, numbers (int64, float64) read as
+    they are, without text."""
+    import pyarrow as pa
+
+    if field.type == pa.int64():
+        return _typed_integers(field, scale, max_digits)
+    if field.type == pa.float64():
+        return _typed_doubles(field, scale, rounding)
+    return _plain_integers(field, scale, point, max_digits, rounding)
+
+
+def _typed_integers(field, scale: int, max_digits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stored integers of int64 values: value * 10**scale; decided when that has at most
+    max_digits (and 18) digits; none are rounded."""
+    import pyarrow.compute as pc
+
+    values = pc.fill_null(field, 0).to_numpy()
+    good = np.abs(values) < 10 ** (min(max_digits, 18) - scale) if scale <= min(max_digits, 18) \
+        else np.zeros(len(values), bool)
+    good &= pc.is_valid(field).to_numpy(zero_copy_only=False)
+    return np.where(good, values, 0) * 10**scale, good, np.zeros(len(values), bool)
+
+
+# A double within this many units in the last place of x * 10**scale from a rounding
+# boundary is left to the exact path: the decimal it stands for (its shortest text) and
+# the double itself lie within an ulp, and the product adds half of one.
+MARGIN_ULPS = 4
+
+
+def _typed_doubles(field, scale: int, rounding: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stored integers of float64 values, each read as the decimal its shortest text
+    writes (as Column.encode reads a float), rounded by `rounding`, without text:
+    - x * 10**scale rounds to an integer r with r / 10**scale == x: the decimal has at
+      most `scale` decimals and is r / 10**scale (below 2**50 no other decimal of that
+      scale lies within x's ulp), not rounded;
+    - otherwise the decimal has more decimals than the scale; away from a rounding
+      boundary by MARGIN_ULPS ulps, its side of each boundary is x * 10**scale's: rounded;
+    - the rest (near a boundary or a tie, beyond 2**50, not finite, null) is left
+      undecided for the exact path."""
+    import pyarrow.compute as pc
+
+    x = pc.fill_null(field, 0.0).to_numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = x * 10.0**scale
+        finite = np.isfinite(y) & (np.abs(y) < 2.0**50) & pc.is_valid(field).to_numpy(zero_copy_only=False)
+        y = np.where(finite, y, 0.0)
+        r = np.rint(y)
+        whole = finite & (r / 10.0**scale == x)
+        floor = np.floor(y)
+        frac = y - floor
+        margin = MARGIN_ULPS * np.spacing(np.abs(y) + 1.0)
+    clear = finite & ~whole & (frac > margin) & (frac < 1 - margin) & (np.abs(frac - 0.5) > margin)
+    if rounding == REFUSE:
+        clear[:] = False
+        up = np.zeros(len(x), bool)
+    elif rounding in ("half_even", "half_up"):
+        up = frac > 0.5
+    elif rounding == "floor":
+        up = np.zeros(len(x), bool)
+    else:  # ceil
+        up = np.ones(len(x), bool)
+    enc = np.where(whole, r, floor + up).astype(np.int64)
+    good = whole | clear
+    return np.where(good, enc, 0), good, clear
 
 
 def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18,
@@ -319,19 +403,20 @@ def _text_markers(text, words: list[str]) -> np.ndarray | None:
     return pc.fill_null(pc.is_in(text, value_set=pa.array(words, pa.string())), False).to_numpy(zero_copy_only=False)
 
 
-def _number_markers(text, col: Column, src: ColumnSource, enc: np.ndarray, good: np.ndarray,
+def _number_markers(text, scale: int, src: ColumnSource, enc: np.ndarray, good: np.ndarray,
                     rounded: np.ndarray) -> np.ndarray | None:
-    """Which decided entries of a number column (`enc`, `good`, `rounded` as
-    _plain_integers gives them) are missing markers, or None when the column has none.
+    """Which decided entries of a number column of this scale (`enc`, `good`, `rounded`
+    as _plain_integers gives them; `text` its text, None when it holds numbers) are
+    missing markers, or None when the column has none.
     Numeric markers match the exact value, never a rounded one; a rounded value next to
     a marker that has more decimals than the scale is left undecided (`good` cleared)
     for the exact path to compare."""
     if not src.missing:
         return None
-    exact, near = [], []
+    exact, near = [], []  # (text None: the field holds numbers, which no word marker matches)
     for m in _numeric_markers(src):
         sign, digits, exponent = m.as_tuple()
-        v = Decimal((sign, digits, exponent + col.scale))  # exact: scaleb rounds to 28 digits
+        v = Decimal((sign, digits, exponent + scale))  # exact: scaleb rounds to 28 digits
         if v == v.to_integral_value():
             exact.append(int(v))
         elif abs(v) < MAX_MARKER:
@@ -339,7 +424,7 @@ def _number_markers(text, col: Column, src: ColumnSource, enc: np.ndarray, good:
     if near:
         good &= ~(rounded & np.isin(enc, near))
     is_marker = good & ~rounded & np.isin(enc, exact)
-    words = _text_markers(text, [m for m in src.missing if m.strip() == m and not _is_number(m)])
+    words = None if text is None else _text_markers(text, [m for m in src.missing if m.strip() == m and not _is_number(m)])
     return is_marker if words is None else is_marker | words
 
 

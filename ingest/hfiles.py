@@ -7,12 +7,15 @@ What the files hold is the store's business: the cells of its bulk-load format
 aggregates). This module is the Spark side: it hands those cells to the JVM, which
 writes them as HFiles and has the region server load them.
 
-It applies when the store is the local HBase (`gridagg services up`) and Spark runs
-locally: the region server must read the files the executors write, and both share this
-machine's disk. Otherwise the job writes rows through the Thrift gateway.
+It applies when the store is the local HBase (`gridagg services up`, standalone or with
+several region servers) and Spark runs on this machine (local[...], or a standalone
+cluster whose master is at 127.0.0.1 or localhost, such as ingest.spark_standalone's):
+the region servers must read the files the executors write, and all share this machine's
+disk. Otherwise the job writes rows through the Thrift gateway.
 
-The Java half is hbase/HFileBulkLoad.java. Spark's driver JVM must have it and HBase's
-jars on its classpath from the start: spark_session() adds them (`classpath`).
+The Java half is hbase/HFileBulkLoad.java. Spark's driver and executor JVMs must have it
+and HBase's jars on their classpath from the start: spark_session() adds them
+(`classpath`).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ import uuid
 
 def applies(settings, master: str) -> bool:
     """Whether a job with these settings on this Spark master bulk-loads HFiles."""
-    return settings.store == "hbase" and settings.hbase is None and master.startswith("local")
+    on_this_machine = master.startswith(("local", "spark://127.0.0.1:", "spark://localhost:"))
+    return settings.store == "hbase" and settings.hbase is None and on_this_machine
 
 
 def classpath(settings, master: str) -> str | None:
-    """What spark.driver.extraClassPath needs for a bulk load, None when none applies."""
+    """What spark.driver.extraClassPath and spark.executor.extraClassPath need for a bulk
+    load, None when none applies."""
     if not applies(settings, master):
         return None
     from gridagg_hbase.launcher import spark_bulk_load_classpath

@@ -12,7 +12,7 @@ reads) come through Spark, which costs a copy of every byte into Python (1M rows
 read and parsed in 1.0-1.65 s, against 0.7-1.0 s read locally). The parsing runs in the
 same Python pass as the encoding (ingest.encode), so the raw text never travels back to
 Spark. Parquet is read by Spark's own reader, its columns typed or text alike: numbers
-become the text they stand for in the same Python pass (`typed_to_text`: a float its
+become the raw fields in the same Python pass (`typed_raw`: a float its
 shortest decimal, as Python's repr writes it), timestamps and dates epoch seconds.
 Nothing is read on the driver but the header of the first CSV file, when it is local.
 """
@@ -37,8 +37,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class Source:
     """What Spark reads: `df`, and `parse`, a function run in the executors that turns
     the Arrow batches of `df` into Arrow batches of raw fields; None when `df` holds the
-    raw fields already. `epoch_fields`: fields the reader gives as epoch seconds
-    whatever the config's time format says (typed timestamps)."""
+    raw fields already. Raw fields are text, except the numbers of typed inputs, which
+    stay int64 or float64 (as_text turns them into text where text is needed).
+    `epoch_fields`: fields the reader gives as epoch seconds whatever the config's time
+    format says (typed timestamps)."""
     df: object
     parse: Callable | None = None
     epoch_fields: frozenset = frozenset()
@@ -252,7 +254,7 @@ def read_source(spark, cfg: IngestConfig, paths: list[str]) -> Source:
 
 def read_parquet(spark, cfg: IngestConfig, paths: list[str]) -> Source:
     """Parquet inputs as a Source: text columns as they are; numeric ones turned into
-    text in the executors (typed_to_text); timestamps and dates as epoch seconds (a
+    raw fields in the executors (typed_raw); timestamps and dates as epoch seconds (a
     time zone-less one read in its time column's `timezone`), which the encoder reads
     as such whatever the column's format."""
     from pyspark.sql import functions as F
@@ -285,16 +287,17 @@ def read_parquet(spark, cfg: IngestConfig, paths: list[str]) -> Source:
 
     def parse(batches):
         for batch in batches:
-            yield typed_to_text(batch, fields, micros)
+            yield typed_raw(batch, fields, micros)
 
     return Source(df, parse, frozenset(micros))
 
 
-def typed_to_text(batch, fields: list[str], micros: list[str]):
-    """An Arrow batch of typed source fields as raw fields (text): numbers as the
-    decimal they stand for (a float its shortest text: 10.357019999999999, 1e-05;
-    float32 at float32's precision), `micros` (epoch microseconds) as epoch seconds,
-    with their fraction when they have one ("1577836800.5", which the encoder refuses)."""
+def typed_raw(batch, fields: list[str], micros: list[str]):
+    """An Arrow batch of typed source fields as raw fields: integers as int64 and doubles
+    as they are (the encoder reads the decimal a double's shortest text writes), other
+    numbers as the decimal they stand for (float32 at float32's precision), `micros`
+    (epoch microseconds) as epoch seconds, with their fraction when they have one
+    ("1577836800.5", which the encoder refuses)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -313,8 +316,21 @@ def typed_to_text(batch, fields: list[str], micros: list[str]):
                     exact[i] = ("-" if us[i] < 0 else "") + f"{q}." + f"{r:06d}".rstrip("0")
                 text = pa.array(exact, pa.string())
             col = pc.if_else(pc.is_valid(col), text, pa.scalar(None, pa.string()))
-        elif col.type != pa.string():
+        elif pa.types.is_integer(col.type) and col.type != pa.uint64():
+            col = pc.cast(col, pa.int64())
+        elif col.type not in (pa.string(), pa.float64()):
             col = pc.cast(col, pa.string())
         columns.append(col)
     return pa.RecordBatch.from_arrays([*columns, batch.column("_file"), batch.column("_line"), batch.column("_reason")],
-                                      schema=raw_arrow_schema(fields))
+                                      names=[*fields, "_file", "_line", "_reason"])
+
+
+def as_text(batch, fields: list[str]):
+    """A batch of raw fields (`fields`, then _file, _line, _reason) with every number
+    among the fields as text: the decimal it stands for (a double its shortest text)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [pc.cast(batch.column(f), pa.string()) if batch.column(f).type != pa.string() else batch.column(f)
+            for f in fields]
+    return pa.RecordBatch.from_arrays([*cols, *batch.columns[len(fields):]], schema=raw_arrow_schema(fields))

@@ -102,7 +102,7 @@ def write_grids(store, ds, leaf_rows: list, write_batch: int, stamps: WriteStamp
     of them in a 10M-row load."""
     batch, n = [], 0
     for prefix, eids, values in leaf_rows:
-        batch.append((prefix, eids.to_pylist(), values))
+        batch.append((prefix, eids, values))
         n += len(values)
         if n >= write_batch:
             store.put_grids(ds, batch, stamps)

@@ -12,11 +12,17 @@
 //
 // FILE holds one request a line, "PATH<TAB>JSON BODY", each sent as a POST; client i
 // of N sends lines i, i+N, i+2N, ... (wrapping around). The clients start over -ramp
-// seconds (default 1): what is sent meanwhile is neither measured nor counted towards
-// -max. The result, written as JSON: sent and failures (every request sent); requests,
-// seconds (from the end of the ramp to the last answer), rps and latency
-// p50/p95/p99/mean in ms of the requests sent after the ramp. A failure is an answer
-// other than 200 or no answer; the first few go to stderr.
+// seconds (default 1). The measured window runs from the end of the ramp to -seconds
+// after the start, or until -max answers are counted: every answer that completes
+// inside the window is counted, whenever its request was sent (one sent during the ramp
+// was served inside the window too: leaving it out understates a slow server, whose
+// ramp's requests fill much of a short window), and none that completes outside it.
+// The clients send no request after the window closes, and wait for the answers still
+// on the way. The result, written as JSON: sent and failures (every request sent);
+// requests, seconds (the window's length), rps and latency p50/p95/p99/mean in ms of
+// the answers counted; ramp_answers (of those, the ones sent during the ramp) and
+// late_answers (answers after the window, not counted). A failure is an answer other
+// than 200 or no answer; the first few go to stderr.
 package main
 
 import (
@@ -43,15 +49,17 @@ type request struct {
 }
 
 type result struct {
-	Sent     int64   `json:"sent"`
-	Requests int     `json:"requests"`
-	Failures int     `json:"failures"`
-	Seconds  float64 `json:"seconds"`
-	RPS      float64 `json:"rps"`
-	P50      float64 `json:"p50_ms"`
-	P95      float64 `json:"p95_ms"`
-	P99      float64 `json:"p99_ms"`
-	Mean     float64 `json:"mean_ms"`
+	Sent        int64   `json:"sent"`
+	Requests    int     `json:"requests"`
+	Failures    int     `json:"failures"`
+	Seconds     float64 `json:"seconds"`
+	RPS         float64 `json:"rps"`
+	P50         float64 `json:"p50_ms"`
+	P95         float64 `json:"p95_ms"`
+	P99         float64 `json:"p99_ms"`
+	Mean        float64 `json:"mean_ms"`
+	RampAnswers int64   `json:"ramp_answers"`
+	LateAnswers int64   `json:"late_answers"`
 }
 
 const (
@@ -63,7 +71,7 @@ func main() {
 	base := flag.String("url", "", "the API's base URL (127.0.0.1 or localhost)")
 	file := flag.String("requests", "", "file of requests, one a line: PATH<TAB>JSON BODY")
 	clients := flag.Int("clients", 1, "concurrent clients")
-	max := flag.Int64("max", 1000, "stop after this many measured requests (sent after the ramp)")
+	max := flag.Int64("max", 1000, "close the window once this many answers are counted")
 	seconds := flag.Float64("seconds", 30, "stop sending after this many seconds")
 	ramp := flag.Float64("ramp", 1, "start the clients evenly over this many seconds")
 	token := flag.String("token", "", "bearer token for reads, if the API needs one")
@@ -136,10 +144,11 @@ func readRequests(path string) ([]request, error) {
 
 // run starts client c at c/clients of the ramp (the server's workers then share the
 // connections: granian's workers accept from one socket, and a burst of connections
-// goes to whichever wakes first) and measures the requests sent once every client runs.
+// goes to whichever wakes first) and counts the answers that complete in the window.
 func run(base string, reqs []request, clients int, max int64, limit, ramp time.Duration, token string) result {
 	host := strings.TrimPrefix(base, "http://")
-	var budget, sent, failures int64 // budget: measured requests claimed; sent: all answered or failed
+	var counted, sent, failures, rampAnswers, lateAnswers int64
+	var closed atomic.Bool // the window closed early: -max answers counted
 	failed := make(chan string, shownFailures)
 	latencies := make([][]float64, clients)
 	lastDone := make([]time.Time, clients)
@@ -155,18 +164,30 @@ func run(base string, reqs []request, clients int, max int64, limit, ramp time.D
 			defer conn.close()
 			for i := c; ; i += clients {
 				t0 := time.Now()
-				measured := !t0.Before(steady)
-				// Only measured requests draw on the budget: a short run of fast answers
-				// would otherwise spend it all during the ramp.
-				if !t0.Before(deadline) || (measured && atomic.AddInt64(&budget, 1) > max) {
+				if !t0.Before(deadline) || closed.Load() {
 					break
 				}
 				problem := conn.send(reqs[i%len(reqs)])
 				done := time.Now()
 				atomic.AddInt64(&sent, 1)
-				if measured {
+				switch {
+				case done.Before(steady):
+				case closed.Load() || !done.Before(deadline):
+					atomic.AddInt64(&lateAnswers, 1)
+				default:
+					n := atomic.AddInt64(&counted, 1)
+					if n > max {
+						atomic.AddInt64(&lateAnswers, 1)
+						break
+					}
+					if n == max {
+						closed.Store(true)
+					}
 					latencies[c] = append(latencies[c], float64(done.Sub(t0))/float64(time.Millisecond))
 					lastDone[c] = done
+					if t0.Before(steady) {
+						atomic.AddInt64(&rampAnswers, 1)
+					}
 				}
 				if problem != "" {
 					atomic.AddInt64(&failures, 1)
@@ -183,8 +204,17 @@ func run(base string, reqs []request, clients int, max int64, limit, ramp time.D
 	for p := range failed {
 		fmt.Fprintln(os.Stderr, "loadgen: failure:", p)
 	}
-	res := summarize(latencies, lastDone, steady, int(failures))
-	res.Sent = sent
+	end := deadline // the window's end: the deadline, or the last answer counted when -max closed it
+	if closed.Load() {
+		end = steady
+		for _, t := range lastDone {
+			if t.After(end) {
+				end = t
+			}
+		}
+	}
+	res := summarize(latencies, end.Sub(steady), int(failures))
+	res.Sent, res.RampAnswers, res.LateAnswers = sent, rampAnswers, lateAnswers
 	return res
 }
 
@@ -250,16 +280,12 @@ func (c *connection) close() {
 	}
 }
 
-func summarize(latencies [][]float64, lastDone []time.Time, start time.Time, failures int) result {
+func summarize(latencies [][]float64, window time.Duration, failures int) result {
 	var all []float64
-	end := start
-	for c, l := range latencies {
+	for _, l := range latencies {
 		all = append(all, l...)
-		if lastDone[c].After(end) {
-			end = lastDone[c]
-		}
 	}
-	res := result{Requests: len(all), Failures: failures, Seconds: end.Sub(start).Seconds()}
+	res := result{Requests: len(all), Failures: failures, Seconds: window.Seconds()}
 	if len(all) == 0 {
 		return res
 	}

@@ -1,9 +1,9 @@
 """The nemesis: faults on a schedule drawn from a seed, injected while the soak's clients
 run (Jepsen's approach).
 
-Kinds of fault (KINDS); each is a crash, never a clean stop:
-  hbase   SIGKILL the local HBase's master JVM, which in standalone mode holds the region
-          server (and ZooKeeper); down a few seconds, then started again
+Kinds of fault (KINDS); each is a crash or a change under load, never a clean stop:
+  hbase   SIGKILL the local HBase's master JVM (standalone: it holds the region server
+          and ZooKeeper too); down a few seconds, then started again
   thrift  SIGKILL the Thrift gateway JVM; down a few seconds, then started again
   pg      PostgreSQL's immediate shutdown (every process quits, no checkpoint); down a
           few seconds, then started again (crash recovery from its WAL)
@@ -12,11 +12,21 @@ Kinds of fault (KINDS); each is a crash, never a clean stop:
           written but not the directory switch; the switch made but not the intent ended);
           the crew starts a new writer in its place
   reader  SIGKILL a reader process at a random moment; a new one takes its place
+With several region servers (`gridagg services up --region-servers N`) also:
+  regionserver  SIGKILL one region server holding regions of the soak's table; the
+          master finds it dead when its ZooKeeper session expires and reopens its regions
+          on the others from its write-ahead log; it is started again 15-25 s later.
+          Meanwhile every region it held is probed until it answers again
+  move    move a region of the soak's table to another region server
+  split   split a region of the soak's table in two, at the middle of its keys
+  balance run the balancer (it moves regions to even out the servers' shares)
 Servers are crashed and started through gridagg.services (pg_crash / pg_up,
-hbase_crash / hbase_up): the project's own service code.
+hbase_crash / hbase_up), regions changed through hbase/launcher.region_admin: the
+project's own code.
 
 The schedule is a list of faults, each after a pause drawn from `every` that begins when
-the previous fault has healed (a server answers again, a killed client was replaced).
+the previous fault has healed (a server answers again, a killed client was replaced, a
+region change returned).
 Kinds come round in turns, each turn in an order drawn from the seed, so a short run
 sees every kind about equally often.
 """
@@ -25,11 +35,12 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from gridagg import services
+from gridagg_hbase import launcher
 
 KINDS = {
     "hbase": "kill -9 the HBase master JVM (standalone: the region server), start it again",
@@ -37,25 +48,40 @@ KINDS = {
     "pg": "crash PostgreSQL (immediate shutdown), start it again",
     "writer": "kill -9 a writer (at a random moment or a write-path fault point); a new one replaces it",
     "reader": "kill -9 a reader at a random moment; a new one replaces it",
+    "regionserver": "kill -9 a region server (of several); its regions reopen elsewhere; started again later",
+    "move": "move a region of the soak's table to another region server",
+    "split": "split a region of the soak's table at the middle of its keys",
+    "balance": "run the HBase balancer",
 }
-SERVER_KINDS = ("hbase", "thrift", "pg")
+SERVER_KINDS = ("hbase", "thrift", "pg", "regionserver")
+REGION_KINDS = ("move", "split", "balance")
+CLUSTER_KINDS = ("regionserver", *REGION_KINDS)  # need several region servers
+HBASE_KINDS = ("hbase", "thrift", *CLUSTER_KINDS)
 DEFAULT_KINDS = {"hbase": ("hbase", "thrift", "pg", "writer", "reader"), "embedded": ("pg", "writer", "reader")}
 WRITER_KILLS = ("any moment", "insert.rows_written", "insert.switching", "insert.switched")
 DOWN = (1.0, 5.0)  # how long a crashed server stays down, seconds
+# A killed region server stays down longer than the master takes to find it dead
+# (launcher.SESSION_TIMEOUT_MS) and reopen its regions elsewhere.
+REGIONSERVER_DOWN = (15.0, 25.0)
+REGIONS_BACK_PATIENCE = 60.0  # how long a dead server's regions are probed, seconds from the kill
 POINT_PATIENCE = 20.0  # a writer armed at a fault point that has not died by then is killed
 
 
-def parse_kinds(text: str, store: str) -> tuple[str, ...]:
-    """The kinds named in `text` ("all": every kind that applies to the store). Raises
-    ValueError naming an unknown kind, or one that needs the HBase store."""
+def parse_kinds(text: str, store: str, region_servers: int = 0) -> tuple[str, ...]:
+    """The kinds named in `text` ("all": every kind that applies to the store and to a
+    local HBase of `region_servers` region servers, 0 standalone). Raises ValueError
+    naming an unknown kind, or one that needs the HBase store or several region servers."""
     if text == "all":
-        return DEFAULT_KINDS[store]
+        return DEFAULT_KINDS[store] + (CLUSTER_KINDS if store == "hbase" and region_servers > 1 else ())
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
     for kind in kinds:
         if kind not in KINDS:
             raise ValueError(f"no fault kind {kind!r} (the kinds: {', '.join(KINDS)}, or all)")
-        if kind in ("hbase", "thrift") and store != "hbase":
+        if kind in HBASE_KINDS and store != "hbase":
             raise ValueError(f"fault kind {kind} needs the HBase store (--store hbase)")
+        if kind in CLUSTER_KINDS and region_servers < 2:
+            raise ValueError(f"fault kind {kind} needs a local HBase of several region servers "
+                             "(gridagg services up --region-servers 3)")
     return kinds
 
 
@@ -72,7 +98,7 @@ class Fault:
 
     def line(self) -> str:
         what = {"writer": f"writer {self.slot} at {self.how}", "reader": f"reader {self.slot}"}.get(
-            self.kind, f"{self.kind} down {self.down:.1f} s")
+            self.kind, self.kind if self.kind in REGION_KINDS else f"{self.kind} down {self.down:.1f} s")
         return f"after {self.pause:5.1f} s: {what}"
 
 
@@ -92,7 +118,10 @@ def schedule(kinds: tuple[str, ...], seconds: float, seed: int, every: tuple[flo
             if total > seconds:
                 return faults
             if kind in SERVER_KINDS:
-                faults.append(Fault(pause, kind, down=float(rng.uniform(*DOWN))))
+                down = REGIONSERVER_DOWN if kind == "regionserver" else DOWN
+                faults.append(Fault(pause, kind, down=float(rng.uniform(*down)), slot=int(rng.integers(1 << 16))))
+            elif kind in REGION_KINDS:
+                faults.append(Fault(pause, kind, slot=int(rng.integers(1 << 16))))
             elif kind == "writer":
                 faults.append(Fault(pause, kind, slot=int(rng.integers(writers)),
                                     how=WRITER_KILLS[int(rng.integers(len(WRITER_KILLS)))]))
@@ -114,6 +143,11 @@ class Injected:
     back: float | None = None
     life: str = ""
     note: str = ""
+    # A killed region server: its regions of the soak's table ([start, end) in hex) and
+    # the seconds from the kill until each answered again (None: not within
+    # REGIONS_BACK_PATIENCE).
+    regions: list = field(default_factory=list)
+    regions_back: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -151,8 +185,12 @@ class Nemesis(threading.Thread):
             self.error = exc
 
     def _inject(self, fault: Fault) -> Injected:
+        if fault.kind == "regionserver":
+            return self._kill_region_server(fault)
         if fault.kind in SERVER_KINDS:
             return self._crash_server(fault)
+        if fault.kind in REGION_KINDS:
+            return self._change_regions(fault)
         return self._kill_client(fault)
 
     def _crash_server(self, fault: Fault) -> Injected:
@@ -165,6 +203,63 @@ class Nemesis(threading.Thread):
         heal(self.settings, (fault.kind,))
         record.back = time.time()
         return record
+
+    def _kill_region_server(self, fault: Fault) -> Injected:
+        """Kill a region server holding regions of the soak's table (fault.slot picks
+        which), probe each of those regions until it answers again, start the server
+        again after fault.down seconds."""
+        held = {}
+        for region in soak_regions(self.settings, self.crew.dataset):
+            held.setdefault(region.server, []).append(region)
+        ports = {launcher.rpc_port(self.settings, role): role
+                 for role in launcher.roles(launcher.recorded_layout(self.settings) or 0) if role.startswith("rs")}
+        candidates = sorted(server for server in held if int(server.rpartition(":")[2]) in ports)
+        if not candidates:
+            return Injected(fault.kind, "no region server holds regions of the soak's table", time.time(),
+                            time.time(), note="not injected")
+        server = candidates[fault.slot % len(candidates)]
+        role = ports[int(server.rpartition(":")[2])]
+        regions = held[server]
+        record = Injected(fault.kind, f"{role} down {fault.down:.1f} s", killed=time.time(),
+                          regions=[f"[{r.start.hex()}, {r.end.hex()})" for r in regions])
+        services.hbase_crash(self.settings, role)
+        probe = threading.Thread(target=lambda: record.regions_back.extend(
+            regions_back(self.settings, self.crew.dataset, regions, record.killed)), name="regions-back", daemon=True)
+        probe.start()
+        time.sleep(fault.down)
+        heal(self.settings, (fault.kind,))
+        record.back = time.time()
+        probe.join()
+        return record
+
+    def _change_regions(self, fault: Fault) -> Injected:
+        """Move or split a region of the soak's table (fault.slot picks which, and where
+        to), or run the balancer; done when the regions are online again."""
+        table = f"gridagg_{self.crew.dataset}"
+        regions = soak_regions(self.settings, self.crew.dataset)
+        region = regions[fault.slot % len(regions)]
+        began = time.time()
+        try:
+            if fault.kind == "move":
+                others = sorted({r.server for r in regions} | set(region_servers(self.settings)) - {region.server})
+                if not others:
+                    return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
+                to = others[(fault.slot >> 8) % len(others)]
+                detail = f"[{region.start.hex()}, {region.end.hex()}) {region.server} -> {to}"
+                launcher.region_admin(self.settings, "move", table, (region.start or b"\0").hex(),
+                                      to.rpartition(":")[2])
+            elif fault.kind == "split":
+                at = middle(region.start, region.end)
+                detail = f"[{region.start.hex()}, {region.end.hex()}) at {at.hex()}"
+                launcher.region_admin(self.settings, "split", table, at.hex())
+            else:
+                detail = launcher.region_admin(self.settings, "balance", table)
+        except launcher.LauncherError as exc:
+            # HBase may refuse, e.g. a split of a region that still holds edits recovered
+            # from a dead server's log: the change did not happen, the run goes on.
+            return Injected(fault.kind, f"[{region.start.hex()}, {region.end.hex()})", began, time.time(),
+                            note=f"refused by HBase: {str(exc)[:300]}")
+        return Injected(fault.kind, detail, killed=began, back=time.time())
 
     def _kill_client(self, fault: Fault) -> Injected:
         role, slot = fault.kind, fault.slot
@@ -196,10 +291,74 @@ def heal(settings, kinds) -> None:
         try:
             if "pg" in kinds:
                 services.pg_up(settings)
-            if "hbase" in kinds or "thrift" in kinds:
+            if any(k in ("hbase", "thrift", "regionserver") for k in kinds):
                 services.hbase_up(settings)
             return
         except services.ServiceError:
             if attempt == 2:
                 raise
             time.sleep(2)
+
+
+def soak_regions(settings, dataset: str, patience: float = 60.0) -> list:
+    """The regions of dataset's table now (hbase_regions.Region: start, end, server);
+    while one is in transition (the gateway cannot list them), asked again for up to
+    `patience` seconds."""
+    import happybase
+
+    from gridagg.store.hbase_regions import FAILED_CALL, RegionCache
+
+    host, port = settings.effective_hbase
+    until = time.time() + patience
+    while True:
+        conn = happybase.Connection(host, port, timeout=10000)
+        try:
+            return RegionCache().get(conn.client, f"gridagg_{dataset}".encode(), fresh=True)
+        except FAILED_CALL:
+            if time.time() > until:
+                raise
+            time.sleep(0.5)
+        finally:
+            conn.close()
+
+
+def region_servers(settings) -> list[str]:
+    """The local region servers that run, as "localhost:port"."""
+    return [f"localhost:{launcher.rpc_port(settings, role)}" for role in launcher.running_roles(settings)
+            if role.startswith("rs")]
+
+
+def regions_back(settings, dataset: str, regions: list, killed: float) -> list[float | None]:
+    """Seconds from `killed` until each of `regions` answered a read again (a Get of its
+    first row through the gateway, every quarter of a second), None for one that had not
+    within REGIONS_BACK_PATIENCE."""
+    import happybase
+
+    host, port = settings.effective_hbase
+    table = f"gridagg_{dataset}".encode()
+    back: list[float | None] = [None] * len(regions)
+    until = killed + REGIONS_BACK_PATIENCE
+    while time.time() < until and None in back:
+        for i, region in enumerate(regions):
+            if back[i] is not None:
+                continue
+            try:
+                conn = happybase.Connection(host, port, timeout=2000)
+                try:
+                    conn.client.getRow(table, region.start or b"\0", {})
+                    back[i] = round(time.time() - killed, 2)
+                finally:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - not answering yet
+                pass
+        time.sleep(0.25)
+    return back
+
+
+def middle(start: bytes, end: bytes) -> bytes:
+    """A row key strictly between region bounds start and end (b"": the table's end), about
+    half way: the key space read as base-256 fractions."""
+    width = max(len(start), len(end), 1) + 1
+    lo = int.from_bytes(start.ljust(width, b"\0"), "big")
+    hi = int.from_bytes(end.ljust(width, b"\0"), "big") if end else 1 << (8 * width)
+    return ((lo + hi) // 2).to_bytes(width, "big").rstrip(b"\0") or b"\0"

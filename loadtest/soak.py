@@ -7,7 +7,10 @@ are injected on a schedule drawn from --seed (loadtest.nemesis): servers killed 
 and started again, writers and readers killed and replaced; clients retry on "store
 unavailable" with backoff, as real ones do. Every answer is checked against the oracle
 of loadtest.soak_check (between the rows acknowledged before it began and the rows begun
-before it ended).
+before it ended). With --machines N the clients stand for N hosts, each host's clients
+sharing an epoch board of their own (as API servers on separate hosts do): a write
+reaches another host's queries through PostgreSQL, and must show there from 1 s after
+its acknowledgement on.
 
 At the end the faults stop, every server is started, and the next writer (one more
 batch, written here) recovers whatever a killed writer left; then `check` must find
@@ -18,6 +21,7 @@ reported and left in place to be looked at.
 
     python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 [--store hbase]
     python -m gridagg_loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
+    python -m gridagg_loadtest.soak --store hbase --nemesis all --machines 2 ...   # 2 hosts
 
 The JSON report goes to stdout, progress and a short table to stderr; exit code 0 when
 every target holds. Logs of the clients are kept under <data dir>/soak/<dataset> when
@@ -40,6 +44,7 @@ import numpy as np
 
 from gridagg.config import Settings
 from gridagg.errors import StoreUnavailable
+from gridagg_hbase import launcher
 
 from . import nemesis, soak_check
 from .soak_clients import AGGS, BATCH, Crew, batch_rows, definition, element_ids, open_engine
@@ -51,11 +56,13 @@ JOIN_SECONDS = 60.0  # how long clients may take to stop after the deadline befo
 
 def run(settings: Settings, seconds: float, writers: int, readers: int, progress=print,
         check_at_most: int | None = None, kinds: tuple[str, ...] = (), seed: int = 0,
-        every: tuple[float, float] = (20.0, 40.0), keep: bool = False) -> SoakReport:
+        every: tuple[float, float] = (20.0, 40.0), keep: bool = False, machines: int = 1) -> SoakReport:
     """Run the soak on settings.store for `seconds` with these clients; with `kinds`
     (loadtest.nemesis.KINDS), faults of those kinds every `every` seconds (drawn from
-    `seed`). Checks every answer, or a random sample of check_at_most of them. The
-    dataset and the clients' logs are dropped after a run that holds, unless `keep`."""
+    `seed`). Checks every answer, or a random sample of check_at_most of them. With
+    `machines` > 1 the clients stand for that many hosts (soak_clients.Crew), each with
+    an epoch board of its own. The dataset and the clients' logs are dropped after a
+    run that holds, unless `keep`."""
     name = "soak_" + uuid.uuid4().hex[:8]
     engine = open_engine(settings)  # this process' own: creates, recovers, judges, drops
     try:
@@ -66,11 +73,12 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
         deadline = started + seconds
         plan = nemesis.schedule(kinds, seconds, seed, every, writers, readers) if kinds else []
         progress(f"soak {name}: {writers} writers, {readers} readers for {seconds:g} s ({settings.store} store)"
+                 + (f", as {machines} hosts with epoch boards of their own" if machines > 1 else "")
                  + (f", nemesis {','.join(kinds)}, seed {seed}, a fault every {every[0]:g}-{every[1]:g} s"
                     if kinds else ""))
         for fault in plan:
             progress(f"  planned: {fault.line()}")
-        crew = Crew(settings, name, deadline, run_dir, writers, readers)
+        crew = Crew(settings, name, deadline, run_dir, writers, readers, machines)
         nem = nemesis.Nemesis(settings, plan, crew, until=deadline - min(QUIET, seconds / 5), progress=progress)
         nem.start()
         try:
@@ -116,7 +124,7 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
     history = soak_check.read_history(crew.lives)
     recovery = _recover(engine, ds, history, writers)
     progress(f"recovery: {recovery['by']}")
-    rows = soak_check.Rows.of(history)
+    rows = soak_check.Rows.of(history, crew.machines)
     checked, wrong = soak_check.check_answers(history, rows, ds, check_at_most)
 
     stored = _retry(lambda: soak_check.stored_batches(engine, ds))
@@ -199,6 +207,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the fault schedule (default 0)")
     ap.add_argument("--every", default="20,40", metavar="MIN,MAX",
                     help="seconds between one fault's healing and the next fault (default 20,40)")
+    ap.add_argument("--machines", type=int, default=1, metavar="N",
+                    help="clients stand for N hosts (writers and readers spread over them), each with an epoch "
+                         "board of its own: writes reach the other hosts' queries through PostgreSQL only, and "
+                         "must show there from 1 s after their acknowledgement (HBase store; default 1)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the dataset and the clients' logs (<data dir>/soak/<name>/*.jsonl) also "
                          "after a run that holds (one that does not keeps them anyway)")
@@ -206,8 +218,11 @@ def main(argv=None) -> int:
     settings = Settings.from_env()
     if args.store:
         settings = settings.with_(store=args.store)
+    if args.machines > 1 and settings.store != "hbase":
+        ap.error("--machines needs the HBase store (the embedded store lives on one machine)")
     try:
-        kinds = nemesis.parse_kinds(args.nemesis, settings.store) if args.nemesis else ()
+        servers = 0 if settings.hbase else launcher.layout(settings)  # the local HBase's region servers
+        kinds = nemesis.parse_kinds(args.nemesis, settings.store, servers) if args.nemesis else ()
     except ValueError as exc:
         ap.error(f"--nemesis: {exc}")
     try:
@@ -219,7 +234,7 @@ def main(argv=None) -> int:
     command = "python -m gridagg_loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     say(command)
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
-                 kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep)
+                 kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep, machines=args.machines)
     print(json.dumps({"command": command, "ok": report.ok, **report.__dict__}, indent=2, default=str))
     say(report.table())
     return 0 if report.ok else 1

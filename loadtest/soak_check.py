@@ -1,7 +1,8 @@
 """The soak's checker: reads the clients' logs (loadtest.soak_clients) and judges them.
 
 The oracle. Every answer must be the brute-force answer over some set S of rows with
-  A <= S <= B,  A = rows of batches acknowledged before the query began,
+  A <= S <= B,  A = rows of batches acknowledged before the query began (by a writer
+                    standing for another host: VISIBLE_AFTER before it began),
                 B = rows of batches whose insert had begun when the query ended.
 Counts and sums (measure values are >= 0) must lie between those over A and B, mins
 between min over B and min over A (maxes alike). A batch never acknowledged (its writer
@@ -27,7 +28,11 @@ from gridagg.grid import element_of, grid_prefix
 from gridagg.query import QuerySpec
 from gridagg.schema import Dataset
 
-from .soak_clients import BATCH, Client, batch_of, batch_rows, read_log
+from .soak_clients import BATCH, Client, batch_of, batch_rows, machine_of, read_log
+
+# How long after its acknowledgement a write must show in the answers of other hosts:
+# they learn of it through PostgreSQL (gridagg.tree), not from a board they share.
+VISIBLE_AFTER = 1.0
 
 
 @dataclass
@@ -41,12 +46,14 @@ class Request:
     tag: str
     error: str = ""  # of a failed try: "unavailable" or "unclear"
     msg: str = ""
+    calls: dict | None = None  # of an answer: the store's calls by region server
 
 
 @dataclass
 class History:
     """Everything the clients logged. batches: (writer tag, batch) -> [begun, acked or
-    None]; answers: (start, end, where, aggs, values) of every reader answer; requests:
+    None]; answers: (start, end, where, aggs, values, the reader's host) of every reader
+    answer; requests:
     every try of every request; armed: writer tag -> the fault point it was armed at;
     last: client tag -> its last record."""
 
@@ -77,8 +84,8 @@ def read_history(lives: list[Client]) -> History:
                 h.batches[(client.tag, r["b"])][1] = r["at"]
                 h.requests.append(Request(r["start"], r["at"], True, "writer", client.tag))
             elif kind == "answer":
-                h.answers.append((r["start"], r["end"], r["where"], r["aggs"], r["values"]))
-                h.requests.append(Request(r["start"], r["end"], True, "reader", client.tag))
+                h.answers.append((r["start"], r["end"], r["where"], r["aggs"], r["values"], client.machine))
+                h.requests.append(Request(r["start"], r["end"], True, "reader", client.tag, calls=r.get("calls")))
             elif kind == "fail":
                 h.requests.append(Request(r["start"], r["end"], False, client.role, client.tag, r["error"], r["msg"]))
             elif kind == "armed":
@@ -99,15 +106,17 @@ class Rows:
     begun: np.ndarray
     acked: np.ndarray
     keys: list[tuple[str, int]]  # the batches, in row order (BATCH rows each)
+    machine: np.ndarray  # the host of each row's writer (soak_clients.machine_of)
 
     @classmethod
-    def of(cls, history: History) -> "Rows":
+    def of(cls, history: History, machines: int = 1) -> "Rows":
         keys = sorted(history.batches)
         if not keys:
-            return cls(np.empty((0, 3), np.int64), np.empty(0), np.empty(0), [])
+            return cls(np.empty((0, 3), np.int64), np.empty(0), np.empty(0), [], np.empty(0, np.int64))
         times = np.array([[b, np.inf if a is None else a] for b, a in (history.batches[k] for k in keys)])
+        hosts = [machine_of("writer", int(tag.split(".")[0]), machines) for tag, _ in keys]
         return cls(np.vstack([batch_rows(tag, b) for tag, b in keys]), np.repeat(times[:, 0], BATCH),
-                   np.repeat(times[:, 1], BATCH), keys)
+                   np.repeat(times[:, 1], BATCH), keys, np.repeat(np.array(hosts, np.int64), BATCH))
 
 
 def in_box(spec: QuerySpec, rows: np.ndarray) -> np.ndarray:
@@ -138,9 +147,11 @@ def check_answers(history: History, rows: Rows, ds: Dataset, at_most: int | None
     if at_most is not None and len(answers) > at_most:
         answers = [answers[i] for i in np.random.default_rng(3).choice(len(answers), at_most, replace=False)]
     wrong = []
-    for start, end, where, aggs, values in answers:
+    for start, end, where, aggs, values, machine in answers:
         box = in_box(QuerySpec.parse(ds, where, aggs), rows.values)
-        v_a = rows.values[box & (rows.acked < start), 2]
+        # A write acknowledged on another host must show from VISIBLE_AFTER on.
+        acked_by = np.where(rows.machine == machine, start, start - VISIBLE_AFTER)
+        v_a = rows.values[box & (rows.acked < acked_by), 2]
         v_b = rows.values[box & (rows.begun < end), 2]
         bad = [label for label in aggs if not within(values[label], label, v_a, v_b)]
         if bad:
@@ -244,8 +255,24 @@ def fault_effects(history: History, injected: list, end: float) -> list[dict]:
             row["unavailable"] = (0.0 if first_affected is None else None if first_answer is None
                                   else round(first_answer - first_affected, 2))
             row["failed_after_back"] = sum(1 for q in affected if q.start >= back)
+        if fault.kind == "regionserver" and fault.regions:
+            row["outage"] = outage(history, fault)
         out.append(row)
     return out
+
+
+def outage(history: History, fault) -> dict:
+    """What readers got while a killed region server's regions were away: the queries
+    begun from its kill until the last of its regions answered again (or, if one never
+    did, until the server was back), answered or failed; of the answers, those that
+    read rows on the region servers (the others came from aggregates alone)."""
+    back = [b for b in fault.regions_back if b is not None]
+    until = fault.killed + max(back) if len(back) == len(fault.regions_back) else (fault.back or fault.killed)
+    tries = [q for q in history.requests if q.role == "reader" and fault.killed <= q.start < until]
+    answered = [q for q in tries if q.ok]
+    return {"seconds": round(until - fault.killed, 2), "queries": len(tries), "answered": len(answered),
+            "answered_share": round(len(answered) / len(tries), 3) if tries else None,
+            "answered_with_scans": sum(1 for q in answered if q.calls)}
 
 
 def _next_life(tag: str) -> str:
@@ -295,4 +322,8 @@ def kind_summary(effects: list[dict]) -> dict:
             "hung": sum(r["hung"] for r in rows),
             "longest": max(r["longest"] for r in rows),
         }
+        if kind == "regionserver":
+            out[kind]["regions_back"] = summary([b for r in rows for b in r["regions_back"] if b is not None])
+            out[kind]["regions_never_back"] = sum(b is None for r in rows for b in r["regions_back"])
+            out[kind]["answered_share_in_outage"] = [r["outage"]["answered_share"] for r in rows if "outage" in r]
     return out

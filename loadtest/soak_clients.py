@@ -12,7 +12,8 @@ the next step, so the log survives a SIGKILL (a torn last line is ignored):
 
   writer  {"t": "begin", "b": batch, "at": time}      before the insert's first attempt
           {"t": "ack", "b": batch, "start": s, "at": time, "stored": n, "duplicates": n}
-  reader  {"t": "answer", "start": s, "end": e, "where": ..., "aggs": [...], "values": {...}}
+  reader  {"t": "answer", "start": s, "end": e, "where": ..., "aggs": [...], "values": {...},
+           "calls": the store's calls by region server (the plan's store_calls)}
   both    {"t": "fail", "start": s, "end": e, "error": "unavailable" | "unclear", "msg": ...}
           {"t": "ready", "at": time}   connected, about to send requests
           {"t": "armed", "point": p, "at": time}   a fault point the nemesis asked for
@@ -90,6 +91,7 @@ class Client:
     life: int
     deadline: float  # time.time() at which to stop
     run_dir: Path  # logs and the nemesis' requests
+    machine: int = 0  # the host it stands for (its settings name that host's epoch board)
 
     @property
     def tag(self) -> str:
@@ -239,7 +241,8 @@ def run_reader(client: Client) -> None:
         if done is None:
             return
         result, start, end = done
-        log.write(t="answer", start=start, end=end, where=where, aggs=aggs, values=result.values)
+        log.write(t="answer", start=start, end=end, where=where, aggs=aggs, values=result.values,
+                  calls=result.plan.store_calls)
 
 
 def _main(client: Client) -> None:
@@ -252,14 +255,25 @@ def _main(client: Client) -> None:
         os._exit(UNCLEAR_EXIT)
 
 
+def machine_of(role: str, slot: int, machines: int) -> int:
+    """The host a client stands for, of `machines`: writers and readers in turns, the
+    first reader on another host than the first writer."""
+    return (slot + (role == "reader")) % machines
+
+
 class Crew:
     """Keeps `writers` writer and `readers` reader processes running until the deadline:
     a process that died (killed, or crashed on an unclear error) is replaced by a new
-    life in its slot. Every life's Client is kept in `lives`."""
+    life in its slot. Every life's Client is kept in `lives`. With `machines` > 1 the
+    clients stand for that many hosts (machine_of): each host's clients share an epoch
+    board of their own (run_dir/board-<host>), so a write reaches the others' queries
+    only through PostgreSQL, as between API servers on separate hosts."""
 
     def __init__(self, settings: Settings, dataset: str, deadline: float, run_dir: Path, writers: int,
-                 readers: int):
+                 readers: int, machines: int = 1):
         self.ctx = mp.get_context("spawn")
+        self.dataset = dataset
+        self.machines = machines
         self.lives: list[Client] = []
         self.exits: dict[str, int | None] = {}  # log file name -> exit code
         self._procs: dict[tuple[str, int], tuple[Client, mp.Process]] = {}
@@ -267,7 +281,9 @@ class Crew:
         template = Client(settings, dataset, "writer", 0, 0, deadline, run_dir)
         for role, n in (("writer", writers), ("reader", readers)):
             for slot in range(n):
-                self._start(replace(template, role=role, slot=slot))
+                machine = machine_of(role, slot, machines)
+                here = settings.with_(epoch_dir=run_dir / f"board-{machine}") if machines > 1 else settings
+                self._start(replace(template, settings=here, role=role, slot=slot, machine=machine))
 
     def _start(self, client: Client) -> None:
         proc = self.ctx.Process(target=_main, args=(client,), daemon=True)

@@ -48,12 +48,18 @@ class SoakReport:
         """The report as a short table: one line per fault kind, then the totals."""
         lines = []
         if self.nemesis.get("by_kind"):
-            lines.append(f"{'fault':<8}{'n':>4}  {'unavailable s':<20}{'answer after back s':<22}"
+            lines.append(f"{'fault':<12}{'n':>4}  {'unavailable s':<20}{'answer after back s':<22}"
                          f"{'failed':>7}{'hung':>6}{'longest s':>11}")
-            lines.append(f"{'':<14}{'min / median / max':<20}{'min / median / max':<22}")
+            lines.append(f"{'':<18}{'min / median / max':<20}{'min / median / max':<22}")
             for kind, k in self.nemesis["by_kind"].items():
-                lines.append(f"{kind:<8}{k['n']:>4}  {_span(k['unavailable']):<20}{_span(k['recovery']):<22}"
+                lines.append(f"{kind[:12]:<12}{k['n']:>4}  {_span(k['unavailable']):<20}{_span(k['recovery']):<22}"
                              f"{k['failed']:>7}{k['hung']:>6}{k['longest']:>11.1f}")
+            servers = self.nemesis["by_kind"].get("regionserver")
+            if servers:
+                shares = ", ".join("-" if v is None else f"{v:.0%}" for v in servers["answered_share_in_outage"])
+                lines.append(f"region servers killed: their regions answered again after {_span(servers['regions_back'])}"
+                             f" s (min / median / max; never: {servers['regions_never_back']}); queries answered "
+                             f"while they were away: {shares}")
         r = self.requests
         lines += [
             f"answers {self.queries} ({self.answers_checked} checked), wrong {self.wrong_answers}; "

@@ -56,5 +56,6 @@ def paper_queries(n: int, seed: int) -> list[dict]:
     return list(itertools.islice(paper_boxes(seed), n))
 
 
-def paper_request(where: dict, agg: str) -> tuple[str, dict]:
-    return "query", {"where": where, "aggregates": AGGREGATES[agg]}
+def paper_body(where: dict, agg: str) -> dict:
+    """The query body of box `where` with aggregate `agg` ("min" or "sum")."""
+    return {"where": where, "aggregates": AGGREGATES[agg]}

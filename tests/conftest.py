@@ -7,6 +7,7 @@ keep test servers apart from your own (CI uses .gridagg-ci in the checkout).
 
 from __future__ import annotations
 
+import gc
 import uuid
 
 import pytest
@@ -34,6 +35,24 @@ def pg_conn(settings, services):
     conn = psycopg.connect(settings.effective_pg_url, autocommit=True)
     yield conn
     conn.close()
+
+
+def _open_directories() -> dict[int, object]:
+    from gridagg.directory import GridDirectory
+
+    return {id(o): o for o in gc.get_objects() if isinstance(o, GridDirectory)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_directories():
+    """Every GridDirectory a test module opened is closed when the module ends: each holds
+    pooled connections (and a listener's) that no garbage collection returns, and the
+    test server allows a bounded number of them."""
+    before = _open_directories()
+    yield
+    for key, directory in _open_directories().items():
+        if key not in before and hasattr(directory, "_changes"):  # not one whose opening failed
+            directory.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,16 @@
-"""Helpers for engine tests: opening an engine on a given store, and the brute-force
-oracle every answer is checked against."""
+"""Helpers for engine tests: opening an engine on a given store, its answers against the
+oracle (tests/oracle.py), its tree against brute force."""
 
 from __future__ import annotations
 
-from fractions import Fraction
+import random
 
 import numpy as np
 
+import oracle
 from gridagg.aggregate import NULL, PartialAggregate
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.query import QuerySpec
 from gridagg.store import open_store
 from gridagg.store.embedded import EmbeddedStore
 
@@ -37,43 +37,45 @@ def open_engine(settings, store: str, tmp_path) -> GridEngine:
     return GridEngine(GridDirectory(settings.effective_pg_url), cells)
 
 
-def oracle(rows: np.ndarray, spec: QuerySpec) -> tuple[dict, int]:
-    """Brute-force answers (stored integers, Fraction for avg) and the selected count."""
-    if len(rows):
-        mask = np.ones(len(rows), dtype=bool)
-        for axis, (lo, hi) in enumerate(spec.box):
-            mask &= (rows[:, axis] >= lo) & (rows[:, axis] <= hi)
-        sel = rows[mask]
-    else:
-        sel = rows
-    out = {}
-    n = len(sel)
-    for a in spec.aggregates:
-        if a.func == "count":
-            out[a.label] = n
-            continue
-        col = [int(v) for v in sel[:, a.col]] if n else []
-        if a.func == "sum":
-            out[a.label] = sum(col)
-        elif a.func == "min":
-            out[a.label] = min(col) if col else None
-        elif a.func == "max":
-            out[a.label] = max(col) if col else None
-        else:
-            out[a.label] = Fraction(sum(col), n) if col else None
-    return out, n
-
-
-def check_answer(result, rows: np.ndarray) -> None:
-    """The engine's answer equals brute force, and its statistics add up."""
-    expected, n = oracle(rows, result.spec)
-    assert result.values == expected
-    if result.count is not None:
-        assert result.count == n
-        assert result.plan.rows_in_reused_grids + result.plan.rows_matched_by_scans == n
+def check_query(engine: GridEngine, name: str, table: oracle.Table, rows: list[dict], request: dict):
+    """The engine's answer to a request as a user writes it ({"where", "aggregates",
+    "region"}) equals the oracle's over rows (as table.rows gives them), as the HTTP API
+    writes it (QueryResult.to_json) and exactly in stored units; its plan adds up.
+    Returns the QueryResult."""
+    result = engine.query(name, request.get("where"), request["aggregates"], request.get("region"))
+    want = oracle.query(table, rows, request)
+    oracle.check_answer(result.to_json(engine.dataset(name)), want, request)
+    oracle.check_stored(table, result.values, want["results"], request)
     plan = result.plan
     assert plan.reused_grids_after <= plan.reused_grids_before
     assert plan.scanned_grids_after <= plan.scanned_grids_before
+    return result
+
+
+def check_series(engine: GridEngine, name: str, table: oracle.Table, rows: list[dict], request: dict):
+    """As check_query, for a series request (a query's fields and step, window, start,
+    end). Returns the SeriesResult."""
+    result = engine.series(name, request.get("where"), request["aggregates"], request["step"],
+                           request.get("window"), request.get("start"), request.get("end"), request.get("region"))
+    oracle.check_series(result.to_json(engine.dataset(name)), oracle.series(table, rows, request), request)
+    return result
+
+
+def check_random_boxes(engine: GridEngine, name: str, table: oracle.Table, rows: list[dict], aggregates: list[str],
+                       n: int, seed: int) -> None:
+    """check_query of n random boxes as a user writes them: each dimension, half the time,
+    from one of the rows' values to another (decimal text, ISO 8601 times), an end left
+    open now and then."""
+    rng = random.Random(seed)
+    values = {d: sorted({r[d] for r in rows}) for d in table.dimensions}
+    for _ in range(n):
+        where = {}
+        for d in table.dimensions:
+            if rng.random() < 0.5:
+                continue
+            ends = sorted(rng.choice(values[d]) for _ in range(2))
+            where[d] = [None if rng.random() < 0.1 else table.write(d, v) for v in ends]
+        check_query(engine, name, table, rows, {"where": where, "aggregates": aggregates})
 
 
 def check_tree(engine: GridEngine, name: str, rows: np.ndarray) -> None:

@@ -36,6 +36,7 @@ DEFINITION = {
     "grid": {"n_size": 10, "n_threshold": 40},
 }
 SQUARE = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
+ROWS = 12 * 27  # the module's dataset: days 1-27 of every month
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def dataset(engine):
     ds = engine.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
     rows = [{"time": f"2012-{m:02d}-{d:02d}T00:00:00Z", "lon": (d % 20) - 9.5, "lat": 41 + m, "temperature": d}
             for m in range(1, 13) for d in range(1, 28)]
-    engine.insert(name, rows)
+    assert engine.insert(name, rows).stored == ROWS
     # A dataset without lon/lat and one without time, for region and series errors.
     plain = engine.create_dataset(Dataset.from_json({"name": name + "_x", "dimensions": [
         {"name": "x", "min": 0, "max": 9}]}))
@@ -64,15 +65,25 @@ def client(settings, engine, dataset):
     return create_app(settings.with_(write_token=TOKEN, read_token=None), engine=engine).test_client()
 
 
-def assert_problem(resp, status: int, field: str | None = "any"):
+def assert_problem(resp, status: int, field: str | None = "any", detail: str | None = None):
+    """The problem details of resp, checked: its status, shape, field (unless "any") and
+    detail (when given)."""
     body = resp.get_json()
     assert resp.status_code == status, body
     assert resp.mimetype == "application/problem+json"
     assert set(body) == {"type", "title", "status", "detail", "field"}
     assert body["status"] == status and body["detail"] and body["title"]
+    assert body["type"] == "urn:gridagg:problem:" + body["title"].lower().replace(" ", "-"), body
     if field != "any":
         assert body["field"] == field, body
+    if detail is not None:
+        assert body["detail"] == detail, body
     return body
+
+
+def count_of(client, ds) -> int:
+    """The dataset's rows, as a query counts them."""
+    return client.post(f"/v1/datasets/{ds.name}/query", json={"aggregates": ["count"]}).get_json()["results"]["count"]
 
 
 def q(client, ds, body, path="query"):
@@ -306,18 +317,20 @@ def test_unknown_things_are_404_and_wrong_methods_405(client, dataset):
     for resp in [
         client.get("/v1/datasets/no_such_set"),
         client.get("/v1/datasets/no_such_set/grids"),
-        client.get("/v1/datasets/Not-A-Name"),
         client.post("/v1/datasets/no_such_set/query", json={"aggregates": ["count"]}),
         client.get("/v1/datasets/no_such_set/query?aggregates=count"),
         client.post("/v1/datasets/no_such_set/series", json={"aggregates": ["count"], "step": "1d"}),
         client.post("/v1/datasets/no_such_set/rows", json=[], headers=AUTH),
     ]:
-        assert_problem(resp, 404, "dataset")
-    assert_problem(client.get("/v2/anything"), 404)
+        assert_problem(resp, 404, "dataset", "no dataset named 'no_such_set'")
+    assert_problem(client.get("/v1/datasets/Not-A-Name"), 404, "dataset", "no dataset named 'Not-A-Name'")
+    assert_problem(client.get("/v2/anything"), 404, None, "no such resource: /v2/anything")
     resp = client.delete(f"/v1/datasets/{dataset.name}")
-    assert_problem(resp, 405)
-    assert "GET" in resp.headers["Allow"]
-    assert_problem(client.put("/v1/datasets", json={}), 405)
+    body = assert_problem(resp, 405, None)
+    assert body["detail"].startswith(f"DELETE is not allowed on /v1/datasets/{dataset.name}; use ")
+    assert "GET" in resp.headers["Allow"] and "GET" in body["detail"] and "POST" not in body["detail"]
+    body = assert_problem(client.put("/v1/datasets", json={}), 405, None)
+    assert body["detail"].startswith("PUT is not allowed on /v1/datasets; use ") and "POST" in body["detail"]
 
 
 def test_create_dataset_conflict(client, engine):
@@ -325,7 +338,13 @@ def test_create_dataset_conflict(client, engine):
     try:
         resp = client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH)
         assert resp.status_code == 201 and resp.headers["Location"] == f"/v1/datasets/{name}"
-        assert_problem(client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH), 409, "name")
+        created = resp.get_json()
+        assert (created["name"], created["time_dimension"], created["region_dimensions"], created["grid"]) == (
+            name, "time", ["lon", "lat"], {"n_size": 10, "n_threshold": 40, "l_time": None})
+        assert created == {k: v for k, v in client.get(f"/v1/datasets/{name}").get_json().items()
+                           if k not in ("row_count", "grid_count")}
+        assert_problem(client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH), 409, "name",
+                       f"a dataset named '{name}' already exists")
         assert client.get(f"/v1/datasets/{name}").get_json()["row_count"] == 0
     finally:
         engine.drop_dataset(name)
@@ -335,35 +354,48 @@ def test_write_tokens(settings, engine, dataset):
     rows = f"/v1/datasets/{dataset.name}/rows"
     secured = create_app(settings.with_(write_token=TOKEN, read_token=None), engine=engine).test_client()
     resp = secured.post(rows, json=[])
-    assert_problem(resp, 401, "Authorization")
+    needed = "writes need an 'Authorization: Bearer <token>' header"
+    assert_problem(resp, 401, "Authorization", needed)
     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
-    assert_problem(secured.post(rows, json=[], headers={"Authorization": "Bearer wrong"}), 401)
-    assert_problem(secured.post(rows, json=[], headers={"Authorization": f"Basic {TOKEN}"}), 401)
-    assert_problem(secured.post("/v1/datasets", json={}), 401)
-    assert secured.post(rows, json=[], headers=AUTH).status_code == 200
+    assert_problem(secured.post(rows, json=[], headers={"Authorization": "Bearer wrong"}), 401, "Authorization",
+                   "the bearer token is not valid")
+    assert_problem(secured.post(rows, json=[], headers={"Authorization": f"Basic {TOKEN}"}), 401, "Authorization")
+    assert_problem(secured.post("/v1/datasets", json={}), 401, "Authorization", needed)
+    ok = secured.post(rows, json=[], headers=AUTH)
+    assert ok.status_code == 200 and ok.get_json() == {"received": 0, "stored": 0, "duplicates": 0, "splits": 0,
+                                                       "rounded": {}, "rejected": []}
     # No write token configured: writes are refused and the message says how to enable them.
     closed = create_app(settings.with_(write_token=None, read_token=None), engine=engine).test_client()
-    body = assert_problem(closed.post(rows, json=[], headers=AUTH), 403)
-    assert "GRIDAGG_WRITE_TOKEN" in body["detail"]
+    assert_problem(closed.post(rows, json=[], headers=AUTH), 403, "Authorization",
+                   "writes are disabled: no write token is configured; set GRIDAGG_WRITE_TOKEN on the server to "
+                   "enable them")
     # Reads stay open.
-    assert closed.get(f"/v1/datasets/{dataset.name}").status_code == 200
+    read = closed.get(f"/v1/datasets/{dataset.name}")
+    assert read.status_code == 200 and (read.get_json()["name"], read.get_json()["row_count"]) == (dataset.name, ROWS)
 
 
 def test_read_token(settings, engine, dataset):
     app = create_app(settings.with_(write_token=TOKEN, read_token="r-secret"), engine=engine).test_client()
     url = f"/v1/datasets/{dataset.name}/query"
-    assert_problem(app.post(url, json={"aggregates": ["count"]}), 401)
-    assert_problem(app.get("/v1/datasets"), 401)
-    assert app.post(url, json={"aggregates": ["count"]}, headers={"Authorization": "Bearer r-secret"}).status_code == 200
-    assert app.post(url, json={"aggregates": ["count"]}, headers=AUTH).status_code == 200
-    assert app.get("/healthz").status_code == 200  # probes need no token
+    needed = "reads need an 'Authorization: Bearer <token>' header"
+    assert_problem(app.post(url, json={"aggregates": ["count"]}), 401, "Authorization", needed)
+    assert_problem(app.get("/v1/datasets"), 401, "Authorization", needed)
+    for token in ("r-secret", TOKEN):  # the write token reads too
+        ok = app.post(url, json={"aggregates": ["count"]}, headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200 and ok.get_json()["results"] == {"count": ROWS}, token
+    health = app.get("/healthz")  # probes need no token
+    assert health.status_code == 200 and health.get_json() == {
+        "status": "ok", "checks": {"postgresql": "ok", "store": "ok", "store_kind": "embedded"}}
 
 
 def test_oversized_body_is_413(settings, engine, dataset):
     app = create_app(settings.with_(write_token=TOKEN), engine=engine, max_body_bytes=1000).test_client()
     big = [{"time": "2012-01-01T00:00:00Z", "lon": 0, "lat": 50, "temperature": 1}] * 100
-    assert_problem(app.post(f"/v1/datasets/{dataset.name}/rows", json=big, headers=AUTH), 413, "body")
-    assert_problem(app.post(f"/v1/datasets/{dataset.name}/query", json={"aggregates": ["count"] * 200}), 413)
+    too_large = "the request body is larger than the limit of 1000 bytes"
+    assert_problem(app.post(f"/v1/datasets/{dataset.name}/rows", json=big, headers=AUTH), 413, "body", too_large)
+    assert_problem(app.post(f"/v1/datasets/{dataset.name}/query", json={"aggregates": ["count"] * 200}), 413, "body",
+                   too_large)
+    assert count_of(app, dataset) == ROWS  # nothing of the refused rows was written
 
 
 
@@ -453,8 +485,10 @@ def test_unreachable_stores_are_503_with_retry_after(settings, exc):
         client.post("/v1/datasets/anything/query", json={"aggregates": ["count"]}),
         client.post("/v1/datasets/anything/rows", json=[], headers=AUTH),
     ]:
-        assert_problem(resp, 503)
-        assert int(resp.headers["Retry-After"]) > 0
+        body = assert_problem(resp, 503, None)
+        assert body["title"] == "Store unavailable" and int(resp.headers["Retry-After"]) > 0
+        if isinstance(exc, StoreUnavailable):
+            assert body["detail"] == "PostgreSQL is unreachable: connection refused"
 
 
 def test_a_dead_hbase_gives_503_and_health_says_so(settings, services, pg_conn):
@@ -474,5 +508,6 @@ def test_a_dead_hbase_gives_503_and_health_says_so(settings, services, pg_conn):
 
 def test_internal_errors_leak_nothing(settings):
     client = create_app(settings, engine=_Down(ZeroDivisionError("secret internals"))).test_client()
-    body = assert_problem(client.get("/v1/datasets"), 500)
-    assert "secret" not in body["detail"]
+    body = assert_problem(client.get("/v1/datasets"), 500, None,
+                          "the server failed unexpectedly; the error was logged")
+    assert "secret" not in str(body)

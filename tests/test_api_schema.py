@@ -7,20 +7,18 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, given, settings as hsettings  # noqa: E402
-
-from gridagg_api import create_app  # noqa: E402
-from engine_support import open_engine  # noqa: E402
-from gridagg.schema import Dataset  # noqa: E402
-
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+import schemathesis  # a dev dependency (.ci/run installs it): missing, the module fails, not skips
+from hypothesis import HealthCheck, given, settings as hsettings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+
+from gridagg_api import create_app
+from engine_support import open_engine
+from gridagg.schema import Dataset
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 TOKEN = "w-secret"

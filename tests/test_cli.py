@@ -118,16 +118,22 @@ def test_check_finds_a_broken_aggregate_and_repair_fixes_it(settings, services, 
             "name": unique_name, "dimensions": [{"name": "x", "min": 0, "max": 99}],
             "grid": {"n_size": 5, "n_threshold": 10}}))
         engine.insert_encoded(ds, [f"e{i}".encode() for i in range(30)], np.arange(30).reshape(30, 1))
-        assert gridagg("check", unique_name, env=env).returncode == 0
-        leaf = engine.leaves(unique_name)[0][0].grid_id
+        exact = f"{unique_name}: aggregates exact, every row under a leaf\n"
+        out = gridagg("check", unique_name, env=env)
+        assert (out.returncode, out.stdout) == (0, exact), out.stderr
+        leaves = engine.leaves(unique_name)
+        leaf = leaves[0][0].grid_id
         broken = engine.store.get_aggregates(ds, [leaf])[leaf]
         broken.count += 1
         engine.store.put_aggregates(ds, {leaf: broken})
         engine.store.close()  # let the command open the embedded store
         out = gridagg("check", unique_name, env=env)
         assert out.returncode == 1 and f"grid {leaf}" in out.stdout
-        assert gridagg("repair", unique_name, env=env).returncode == 0
-        assert gridagg("check", unique_name, env=env).returncode == 0
+        out = gridagg("repair", unique_name, env=env)
+        assert (out.returncode, out.stdout) == (
+            0, f"{unique_name}: rebuilt the aggregates of {len(leaves)} leaves from their rows\n"), out.stderr
+        out = gridagg("check", unique_name, env=env)
+        assert (out.returncode, out.stdout) == (0, exact), out.stderr
     finally:
         engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
         engine.drop_dataset(unique_name)

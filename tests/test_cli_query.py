@@ -1,6 +1,6 @@
 """`gridagg query`, `gridagg series` and `gridagg datasets` as a user runs them: answers
-equal to brute force (in-process on both stores, and through --url), tables, and one-line
-errors with exit code 2 for bad input."""
+(--json) equal to the independent oracle's (tests/oracle.py; in-process on both stores,
+and through --url), tables, and one-line errors with exit code 2 for bad input."""
 
 from __future__ import annotations
 
@@ -17,18 +17,14 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from archives_support import brute
+import oracle
 from gridagg.aggregate import NULL
 from gridagg.cli_query import aggregate_text, split_range, table
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput
-from gridagg.query import QuerySpec
 from gridagg.schema import Dataset
 from gridagg.store import open_store
-
-needs_core = pytest.mark.skipif(not hasattr(GridEngine, "series"),
-                                reason="needs GridEngine.series and query(region=) (the lead's core)")
 
 DEFINITION = {
     "dimensions": [
@@ -43,6 +39,7 @@ DEFINITION = {
     ],
     "grid": {"n_size": 40, "n_threshold": 160, "l_time": "60d"},
 }
+TABLE = oracle.Table.of(DEFINITION)
 EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
 
 
@@ -125,9 +122,9 @@ def rows_of(n: int, seed: int):
 
 
 def filled(store: str, settings, tmp_path_factory):
-    """(env for the command, dataset, encoded rows) of a dataset filled through the
-    engine on `store`, whose store the test process has closed again (the command opens
-    it); the dataset is dropped when the generator ends."""
+    """(env for the command, dataset, encoded rows, the rows as the oracle reads them) of
+    a dataset filled through the engine on `store`, whose store the test process has
+    closed again (the command opens it); the dataset is dropped when the generator ends."""
     env = {"GRIDAGG_PG_URL": settings.effective_pg_url, "GRIDAGG_STORE": store}
     s = settings.with_(store=store)
     if store == "embedded":  # an LMDB of its own; the local HBase is found by the data dir
@@ -141,7 +138,7 @@ def filled(store: str, settings, tmp_path_factory):
     assert engine.insert(name, rows).stored == 900
     engine.store.close()
     try:
-        yield env, ds, encoded
+        yield env, ds, encoded, TABLE.rows(rows)
     finally:
         engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
         engine.drop_dataset(name)
@@ -166,33 +163,27 @@ def gridagg(*args: str, env: dict) -> subprocess.CompletedProcess:
                           env={**os.environ, **env}, timeout=300)
 
 
-def answers(ds, encoded, where, aggregates, mask=None) -> dict:
-    """Brute-force answers in user units, as the HTTP API writes them."""
-    spec = QuerySpec.parse(ds, where, aggregates)
-    values, _ = brute(encoded if mask is None else encoded[mask], spec)
-    return {a.label: values[a.label] if a.func == "count" else ds.columns[a.col].decode(values[a.label])
-            for a in spec.aggregates}
+AGGS = ["count", "count:pressure", "avg:pressure", "min:pressure", "sum:wind", "max:temperature", "avg:temperature",
+        "min:time"]
 
 
-AGGS = ["count", "count:pressure", "avg:pressure", "min:pressure", "sum:wind", "max:temperature", "avg:temperature"]
-
-
-@needs_core
-def test_query_answers_equal_brute_force(stations):
-    env, ds, encoded = stations
-    where_args = ["--where", "time=2020-03-01T00:00:00Z:2020-09-30T23:00:00Z", "--where", "lon=-5.5:",
-                  "--where", "temperature=..30"]
+def test_query_answers_equal_the_oracle(stations):
+    env, ds, _, seen = stations
+    where_args = ["--where", "time=2020-03-01T00:00:00Z:2020-09-30T23:00:00.5+01:00", "--where", "lon=-5.505:",
+                  "--where", "temperature=..30", "--where", "lat=40.001:59.99"]
     out = gridagg("query", ds.name, *where_args, *[a for agg in AGGS for a in ("--agg", agg)], "--json", env=env)
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
-    where = {"time": ["2020-03-01T00:00:00Z", "2020-09-30T23:00:00Z"], "lon": ["-5.5", None], "temperature": [None, "30"]}
-    assert body["results"] == answers(ds, encoded, where, AGGS) and "plan" not in body
+    where = {"time": ["2020-03-01T00:00:00Z", "2020-09-30T23:00:00.5+01:00"], "lon": ["-5.505", None],
+             "temperature": [None, "30"], "lat": ["40.001", "59.99"]}
+    oracle.check_results(body["results"], oracle.query(TABLE, seen, {"where": where, "aggregates": AGGS})["results"])
+    assert "plan" not in body
     assert body["results"]["count"] > body["results"]["count:pressure"] > 0
 
     out = gridagg("query", ds.name, *where_args, "--agg", "count", "--agg", "avg:pressure", "--plan", env=env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    expected = answers(ds, encoded, where, ["count", "avg:pressure"])
+    expected = body["results"]  # the --json answer, checked above
     assert lines[0].split() == ["count", "avg:pressure"] and set(lines[1]) == {"-", " "}
     # pressure has scale 1: its average to 1 + 3 decimals, trailing zeros dropped down to 1.
     avg = f"{expected['avg:pressure']:.4f}".rstrip("0")
@@ -200,34 +191,29 @@ def test_query_answers_equal_brute_force(stations):
     assert lines[3] == "plan:" and any(line.split()[0] == "reused_grids_before" for line in lines[4:])
 
 
-@needs_core
 def test_query_in_a_region_file(embedded, tmp_path):
-    env, ds, encoded = embedded
+    env, ds, _, seen = embedded
+    square = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
     region = tmp_path / "box.geojson"
     region.write_text(json.dumps({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
-                      "geometry": {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}}]}))
+                                                                            "geometry": square}]}))
     out = gridagg("query", ds.name, "--region", str(region), "--agg", "count", "--agg", "max:pressure", "--json",
                   env=env)
     assert out.returncode == 0, out.stderr
-    inside = (encoded[:, 1] >= -500) & (encoded[:, 1] <= 500) & (encoded[:, 2] >= 4500) & (encoded[:, 2] <= 5500)
-    assert json.loads(out.stdout)["results"] == answers(ds, encoded, {}, ["count", "max:pressure"], inside)
+    expected = oracle.query(TABLE, seen, {"aggregates": ["count", "max:pressure"], "region": square})
+    oracle.check_results(json.loads(out.stdout)["results"], expected["results"])
 
 
-@needs_core
-def test_series_answers_equal_brute_force(stations):
-    env, ds, encoded = stations
+def test_series_answers_equal_the_oracle(stations):
+    env, ds, _, seen = stations
     aggs = ["count:pressure", "avg:temperature", "min:pressure"]
     out = gridagg("series", ds.name, "--where", "lat=45:55", "--step", "30d", "--window", "60d",
                   *[a for agg in aggs for a in ("--agg", agg)], "--json", env=env)
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
-    assert body["step"] == 30 * 86400 and body["window"] == 60 * 86400 and len(body["points"]) >= 12
-    for point in body["points"]:
-        lo, hi = (int((datetime.fromisoformat(t.replace("Z", "+00:00")) - EPOCH).total_seconds())
-                  for t in point["window"])
-        mask = (encoded[:, 0] >= lo) & (encoded[:, 0] <= hi)
-        assert point["results"] == answers(ds, encoded, {"lat": ["45", "55"]}, aggs, mask), point["time"]
-        assert point["count"] == answers(ds, encoded, {"lat": ["45", "55"]}, ["count"], mask)["count"]
+    expected = oracle.series(TABLE, seen, {"where": {"lat": ["45", "55"]}, "aggregates": aggs, "step": "30d",
+                                           "window": "60d"})
+    oracle.check_series(body, expected)
 
     out = gridagg("series", ds.name, "--step", "90d", "--agg", "count", "--agg", "avg:temperature", env=env)
     lines = out.stdout.splitlines()
@@ -239,9 +225,8 @@ def test_series_answers_equal_brute_force(stations):
         assert line.split()[3] == avg + "0" * avg.endswith("."), line
 
 
-@needs_core
 def test_datasets_list_and_describe(embedded):
-    env, ds, encoded = embedded
+    env, ds, encoded, _ = embedded
     out = gridagg("datasets", env=env)
     assert out.returncode == 0, out.stderr
     assert any(line.split()[0] == ds.name for line in out.stdout.splitlines())
@@ -265,9 +250,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@needs_core
 def test_url_gives_the_same_answers(stations, tmp_path):
-    env, ds, encoded = stations
+    env, ds, _, seen = stations
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port)],
@@ -293,6 +277,13 @@ def test_url_gives_the_same_answers(stations, tmp_path):
             if args[0] == "datasets" and len(args) == 1:  # other tests' datasets come and go
                 mine, theirs = ([d for d in x["datasets"] if d["name"] == ds.name] for x in (mine, theirs))
             assert mine == theirs, args
+            if args[0] == "query":
+                oracle.check_results(theirs["results"], oracle.query(TABLE, seen, {
+                    "where": {"time": ["2020-02-01", "2020-05-01"]}, "aggregates": ["count:pressure", "avg:wind"]})[
+                    "results"])
+            elif args[0] == "series":
+                oracle.check_series(theirs, oracle.series(TABLE, seen, {
+                    "where": {"lon": [None, "0"]}, "aggregates": ["max:pressure"], "step": "60d"}))
         out = gridagg("query", "nope", "--url", url, env=env)
         assert out.returncode == 2 and out.stderr == "gridagg query: error: no dataset named 'nope' (HTTP 404)\n"
         out = gridagg("series", ds.name, "--step", "30m", "--url", url, env=env)  # beyond the server's limit
@@ -303,7 +294,6 @@ def test_url_gives_the_same_answers(stations, tmp_path):
         server.wait(60)  # workers get 20 s, granian 5 s more (api.cli); a busy machine adds some
 
 
-@needs_core
 @pytest.mark.parametrize("args, code, message", [
     (("query", "nope"), 2, "no dataset named 'nope'"),
     (("query", "{ds}", "--where", "temperature=abc"), 2, "--where 'temperature=abc' is not LO:HI"),
@@ -319,7 +309,7 @@ def test_url_gives_the_same_answers(stations, tmp_path):
     (("query", "{ds}", "--url", "http://127.0.0.1:9"), 1, "cannot reach http://127.0.0.1:9"),
 ])
 def test_bad_input_is_one_line_and_exit_code(embedded, args, code, message):
-    env, ds, _ = embedded
+    env, ds, _, _ = embedded
     out = gridagg(*[a.format(ds=ds.name) for a in args], env=env)
     assert out.returncode == code, out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr

@@ -15,6 +15,7 @@ import pytest
 import shapely
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+import oracle
 from gridagg import parts
 from gridagg.aggregate import NULL
 from gridagg.schema import Dataset
@@ -28,6 +29,7 @@ DEFINITION = {
     "measures": [{"name": "v", "min": -10**6, "max": 10**6, "nullable": True}],
     "grid": {"n_size": 40, "n_threshold": 120},
 }
+TABLE = oracle.Table.of(DEFINITION)
 T0 = 1577836800  # 2020-01-01T00:00:00Z
 AGGREGATES = ["count", "count:v", "sum:v", "min:v", "max:v", "avg:v", "avg:lon", "min:t", "max:lat"]
 COLS = {"t": 0, "lon": 1, "lat": 2, "v": 3}
@@ -131,13 +133,19 @@ def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, po
 @given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]))
 def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width):
     engine, ds, rows = loaded
-    result = engine.series(ds.name, as_request(where), ["count", "sum:v", "min:v", "avg:v"], f"{step}s",
-                           f"{step * width}s", deadline=0)
+    request = {"where": as_request(where), "aggregates": ["count", "sum:v", "min:v", "avg:v"], "step": f"{step}s",
+               "window": f"{step * width}s"}
+    result = engine.series(ds.name, request["where"], request["aggregates"], request["step"], request["window"],
+                           deadline=0)
     body = result.to_json(ds)
     chosen = selected(rows, where, None)
-    for k, point in enumerate(body["points"]):
-        start = result.spec.start + k * result.spec.step
-        in_window = chosen[(chosen[:, 0] >= start - (width - 1) * step) & (chosen[:, 0] < start + step)]
+    points = oracle.series(TABLE, [], request)["points"]  # the points' windows, read from the request
+    assert len(body["points"]) == len(points)
+    for k, (point, expected) in enumerate(zip(body["points"], points)):
+        assert oracle.same(point["time"], expected["time"]) and all(map(oracle.same, point["window"],
+                                                                        expected["window"])), (k, point)
+        first, last = (int(w.seconds) - T0 for w in expected["window"])
+        in_window = chosen[(chosen[:, 0] >= first) & (chosen[:, 0] <= last)]
         for label in ("count", "sum:v", "min:v", "avg:v"):
             want = brute(in_window, label)
             if point.get("exact", True):
@@ -236,6 +244,7 @@ def test_the_api_streams_an_answer_as_it_improves(client):
     lines = [json.loads(line) for line in r.get_data(as_text=True).splitlines()]
     assert len(lines) >= 2 and lines[0]["exact"] is False and lines[-1]["exact"] is True
     plain = http.post(f"/v1/datasets/{ds.name}/query", json=body).get_json()
+    oracle.check_answer(plain, oracle.query(TABLE, TABLE.from_stored(rows), body))
     assert lines[-1]["results"] == plain["results"] and lines[-1]["count"] == plain["count"]
     series = http.post(f"/v1/datasets/{ds.name}/series", json={**body, "step": "10m", "deadline_ms": 0},
                        headers={"Accept": "application/x-ndjson"})

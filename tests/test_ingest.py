@@ -1,7 +1,8 @@
 """The bulk ingest job against real PostgreSQL, with the embedded store and HBase.
 
 One Spark session (local[2]) for the module. The expected rows are computed without
-Spark: the TMY3 parser plus the reference encoder (gridagg.schema.Column.encode).
+Spark: the TMY3 parser plus the reference encoder (gridagg.schema.Column.encode); queries
+over them are checked against the oracle (tests/oracle.py).
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ import random
 import signal
 import subprocess
 import sys
+import tomllib
 from dataclasses import replace
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engine_support import check_answer, check_tree
+import oracle
+from engine_support import check_random_boxes, check_tree
 from gridagg import faults
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import GridParams
 from gridagg.store import open_store
-from gridagg_ingest import hfiles
+from gridagg_ingest import hfiles, job
 from gridagg_ingest.config import load_config, parse_config
 from gridagg_ingest.encode import element_id, encode_value
 from gridagg_ingest.job import Progress, run_ingest, spark_session
@@ -38,6 +40,7 @@ if not WEATHER.exists():
     WEATHER = ROOT.parent / "shared" / "data" / "weather"
 FILES = [WEATHER / "703165TY.csv", WEATHER / "723170TYA.CSV"]
 EXAMPLE = ROOT / "ingest" / "examples" / "weather.toml"
+TABLE = oracle.Table.of(tomllib.loads(EXAMPLE.read_text()))
 
 pytestmark = pytest.mark.skipif(not FILES[0].exists(), reason="weather samples not found")
 
@@ -81,20 +84,9 @@ def expected_rows(cfg, files) -> tuple[np.ndarray, int]:
 
 
 def random_queries(engine, name, rows, n, seed=7):
-    ds = engine.dataset(name)
-    rng = random.Random(seed)
-    for _ in range(n):
-        where = {}
-        for axis, col in enumerate(ds.dimensions):
-            if rng.random() < 0.5:
-                continue
-            lo, hi = int(rows[:, axis].min()), int(rows[:, axis].max())
-            a, b = sorted(rng.randint(lo, hi) for _ in range(2))
-            where[col.name] = [col.decode(a), col.decode(b)] if col.kind == "time" else \
-                [str(Decimal(a).scaleb(-col.scale)), str(Decimal(b).scaleb(-col.scale))]
-        aggs = ["count", "sum:wind_speed", "min:temperature", "max:pressure", "avg:humidity"]
-        result = engine.query(name, where, aggs)
-        check_answer(result, rows)
+    """n random boxes over the expected rows (stored integers) answered as the oracle does."""
+    check_random_boxes(engine, name, TABLE, TABLE.from_stored(rows),
+                       ["count", "sum:wind_speed", "min:temperature", "max:pressure", "avg:humidity"], n, seed)
 
 
 def snapshot(engine, name):
@@ -330,6 +322,38 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
     try:
         summary = load(spark, s, engine, cfg, [tmp_path / "in"])
         assert (summary.read, summary.loaded, summary.quarantined) == (30000, len(rows), bad)
+        check_tree(engine, unique_name, rows)
+    finally:
+        engine.drop_dataset(unique_name)
+
+
+def test_a_load_out_of_memory_says_what_to_set_and_leaves_nothing_half_loaded(spark, embedded, unique_name,
+                                                                             monkeypatch):
+    """Spark failing with OutOfMemoryError after the executors stored rows: one line
+    naming the memory setting and the partitions, and what was stored is given up at once
+    (recovered, as the next writer would: no intent left, every aggregate exact)."""
+    from gridagg.writes import Write
+
+    s, engine = embedded
+    cfg = weather_cfg(unique_name)
+
+    def out_of_memory(self):
+        raise RuntimeError("An error occurred while calling o123.collectToPython.\n"
+                           ": java.lang.OutOfMemoryError: Java heap space")
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(Write, "rows_written", out_of_memory)
+            with pytest.raises(job.LoadFailed) as failed:
+                load(spark, s, engine, cfg, FILES[:1])
+        message = str(failed.value)
+        assert "\n" not in message and "ran out of memory" in message
+        assert "GRIDAGG_SPARK_DRIVER_MEMORY" in message and "--shuffle-partitions" in message
+        assert engine.directory.pending_intents(unique_name) == []
+        assert engine.check(unique_name) == []
+        rerun = load(spark, s, engine, cfg, FILES[:1])  # loads the rest, nothing twice
+        rows, _ = expected_rows(cfg, FILES[:1])
+        assert rerun.loaded + rerun.duplicates == len(rows)
         check_tree(engine, unique_name, rows)
     finally:
         engine.drop_dataset(unique_name)

@@ -1,6 +1,7 @@
-"""The bulk ingest job on archives as they come, against brute force on both stores: a
-CSV of floats written in full with rounding policies and gaps in nullable measures (the
-Spark job and the rows API agreeing), and Parquet typed or text giving the same dataset.
+"""The bulk ingest job on archives as they come, on both stores: a CSV of floats written
+in full with rounding policies and gaps in nullable measures (the Spark job and the rows
+API agreeing, queries answered as the oracle of tests/oracle.py answers them), and
+Parquet typed or text giving the same dataset.
 
 One Spark session (local[2]) for the module. Expected rows come from the decimal module
 and datetime, not from the encoder under test.
@@ -8,7 +9,7 @@ and datetime, not from the encoder under test.
 
 from __future__ import annotations
 
-import random
+import tomllib
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -23,12 +24,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archives_support import brute, decimal_rounded, null_aware_queries
-from engine_support import check_tree
+import oracle
+from archives_support import decimal_rounded
+from engine_support import check_random_boxes, check_tree
 from gridagg.aggregate import NULL
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.query import QuerySpec
 from gridagg.schema import GridParams
 from gridagg.store import open_store
 from gridagg_ingest.config import load_config, parse_config
@@ -66,24 +67,12 @@ def load(spark, engine, cfg, inputs, **kw):
 
 
 def check_queries(engine, name, rows, n, seed):
-    """Random boxes: every aggregate equals brute force over rows (NULL: absent)."""
-    ds = engine.dataset(name)
-    rng = random.Random(seed)
-    measures = [c.name for c in ds.measures]
-    aggs = ["count"] + [f"{f}:{m}" for m in measures for f in ("sum", "min", "max")] + ["avg:" + ds.dimensions[1].name]
-    if null_aware_queries(ds):
-        aggs += [f"{f}:{m}" for m in measures for f in ("count", "avg")]
-    for _ in range(n):
-        where = {}
-        for axis, col in enumerate(ds.dimensions):
-            if rng.random() < 0.5:
-                continue
-            lo, hi = sorted(rng.randint(int(rows[:, axis].min()), int(rows[:, axis].max())) for _ in range(2))
-            where[col.name] = [col.decode(lo), col.decode(hi)] if col.kind == "time" else \
-                [str(Decimal(lo).scaleb(-col.scale)), str(Decimal(hi).scaleb(-col.scale))]
-        result = engine.query(name, where, aggs)
-        expected, count = brute(rows, QuerySpec.parse(ds, where, aggs))
-        assert result.values == expected, where
+    """Random boxes: every aggregate equals the oracle's over rows (stored integers, NULL:
+    absent)."""
+    table = oracle.Table.of(tomllib.loads(CONFIG))
+    measures = ["wind_speed", "pressure"]
+    aggs = ["count", "avg:temperature"] + [f"{f}:{m}" for m in measures for f in ("sum", "min", "max", "count", "avg")]
+    check_random_boxes(engine, name, table, table.from_stored(rows), aggs, n, seed)
 
 
 # --------------------------------------------------------------------------- floats and gaps
@@ -283,16 +272,17 @@ def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded,
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20),
        st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
 def test_typed_floats_read_as_their_shortest_text(doubles, singles):
-    """typed_to_text writes a float64 as the decimal Python's repr writes (what the rows
-    API takes a JSON number for), a float32 as its own shortest decimal."""
-    from gridagg_ingest.readers import typed_to_text
+    """A float64 stands for the decimal Python's repr writes (what the rows API takes a
+    JSON number for), a float32 for its own shortest decimal: as_text of typed_raw
+    writes them so."""
+    from gridagg_ingest.readers import as_text, typed_raw
 
     n = max(len(doubles), len(singles))
     doubles, singles = (doubles * n)[:n], (singles * n)[:n]
     batch = pa.RecordBatch.from_arrays(
         [pa.array(doubles, pa.float64()), pa.array(singles, pa.float32()), pa.array(["f"] * n),
          pa.nulls(n, pa.int64()), pa.nulls(n, pa.string())], names=["d", "s", "_file", "_line", "_reason"])
-    out = typed_to_text(batch, ["d", "s"], []).to_pydict()
+    out = as_text(typed_raw(batch, ["d", "s"], []), ["d", "s"]).to_pydict()
     assert [Decimal(t) for t in out["d"]] == [Decimal(repr(v)) for v in doubles]
     assert [Decimal(t) for t in out["s"]] == [Decimal(str(np.float32(v))) for v in singles]
 

@@ -1,6 +1,7 @@
 """A small-scale run of `gridagg bench`: the harness works end to end (archive, loads,
-the API server, the load driver, report) and gridagg, PostgreSQL alone and HBase alone give
-the same answers. No timing assertions."""
+settings trials, the servers, the load driver, report) and gridagg and every peer give
+the same answers; the load driver's counting rule and the fair settings, small. No
+timing assertions."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import time
 
 import pytest
 
-from gridagg_loadtest import bench, cpu, driver, workload
+from gridagg_loadtest import archive, bench, cpu, driver, report, runs, systems, tuning, workload
 from gridagg_loadtest.cli import register
+from gridagg_loadtest.peers import KINDS
+from gridagg_loadtest.servers import Shape
 
 
 def test_bench_cli_parses_and_defaults_follow_the_paper():
@@ -25,9 +28,32 @@ def test_bench_cli_parses_and_defaults_follow_the_paper():
     args = parser.parse_args(["bench"])
     # The paper's sweep, then two larger sizes (reported apart from the paper's best).
     assert args.nsize == [50, 125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000]
-    assert max(n for n in args.nsize if n <= bench.PAPER_MAX_NSIZE) == 8000
+    assert max(n for n in args.nsize if n <= report.PAPER_MAX_NSIZE) == 8000
     assert args.clients == [1, 8, 32, 96]
+    assert args.peers == ["pg", "hbase", "duckdb", "clickhouse"] == list(KINDS)
+    assert max(s.concurrency for s in args.shapes) == 8 and Shape(2, 1) in args.shapes
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--shapes", "2x4", "eight"])
     assert callable(args.func)
+
+
+def test_every_system_is_offered_the_same_shapes_and_tries_its_own_knobs():
+    assert Shape.parse("2x4") == Shape(2, 4) and str(Shape(8, 1)) == "8x1"
+    for bad in ("2", "x4", "2x0", "twoxfour"):
+        with pytest.raises(ValueError, match="WORKERSxTHREADS"):
+            Shape.parse(bad)
+    shapes = [Shape(2, 4), Shape(8, 1)]
+    grid = systems.System("gridagg-embedded N=50", "d", "gridagg", "embedded", 50)
+    duck = systems.System("DuckDB", "d", "duckdb")
+    pg = systems.System("PostgreSQL alone", "d", "pg")
+    assert [str(s) for s in tuning.candidates(grid, shapes)] == ["2x4 (workers x threads)", "8x1 (workers x threads)"]
+    assert [(str(s.shape), s.knobs) for s in tuning.candidates(duck, shapes)] == [
+        ("2x4", (("threads", 2),)), ("2x4", (("threads", 1),)), ("8x1", (("threads", 2),)), ("8x1", (("threads", 1),))]
+    assert {s.knobs for s in tuning.candidates(pg, shapes)} == {(("parallel", 2),), (("parallel", 0),)}
+    trials = [{"setting": s, "rps": r} for s, r in zip(tuning.candidates(duck, shapes), [5.0, 9.0, 9.0, 1.0])]
+    assert tuning.best(trials) is trials[1]["setting"]  # the fastest; the first of equals
+    assert grid.query_path == "/v1/datasets/d/query" and grid.app == "gridagg_api.wsgi:app"
+    assert duck.query_path == "/bench/peers/duckdb/d/query" and duck.app == "gridagg_loadtest.peers.wsgi:app"
 
 
 def test_workload_is_the_papers():
@@ -48,7 +74,7 @@ def test_the_paper_data_space_holds_every_generated_row(tmp_path):
     from gridagg_ingest.encode import encode_value
     from gridagg_ingest.generate import generate
 
-    files = generate([str(bench.WEATHER)], 20_000, str(tmp_path), "parquet", seed=1)
+    files = generate([str(archive.WEATHER)], 20_000, str(tmp_path), "parquet", seed=1, stations=10)
     df = pd.concat(pd.read_parquet(p) for p in files)
     cfg = workload.paper_config("paper", 50)
     for col, src in zip(cfg.dataset.columns, cfg.sources):
@@ -64,27 +90,35 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     args = parser.parse_args([
-        "bench", "--rows", "50000", "--nsize", "50", "500", "--clients", "1", "4", "--requests", "60",
-        "--seconds", "4", "--warmup", "1", "--warmup-runs", "3", "--warmup-seconds", "1", "--stat-queries", "5", "--check-queries", "4",
-        "--stores", "embedded", "hbase", "--workers", "2", "--threads", "2",
-        "--prefix", unique_name, "--out", str(tmp_path / "report")])
+        "bench", "--rows", "50000", "--stations", "20", "--nsize", "50", "500", "--clients", "1", "4",
+        "--requests", "60", "--seconds", "3", "--warmup", "1", "--warmup-runs", "2", "--warmup-seconds", "1",
+        "--stat-queries", "5", "--check-queries", "4", "--stores", "embedded", "hbase", "--shapes", "2x2",
+        "--tune-seconds", "1", "--pg-shared-buffers", "keep", "--prefix", unique_name, "--out", str(tmp_path / "report")])
     args.command_line = "gridagg bench (test)"
     result = bench.run(settings, args)
     assert result["disagreements"] == []
-    labels = {s.label for s in result["systems"]}
-    assert {"pg-alone", "hbase-alone", "duckdb-alone"} <= labels and len(labels) == 7
-    assert len(result["runs"]) == 7 * 2 * 2
+    by_label = {s.label: s for s in result["systems"]}
+    assert {"PostgreSQL alone", "HBase alone", "DuckDB", "ClickHouse (chDB)"} <= set(by_label) and len(by_label) == 8
+    assert len(result["runs"]) == 8 * 2 * 2
     for r in result["runs"]:
         assert r["failures"] == 0, r
         assert r["requests"] > 0, r
-        assert min(r[f"cpu_{g}_ms"] for g in bench.CPU_GROUPS) >= 0, r
+        assert min(r[f"cpu_{g}_ms"] for g in runs.CPU_GROUPS) >= 0, r
     # Where the CPU went (sampled at the kernel's clock ticks: summed over the runs).
     assert sum(r["cpu_api_ms"] for r in result["runs"]) > 0
+    # Each peer with knobs tried each value at the one shape; gridagg and HBase alone had nothing to try.
+    assert [str(t["setting"]) for t in by_label["DuckDB"].stats["trials"]] == [
+        "2x2 (workers x threads), threads 2", "2x2 (workers x threads), threads 1"]
+    assert len(by_label["PostgreSQL alone"].stats["trials"]) == 2 and by_label["HBase alone"].stats["trials"] == []
+    assert by_label["PostgreSQL alone"].stats["prepared"]["index"]
     out = tmp_path / "report"
     text = (out / "report.md").read_text()
-    assert "gridagg / PostgreSQL alone" in text and "gridagg / DuckDB" in text and "Measured selectivity" in text
+    assert "gridagg / PostgreSQL alone" in text and "gridagg / ClickHouse (chDB)" in text and "Measured selectivity" in text
     assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
-    assert "In-process: gridagg's planner vs DuckDB" in text and "Where the CPU goes" in text
+    assert "In-process: gridagg's planner vs the in-process peers" in text and "Where the CPU goes" in text
+    assert "| ClickHouse (chDB), 1 thread |" in text and "| DuckDB, 2 threads |" in text
+    assert driver.COUNTING in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Execution Time" in text
+    assert "| DuckDB | 2x2 (workers x threads), threads " in text.split("## Settings")[1]
     assert "| gridagg-hbase N=50 | sum | " in text.split("## Warm-up")[1]  # each system's warm-up rates
     for name in ("runs.csv", "load.csv", "table3.csv", "throughput_min.png", "throughput_sum.png"):
         assert (out / name).exists(), name
@@ -92,9 +126,24 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
         assert len(list(csv.DictReader(f))) == len(result["runs"])
 
 
+def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, services, tmp_path, unique_name):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args([
+        "bench", "--dashboard", "--rows", "30000", "--stations", "30", "--nsize", "200", "--stores", "embedded",
+        "--repeat", "1", "--shapes", "1x1", "--prefix", unique_name, "--out", str(tmp_path / "report")])
+    args.command_line = "gridagg bench --dashboard (test)"
+    result = bench.run(settings, args)
+    assert result["disagreements"] == []
+    text = (tmp_path / "report" / "dashboard.md").read_text()
+    for peer in ("DuckDB, 1 thread", "DuckDB, 2 threads", "ClickHouse (chDB), 1 thread", "ClickHouse (chDB), 2 threads"):
+        assert f"| {peer} (ms) |" in text
+    assert text.count("| equal |") == 8 and "gridagg / best peer" in text
+
+
 class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Answers 200 to POST /ok/..., 503 to anything else, and keeps every request it got:
-    (client port, path, content type, body)."""
+    """Answers 200 to POST /ok/... (after a second to POST /ok/slow/...), 503 to anything
+    else, and keeps every request it got: (client port, path, content type, body)."""
 
     bodies: list = []
     protocol_version = "HTTP/1.1"  # keep-alive, as granian
@@ -102,6 +151,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.bodies.append((self.client_address[1], self.path, self.headers["Content-Type"], json.loads(body)))
+        if self.path.startswith("/ok/slow/"):
+            time.sleep(1)
         status = 200 if self.path.startswith("/ok/") else 503
         self.send_response(status)
         self.send_header("Content-Length", "2")
@@ -138,7 +189,8 @@ def test_the_load_driver_sends_each_clients_lines_and_counts_failures(settings, 
     proc, res = _drive(settings, url, lines, tmp_path, "-clients", "3", "-max", "30", "-seconds", "20",
                        "-ramp", "0")
     assert proc.returncode == 0, proc.stderr
-    assert res["sent"] == 30 == len(bodies) == res["requests"]
+    # 30 answers counted; requests on the way when the 30th came are answered, not counted.
+    assert res["requests"] == 30 and res["sent"] == len(bodies) == 30 + res["late_answers"] <= 30 + 2
     # Each client (a keep-alive connection) sends lines c, c+3, c+6, ..., wrapping around.
     sent_by: dict[int, list[int]] = {}
     for port, _, _, body in bodies:
@@ -153,22 +205,35 @@ def test_the_load_driver_sends_each_clients_lines_and_counts_failures(settings, 
     assert 0 < res["p50_ms"] <= res["p95_ms"] <= res["p99_ms"] and res["rps"] > 0
 
 
-def test_the_load_driver_stops_at_its_time_and_measures_after_the_ramp(settings, recorder, tmp_path):
+def test_the_load_driver_stops_at_its_time_and_counts_the_answers_of_its_window(settings, recorder, tmp_path):
     url, bodies = recorder
     proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "2", "-max", "100000000",
                        "-seconds", "1.5", "-ramp", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert res["failures"] == 0 and 0 < res["requests"] < res["sent"] == len(bodies)
-    assert 0.5 < res["seconds"] <= 1.5
+    assert res["seconds"] == pytest.approx(1.0)  # the window: from the ramp's end to the run's time
 
 
-def test_the_load_drivers_budget_counts_only_what_it_measures(settings, recorder, tmp_path):
-    # Fast answers fill the ramp with requests; the budget still buys `-max` measured ones.
+def test_the_load_driver_counts_every_answer_inside_its_window_whenever_sent(settings, recorder, tmp_path):
+    """The fair-count rule. Answers take a second; 4 clients start over 0.2 s, the window
+    is 0.2..2.6 s: the ramp's 4 requests are answered at 1.0-1.15 s and the next 4 at
+    2.0-2.15, inside it and counted (4 of them sent during the ramp); the 4 sent then
+    are answered after it and not counted."""
+    url, bodies = recorder
+    proc, res = _drive(settings, url, [("/ok/slow/q", {"i": 0})], tmp_path, "-clients", "4", "-max", "1000",
+                       "-seconds", "2.6", "-ramp", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert (res["sent"], res["requests"], res["ramp_answers"], res["late_answers"]) == (12, 8, 4, 4), res
+    assert res["rps"] == pytest.approx(8 / 2.4) and res["p50_ms"] >= 1000
+
+
+def test_the_load_drivers_budget_closes_its_window(settings, recorder, tmp_path):
+    # Fast answers: the window closes at the 5th answer counted; none after it counts.
     url, bodies = recorder
     proc, res = _drive(settings, url, [("/ok/q", {"i": 0})], tmp_path, "-clients", "4", "-max", "5",
                        "-seconds", "20", "-ramp", "0.4")
     assert proc.returncode == 0, proc.stderr
-    assert res["requests"] == 5 and res["sent"] == len(bodies) > 5
+    assert res["requests"] == 5 and res["sent"] == len(bodies) > 5 and res["seconds"] < 5
 
 
 def test_the_load_driver_refuses_other_hosts_and_bad_request_files(settings, tmp_path):

@@ -36,7 +36,7 @@ from gridagg import services
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import ancestors, row_key
 from gridagg.schema import Dataset
-from gridagg_loadtest import soak
+from gridagg_loadtest import nemesis, soak
 from gridagg_loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
 
 
@@ -78,6 +78,26 @@ def _assert_targets(report: soak.SoakReport, kinds: tuple[str, ...]) -> None:
     assert report.requests["unclear_errors"] == 0, report.requests["unclear_samples"]
     assert report.requests["hung_clients"] == []
     assert report.ok
+
+
+def test_fault_kinds_by_store_and_layout():
+    assert nemesis.parse_kinds("all", "embedded") == ("pg", "writer", "reader")
+    assert nemesis.parse_kinds("all", "hbase") == ("hbase", "thrift", "pg", "writer", "reader")
+    assert nemesis.parse_kinds("all", "hbase", 3)[-4:] == ("regionserver", "move", "split", "balance")
+    with pytest.raises(ValueError, match="several region servers"):
+        nemesis.parse_kinds("move", "hbase", 0)
+    with pytest.raises(ValueError, match="needs the HBase store"):
+        nemesis.parse_kinds("regionserver", "embedded", 3)
+    plan = nemesis.schedule(("regionserver", "split"), 200, 1, (5, 10), 2, 2)
+    assert {f.kind for f in plan} == {"regionserver", "split"}
+    assert all(nemesis.REGIONSERVER_DOWN[0] <= f.down <= nemesis.REGIONSERVER_DOWN[1]
+               for f in plan if f.kind == "regionserver")
+
+
+def test_a_split_key_lies_inside_its_region():
+    for start, end in [(b"", b" "), (b" ", b"@"), (b" ", b"!"), (b"\xe0", b""), (b" \x80", b"!"), (b"", b"")]:
+        key = nemesis.middle(start, end)
+        assert start < key and (not end or key < end), (start, end, key)
 
 
 def test_nemesis_on_the_embedded_store(own_servers):

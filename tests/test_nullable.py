@@ -1,26 +1,24 @@
 """Nullable measures: definitions, the rows API on both stores (absent values stored as
-NULL, every aggregate skipping them, leaves split across rows with and without values),
-and the ingest encoder against the reference, value by value."""
+NULL, every aggregate skipping them as the oracle of tests/oracle.py does, leaves split
+across rows with and without values), and the ingest encoder against the reference,
+value by value."""
 
 from __future__ import annotations
 
 import csv
 import io
 import uuid
-from datetime import datetime, timedelta
-
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import oracle
 from gridagg_api import create_app
-from archives_support import brute, null_aware_queries
-from engine_support import check_tree, open_engine
+from engine_support import check_query, check_tree, open_engine
 from gridagg.aggregate import NULL, PartialAggregate
 from gridagg.errors import InvalidInput
-from gridagg.query import QuerySpec
 from gridagg.schema import Column, Dataset
 from gridagg_ingest.config import parse_config
 from gridagg_ingest.encode import encode_batch, encode_field
@@ -116,6 +114,7 @@ DEFINITION = {
     ],
     "grid": {"n_size": 25, "n_threshold": 100},
 }
+TABLE = oracle.Table.of(DEFINITION)
 
 
 def gappy_rows(n: int, seed: int):
@@ -147,6 +146,7 @@ def api(request, settings, services, tmp_path):
     name = "t_null_" + uuid.uuid4().hex[:8]
     resp = client.post("/v1/datasets", json={"name": name, **DEFINITION}, headers=AUTH)
     assert resp.status_code == 201, resp.get_json()
+    assert [c.get("nullable", False) for c in resp.get_json()["measures"]] == [True, True, False]
     try:
         yield client, engine, name
     finally:
@@ -170,15 +170,9 @@ def post_json_then_csv(client, name, rows):
 
 
 QUERIES = [{}, {"x": [0, 19.9]}, {"x": [10, 30]}, {"x": [20, 100], "y": [100, 400]}, {"y": [500, 500]},
-           {"x": [55.5, 60], "y": [None, 700]}, {"x": [1000, 2000]}]
-
-
-def aggregates(ds) -> list[str]:
-    out = ["count", "sum:pressure", "min:pressure", "max:pressure", "sum:wind", "min:wind", "max:wind",
-           "avg:temp", "min:x"]
-    if null_aware_queries(ds):
-        out += ["count:pressure", "count:wind", "avg:pressure", "avg:wind", "count:temp"]
-    return out
+           {"x": [55.5, 60], "y": [None, 700]}, {"x": ["19.95", "20.05"], "y": [499.5, None]}, {"x": [1000, 2000]}]
+AGGS = ["count", "sum:pressure", "min:pressure", "max:pressure", "sum:wind", "min:wind", "max:wind", "avg:temp",
+        "min:x", "count:pressure", "count:wind", "avg:pressure", "avg:wind", "count:temp"]
 
 
 def test_rows_api_stores_gaps_and_aggregates_skip_them(api):
@@ -190,29 +184,23 @@ def test_rows_api_stores_gaps_and_aggregates_skip_them(api):
     leaves = engine.leaves(name)
     assert any(a.count and not a.present[2] for _, a in leaves), "no leaf without pressure values"
     assert any(0 < a.present[2] < a.count for _, a in leaves), "no leaf with some pressure values"
-    ds = engine.dataset(name)
-    aggs = aggregates(ds)
+    seen = TABLE.rows(rows)
     for where in QUERIES:
-        result = engine.query(name, where, aggs)
-        expected, n = brute(encoded, QuerySpec.parse(ds, where, aggs))
-        assert result.values == expected, where
-        assert result.count in (None, n)
+        check_query(engine, name, TABLE, seen, {"where": where, "aggregates": AGGS})
     empty = engine.query(name, {"x": [0, 19.9]}, ["min:pressure", "max:pressure", "sum:pressure"]).values
     assert empty == {"min:pressure": None, "max:pressure": None, "sum:pressure": 0}
 
 
-@pytest.mark.skipif(not null_aware_queries(Dataset.from_json({"name": "d", **DEFINITION})),
-                    reason="count:col and avg over the values present come with the lead's gridagg/query.py")
 def test_count_col_and_avg_over_present_values(api):
     client, engine, name = api
     rows, encoded = gappy_rows(300, seed=9)
     post_json_then_csv(client, name, rows)
     got = engine.query(name, {"x": [0, 19.9]}, ["count", "count:pressure", "avg:pressure"]).values
     assert got["count"] > 0 and got["count:pressure"] == 0 and got["avg:pressure"] is None
-    http = client.post(f"/v1/datasets/{name}/query", json={"aggregates": ["count:wind", "avg:wind"]}).get_json()
-    present = encoded[encoded[:, 3] != NULL, 3]
-    assert http["results"]["count:wind"] == len(present)
-    assert http["results"]["avg:wind"] == pytest.approx(present.mean() / 100)
+    request = {"aggregates": ["count:wind", "avg:wind", "count"]}
+    http = client.post(f"/v1/datasets/{name}/query", json=request).get_json()
+    oracle.check_answer(http, oracle.query(TABLE, TABLE.rows(rows), request))
+    assert 0 < http["results"]["count:wind"] == int((encoded[:, 3] != NULL).sum()) < http["count"]
 
 
 def test_partial_aggregates_of_rows_with_gaps_merge_exactly():
@@ -240,6 +228,7 @@ SERIES_DEFINITION = {
     "measures": [{"name": "pressure", "scale": 1, "min": 300, "max": 1200, "nullable": True}],
     "grid": {"n_size": 25, "n_threshold": 100, "l_time": "60d"},
 }
+SERIES_TABLE = oracle.Table.of(SERIES_DEFINITION)
 
 
 @pytest.fixture
@@ -248,7 +237,9 @@ def stations(api):
     is absent in two rows of three."""
     client, engine, _ = api
     name = "t_nulls_" + uuid.uuid4().hex[:8]
-    assert client.post("/v1/datasets", json={"name": name, **SERIES_DEFINITION}, headers=AUTH).status_code == 201
+    created = client.post("/v1/datasets", json={"name": name, **SERIES_DEFINITION}, headers=AUTH)
+    assert created.status_code == 201 and created.get_json()["measures"] == [
+        {"name": "pressure", "type": "number", "scale": 1, "min": 300, "max": 1200, "nullable": True}]
     rng = np.random.default_rng(4)
     rows = [{"time": f"2020-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:00:00Z",
              "lon": int(rng.integers(-100, 101)) / 10, "lat": int(rng.integers(400, 601)) / 10,
@@ -274,15 +265,8 @@ def test_polygons_skip_absent_values(stations):
 
 def test_series_skip_absent_values(stations):
     client, name, rows = stations
-    body = client.post(f"/v1/datasets/{name}/series", json={
-        "aggregates": ["count", "min:pressure", "max:pressure", "sum:pressure"], "step": "30d",
-        "where": {"lon": [-7.3, 8.1]}}).get_json()
-    assert body["points"]
-    for point in body["points"]:
-        start = datetime.fromisoformat(point["time"].replace("Z", "+00:00"))
-        bucket = [r for r in rows if -7.3 <= r["lon"] <= 8.1
-                  and start <= datetime.fromisoformat(r["time"].replace("Z", "+00:00")) < start + timedelta(days=30)]
-        values = [round(r["pressure"] * 10) for r in bucket if r["pressure"] is not None]
-        assert point["results"] == {
-            "count": len(bucket), "min:pressure": min(values) / 10 if values else None,
-            "max:pressure": max(values) / 10 if values else None, "sum:pressure": sum(values) / 10}, point
+    request = {"aggregates": ["count", "min:pressure", "max:pressure", "sum:pressure", "count:pressure",
+                              "avg:pressure"], "step": "30d", "where": {"lon": [-7.3, 8.1]}}
+    body = client.post(f"/v1/datasets/{name}/series", json=request).get_json()
+    oracle.check_series(body, oracle.series(SERIES_TABLE, SERIES_TABLE.rows(rows), request))
+    assert any(p["results"]["count:pressure"] < p["count"] for p in body["points"])

@@ -1,8 +1,8 @@
 """The dashboard page at / in a real headless Chromium (Debian's, driven by Playwright),
 on a dataset loaded through the API and served by a real HTTP server: a drawn box gives
-the API's answer (equal to brute force), first as the tree's bounds (holding it) and
-then exact, the series plot has a point per bucket, the grid view draws every leaf in
-view, errors show as messages, state lives in the URL."""
+the API's answer (equal to the oracle's, tests/oracle.py), first as the tree's bounds
+(holding it) and then exact, the series plot has a point per bucket, the grid view draws
+every leaf in view, errors show as messages, state lives in the URL."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 from werkzeug.serving import make_server
 
 from gridagg_api import create_app
 from gridagg_api.blueprints.page import DIST_DIR
+import oracle
 from engine_support import open_engine
-from test_api import DEFINITION, brute, make_rows
+from test_api import DEFINITION, TABLE, make_rows
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
@@ -239,31 +239,26 @@ def overlaps(box: list, lo: str | None, hi: str | None) -> bool:
 
 def test_leaves_project_the_grid_exactly(data):
     """/leaves equals /grids projected onto lon/lat, and each leaf's data extent is the
-    brute-force min..max of the rows in its box; where picks the leaves it touches."""
+    min..max of the rows the oracle selects with its box; where picks the leaves it touches."""
     _, client, ds, encoded, _ = data
+    seen = TABLE.from_stored(encoded)
     grids = {g["id"]: g for g in client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]}
     out = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lon", "lat"]}).get_json()
     assert out["grid_count"] == out["total_grids"] == len(grids) and out["rows"] == len(encoded)
-    t0 = ds.dimensions[0]
     for leaf in out["grids"]:
         g = grids[leaf["id"]]
         assert leaf["count"] == g["count"] and leaf["box"] == [g["box"]["lon"], g["box"]["lat"]]
-        mask = np.ones(len(encoded), dtype=bool)
-        for axis, c in enumerate(ds.dimensions):
-            lo, hi = g["box"][c.name]
-            mask &= (encoded[:, axis] >= c.encode_bound(lo, upper=False)) & (encoded[:, axis] <= c.encode_bound(hi, upper=True))
-        rows = encoded[mask]
+        rows = oracle.select(TABLE, seen, {"where": g["box"]})
         assert len(rows) == leaf["count"]
-        if len(rows):
-            assert leaf["data"] == [[rows[:, 1].min() / 100, rows[:, 1].max() / 100],
-                                    [rows[:, 2].min() / 100, rows[:, 2].max() / 100]]
+        if rows:
+            assert leaf["data"] == [[float(f(r[axis] for r in rows)) for f in (min, max)] for axis in ("lon", "lat")]
         else:
             assert leaf["data"] is None
     where = {"time": ["2012-06-01T00:00:00Z", "2012-06-30T00:00:00Z"]}
     picked = client.post(f"/v1/datasets/{ds.name}/leaves", json={"axes": ["lat", "time"], "where": where}).get_json()
-    lo, hi = (t0.encode_bound(v, upper=i == 1) for i, v in enumerate(where["time"]))
+    lo, hi = (oracle.seconds(v) for v in where["time"])
     touching = {gid for gid, g in grids.items()
-                if t0.encode_bound(g["box"]["time"][0], False) <= hi and t0.encode_bound(g["box"]["time"][1], True) >= lo}
+                if oracle.seconds(g["box"]["time"][0]) <= hi and oracle.seconds(g["box"]["time"][1]) >= lo}
     assert {g["id"] for g in picked["grids"]} == touching and 0 < len(touching) < len(grids)
     assert picked["axes"] == ["lat", "time"] and picked["grids"][0]["box"][1] == grids[picked["grids"][0]["id"]]["box"]["time"]
 
@@ -296,10 +291,11 @@ def test_a_drawn_box_shows_the_apis_answer_and_its_series(page, data):
     assert f"box={x0},{y0},{x1},{y1}" in page.tab.url  # the state is in the URL
     body.pop("explain", None)
     answer = client.post(f"/v1/datasets/{ds.name}/query", json=body).get_json()
-    expected, n = brute(ds, encoded, where, body["aggregates"])
-    assert answer["results"] == expected and 0 < n < len(encoded)
+    expected = oracle.query(TABLE, TABLE.from_stored(encoded), {"where": where, "aggregates": body["aggregates"]})
+    oracle.check_answer(answer, expected)
+    assert 0 < expected["count"] < len(encoded)
     cells = page.tab.locator("td[data-agg]")
-    assert cells.count() == len(expected)
+    assert cells.count() == len(expected["results"])
     for label, value in answer["results"].items():
         assert page.tab.locator(f'td[data-agg="{label}"]').inner_text() == as_read(label, value), label
     assert any(len(as_read(k, v)) < len(str(v)) for k, v in answer["results"].items())  # an avg shown shorter
@@ -425,8 +421,11 @@ def test_a_drawn_polygon_is_the_querys_region(page, data):
     ring = body["region"]["coordinates"][0]
     assert body["region"]["type"] == "Polygon" and len(ring) == 4 and ring[0] == ring[-1]
     assert "lon" not in body["where"] and "poly=" in page.tab.url
-    expected, n = brute(ds, encoded, {}, ["count", "avg:wind_speed"], region=body["region"])
-    assert 0 < n < len(encoded)
+    request = {"aggregates": ["count", "avg:wind_speed"], "region": body["region"]}
+    answer = client.post(f"/v1/datasets/{ds.name}/query", json=request).get_json()
+    oracle.check_answer(answer, oracle.query(TABLE, TABLE.from_stored(encoded), request))
+    expected = answer["results"]
+    assert 0 < expected["count"] < len(encoded)
     assert page.tab.locator('td[data-agg="count"]').inner_text() == str(expected["count"])
     assert page.tab.locator('td[data-agg="avg:wind_speed"]').inner_text() == as_read("avg", expected["avg:wind_speed"])
 

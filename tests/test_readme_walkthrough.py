@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import UnknownDataset
@@ -70,8 +68,6 @@ def drop(settings, name: str) -> None:
         engine.directory.close()
 
 
-@pytest.mark.skipif(not hasattr(GridEngine, "series"),
-                    reason="gridagg query needs GridEngine.series and query(region=) (the lead's core)")
 def test_the_walkthrough_runs_as_written(settings, services, tmp_path):
     files, session = walkthrough()
     for name, body in files.items():

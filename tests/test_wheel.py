@@ -118,7 +118,7 @@ def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
                 if line.startswith("Requires-Dist:")]
     service = [r for r in requires if "extra ==" not in r]
     bench = [r for r in requires if "extra == \"bench\"" in r]
-    for tool in ("duckdb", "matplotlib"):
+    for tool in ("duckdb", "chdb", "matplotlib"):
         assert not any(r.startswith(tool) for r in service), tool
         assert any(r.startswith(tool) for r in bench), tool
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
 
-from gridagg.query import Limits, QuerySpec
+from gridagg.query import Limits
 
 from .. import metrics
-from ..baselines import answer as baseline_answer, baseline_for
 from ..contract import Media, operation
 from ..models.queries import QueryRequest, QueryResponse, QueryString, SeriesRequest, SeriesResponse
 from ..state import config, engine
@@ -56,11 +55,6 @@ def _limits() -> Limits:
 
 
 def _answer(name: str, body: QueryRequest | QueryString):
-    served = baseline_for(name)
-    if served is not None:  # a baseline view ("X__pg", "X__hbase"): same shapes, another backend
-        backend, ds = served
-        spec = QuerySpec.parse(ds, body.where, body.aggregates)
-        return jsonify(baseline_answer(backend, ds, spec, body.region))
     ds = _dataset(name)
     if _streams():
         steps = engine().query_steps(ds.name, body.where, body.aggregates, body.region, body.explain,

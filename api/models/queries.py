@@ -128,6 +128,10 @@ class Plan(Answer):
     rows_matched_by_scans: int = Field(description="of those, the rows the query selects")
     round_trips: dict[str, int] = Field(description="round trips per store, such as {\"postgresql\": 0, "
                                                     "\"hbase\": 2}")
+    store_calls: dict[str, int] = Field(None, description="the store's calls by where they went, when it says: on "
+                                                         "HBase each region server (\"host:port\": calls) and "
+                                                         "\"re-asks\", calls repeated for regions that moved, split "
+                                                         "or whose server failed")
     elapsed_ms: float = Field(description="time the engine took, in milliseconds")
     skip_rate: float | None = Field(description="share of cut leaves that min/max skipping left unread; "
                                                 "null when the query cut none")

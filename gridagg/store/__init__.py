@@ -17,7 +17,7 @@ def open_store(settings) -> CellStore:
         from .hbase import HBaseStore
 
         store = HBaseStore(settings)
-        store.board = EpochBoard.open(settings.data_dir / "epochs")
+        store.board = EpochBoard.open(settings.epoch_dir or settings.data_dir / "epochs")
         return store
     if settings.store == "embedded":
         from .embedded import EmbeddedStore

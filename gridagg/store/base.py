@@ -99,8 +99,9 @@ class CellStore(ABC):
     @abstractmethod
     def put_grids(self, ds: Dataset, grids: list[tuple[bytes, list[bytes], np.ndarray]],
                   stamps: WriteStamps | None = None) -> None:
-        """Write rows grid by grid, each grid given as (its key prefix, element IDs,
-        values): row key prefix + eids[i] gets values[i]."""
+        """Write rows grid by grid, each grid given as (its key prefix, element IDs (a
+        sequence of bytes, or an Arrow binary array), values): row key prefix + eids[i]
+        gets values[i]."""
 
     @abstractmethod
     def delete_rows(self, ds: Dataset, keys: list[bytes], stamps: WriteStamps | None = None) -> None:

@@ -184,17 +184,21 @@ class EmbeddedStore(CellStore):
             for prefix, eids, values in sorted(grids, key=lambda g: g[0]):
                 self._append(txn, prefix, eids, np.ascontiguousarray(values, dtype="<i8"))
 
-    def _append(self, txn, prefix: bytes, eids: list[bytes], values: np.ndarray) -> None:
-        """Add rows to a grid: a segment of their own, unless the grid has too many
-        segments or some element IDs are stored already (then one rewritten segment)."""
+    def _append(self, txn, prefix: bytes, eids, values: np.ndarray) -> None:
+        """Add rows to a grid (eids: a sequence of bytes or an Arrow binary array): a
+        segment of their own, unless the grid has too many segments or some element IDs
+        are stored already (then one rewritten segment)."""
+        import pyarrow.compute as pc
+
+        eids = segments.element_ids(eids)
         present = self._segments(txn.cursor(), prefix)
         stored = self._rows_of(present) if present else {}
-        if stored and (len(present) >= MAX_SEGMENTS or any(e in stored for e in eids)):
-            stored.update(zip(eids, values))
+        if stored and (len(present) >= MAX_SEGMENTS or any(e in stored for e in eids.to_pylist())):
+            stored.update(zip(eids.to_pylist(), values))
             self._rewrite(txn, prefix, present, stored)
             return
-        if len(set(eids)) < len(eids):  # an element ID twice in one call: the last wins
-            last = dict(zip(eids, range(len(eids))))
+        if pc.count_distinct(eids).as_py() < len(eids):  # an element ID twice in one call: the last wins
+            last = dict(zip(eids.to_pylist(), range(len(eids))))
             eids, values = list(last), values[list(last.values())]
         seq = struct.unpack(">I", present[-1][0][-4:])[0] + 1 if present else 0
         txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values))

@@ -13,7 +13,8 @@ prefix (salt + grid ID + "-"), pre-split into regions over the salt byte:
 
 Queries' scans (CellStore.scan) run on the region servers: GridScanObserver reads the
 segments of the asked grids where they are stored and sends back only aggregates (and
-the rows asked for), all regions in one Thrift call (gridagg.store.hbase_scan). Writes ask
+the rows asked for), one Thrift call per region server, all at once
+(gridagg.store.hbase_scan, hbase_regions). Writes ask
 the observer too (gridagg.keys): which segments a grid holds and whether the written
 element IDs are among its rows, so that only new segments cross the wire. An HBase whose
 region servers lack the observer is detected at a table's first use (a probe); that
@@ -34,7 +35,7 @@ import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thri
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
-from .. import parts
+from .. import parts, segments
 from ..aggregate import AggArrays, PartialAggregate
 from ..grid import grid_prefix, grid_start, split_key
 from ..kernels import scan_segments
@@ -44,7 +45,8 @@ from ..stamps import WriteStamps
 from . import hbase_rows as grid_rows
 from .base import CellStore, segment_rows
 from .hbase_gateway import Gateway
-from .hbase_scan import SEGMENTS, ObserverMissing, RegionCache, ask, items_of, lookup, observer_answers
+from .hbase_regions import Calls, RegionCache
+from .hbase_scan import SEGMENTS, ObserverMissing, ask, items_of, lookup, observer_answers
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ CHUNK = 1000  # aggregates per multi-get or batched put
 GRIDS_PER_READ = 64  # grid rows per multi-get of segments
 GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
 WRITE_BYTES = 8 << 20  # segment bytes per mutateRows call
+FANOUT_CONNECTIONS = 16  # connections for a scan's calls to its second and further region servers
 
 
 def table_name(name: str) -> str:
@@ -74,6 +77,9 @@ class HBaseStore(CellStore):
         self.settings = settings
         self.scan_threads = settings.scan_threads
         self.pool = Gateway(settings, pool_size)
+        # A pool of its own: a call holding a connection of `pool` may wait for these,
+        # never the other way round.
+        self.fanout = Gateway(settings, FANOUT_CONNECTIONS)
         self.address = self.pool.address
         with self.pool.connection():  # an unreachable gateway is reported now
             pass
@@ -135,6 +141,7 @@ class HBaseStore(CellStore):
         stamps = stamps or WriteStamps.local()
         given: dict[bytes, dict[bytes, np.ndarray]] = {}
         for prefix, eids, values in grids:  # an element ID given twice: the last wins
+            eids = eids if isinstance(eids, list) else segments.element_ids(eids).to_pylist()
             given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
         if not given:
             return
@@ -169,7 +176,8 @@ class HBaseStore(CellStore):
         keys = sorted(grids)
         if self._observer_answers(client, table):
             try:
-                found = lookup(client, table, [(k, grids[k]) for k in keys], self.regions, self.round_trips)
+                found = lookup(self._calls(client), table, [(k, grids[k]) for k in keys], self.regions,
+                               self.round_trips, self.settings.hbase_call_timeout)
                 return {k: (cells, {grids[k][i] for i in held}) for k, (cells, held) in zip(keys, found)}
             except ObserverMissing as exc:  # unloaded since the probe
                 self._client_side(table, str(exc))
@@ -300,12 +308,16 @@ class HBaseStore(CellStore):
         with self._client(ds.name, slow=True) as (client, table):
             if self._observer_answers(client, table):
                 try:
-                    return ask(client, table, SEGMENTS, ncols, request, items_of(request, keys), self.regions,
-                               self.round_trips)
+                    return ask(self._calls(client), table, SEGMENTS, ncols, request, items_of(request, keys),
+                               self.regions, self.round_trips, self.settings.hbase_call_timeout)
                 except ObserverMissing as exc:  # unloaded since the probe
                     self._client_side(table, str(exc))
             stored = self._read(client, table, keys)
         return scan_segments(request, [[s for _, s in grid_rows.live(stored.get(k, []))] for k in keys], ncols)
+
+    def _calls(self, client) -> Calls:
+        """Calls to the region servers at once: the first on `client`, held by the caller."""
+        return Calls(client, self.fanout)
 
     def _observer_answers(self, client, table: bytes) -> bool:
         """Whether GridScanObserver answers scans of `table` (a probe at first use)."""
@@ -367,6 +379,7 @@ class HBaseStore(CellStore):
 
     def close(self):
         self.pool.close()
+        self.fanout.close()
 
 
 def _clears(prefix: bytes) -> BatchMutation:

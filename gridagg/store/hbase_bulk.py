@@ -68,7 +68,7 @@ class HBaseBulkFormat:
         of them stored; values: their int64 rows) into its row `prefix`, as (row, kind,
         qualifier, value): `stored` is the leaf's stored (number, segment) list when the load
         adds to the leaf, None when the load makes it (a split's: its row starts over)."""
-        new = pack_segments(eids, values)
+        new = hbase_rows.pack(eids, values)
         live = hbase_rows.live(stored or [])
         start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
         if stored and start_over:  # too many segments: the leaf's rows rewritten
@@ -91,29 +91,3 @@ class HBaseBulkFormat:
         (little-endian)."""
         return b"".join(struct.pack("<BH", kind, len(row)) + row + struct.pack("<H", len(qualifier)) + qualifier
                         + struct.pack("<i", len(value)) + value for row, kind, qualifier, value in cells)
-
-
-def pack_segments(eids, values) -> list[bytes]:
-    """hbase_rows.pack of rows whose element IDs are an Arrow binary array, without a
-    Python object per row: the same segments, byte for byte."""
-    import pyarrow as pa
-
-    n, ncols = values.shape
-    order = np.argsort(values[:, 0], kind="stable")
-    if n:
-        eids = eids.take(pa.array(order))
-    offsets = _offsets(eids)
-    data = eids.buffers()[2].to_pybytes() if n else b""
-    per = hbase_rows.rows_per_segment(ncols, (int(offsets[-1]) - int(offsets[0])) / n) if n else 1
-    parts = np.array_split(np.arange(n), -(-n // per)) if n > per else [np.arange(n)]
-    out = []
-    for part in parts:
-        a, b = (int(part[0]), int(part[-1]) + 1) if len(part) else (0, 0)
-        at = offsets[a : b + 1]
-        out.append(segments.assemble(values[order[a:b]], at - at[0], data[int(at[0]) : int(at[-1])]))
-    return out
-
-
-def _offsets(eids):
-    """The n + 1 offsets of an Arrow binary array's values in its data buffer."""
-    return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]

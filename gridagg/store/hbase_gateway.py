@@ -130,7 +130,8 @@ class Gateway:
             raise StoreUnavailable(f"HBase (through the Thrift gateway at {self.address}) {exc}") from exc
         except (TException, OSError) as exc:
             raise StoreUnavailable(f"HBase Thrift gateway at {self.address} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+                                   f"{type(exc).__name__}: {_first_line(getattr(exc, 'message', None) or repr(exc))}"
+                                   ) from exc
         finally:
             if conn is not None:
                 if healthy:

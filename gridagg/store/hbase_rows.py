@@ -79,17 +79,22 @@ def rows_per_segment(ncols: int, eid_bytes: float) -> int:
     return max(1, int(SEGMENT_BYTES // (8 * ncols + 4 + eid_bytes)))
 
 
-def pack(eids: list[bytes], values: np.ndarray) -> list[bytes]:
-    """Rows as segments of at most about SEGMENT_BYTES each (at least one, maybe empty)."""
+def pack(eids, values: np.ndarray) -> list[bytes]:
+    """Rows as segments of at most about SEGMENT_BYTES each (at least one, maybe empty);
+    eids: a sequence of bytes or an Arrow binary array."""
+    import pyarrow as pa
+
+    eids = segments.element_ids(eids)
     n = len(eids)
     if n == 0:
-        return [segments.pack([], np.asarray(values, np.int64).reshape(0, values.shape[1]))]
-    per = rows_per_segment(values.shape[1], sum(len(e) for e in eids) / n)
+        return [segments.pack(eids, np.asarray(values, np.int64).reshape(0, values.shape[1]))]
+    offsets = segments.id_offsets(eids)
+    per = rows_per_segment(values.shape[1], (int(offsets[-1]) - int(offsets[0])) / n)
     if n <= per:
         return [segments.pack(eids, values)]
     # Rows in column-0 order first: each segment then covers its own stretch of column 0.
     order = np.argsort(values[:, 0], kind="stable")
-    return [segments.pack([eids[i] for i in part.tolist()], values[part]) for part in np.array_split(order, -(-n // per))]
+    return [segments.pack(eids.take(pa.array(part)), values[part]) for part in np.array_split(order, -(-n // per))]
 
 
 def too_many(live_sizes: list[int], new: list[bytes]) -> bool:

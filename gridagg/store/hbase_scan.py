@@ -42,34 +42,30 @@ rows must know, without the rows crossing the wire.
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
 
-Coverage: every item (every part of a range) must be answered by exactly one region.
-Regions come from a cached list (Thrift getTableRegions); each answer names its region,
-so a region asked twice through stale anchors (after a merge) counts once, answers of
-regions that overlap (a merge or split while the call ran) are dropped, and what no
-region answered (after a split or move) is asked again with a fresh region list.
+Coverage: every item (every part of a range) must be answered by exactly one region;
+gridagg.store.hbase_regions asks the regions (one call per region server, all at once)
+until it is, asking again exactly what a region that moved, split, merged or whose
+server failed left unanswered.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import operator
 import struct
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..aggregate import AggArrays
 from ..errors import StoreUnavailable
 from ..scan import ScanAnswer, ScanRequest
+from .hbase_regions import Calls, RegionCache, Ranges, Rows, each_region
 
 ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
 KEYS = b"gridagg.keys"
 VERSION = 3
 SEGMENTS, ROW_CELLS = 0, 1
-ATTEMPTS = 4  # region lists tried before giving up (each after the regions moved)
 
 
 class ObserverMissing(StoreUnavailable):
@@ -147,15 +143,6 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes
 
 
 @dataclass
-class Part:
-    """One region's answer: its region (start, end, id) and what it found (a scan's
-    Found, a lookup's dict)."""
-
-    region: tuple[bytes, bytes, int]
-    answer: object
-
-
-@dataclass
 class Found:
     """What one region found for a scan request: its answer, rows keyed by the request's
     item index, whose aggregates are those of the groups it found rows in (row j is group
@@ -165,8 +152,9 @@ class Found:
     answer: ScanAnswer
 
 
-def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
-    """One region's answer cell to a scan request of ngroups groups."""
+def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, int], Found]:
+    """One region's answer cell to a scan request of ngroups groups: (its region as
+    (start, end, id), what it found)."""
     region, at = _region_of(data)
     costs = struct.unpack_from("<qqqq", data, at)
     (ngot,) = struct.unpack_from("<I", data, at + 32)
@@ -188,7 +176,7 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> Part:
         at += 8
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
-    return Part(region, Found(groups, ScanAnswer(aggs, rows, *costs)))
+    return region, Found(groups, ScanAnswer(aggs, rows, *costs))
 
 
 @functools.lru_cache(maxsize=64)
@@ -197,45 +185,24 @@ def _groups_found(naggcols: int) -> np.dtype:
     return np.dtype([("group", "<u4"), ("count", "<i8"), ("stats", "<i8", (naggcols, 5))])
 
 
-@dataclass
-class RegionCache:
-    """Tables' regions as last read ((start, end) pairs in key order), for anchors."""
-
-    _regions: dict[bytes, list[tuple[bytes, bytes]]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self, client, table: bytes, fresh: bool = False) -> list[tuple[bytes, bytes]]:
-        """The regions of `table`; read again when `fresh` or not known (a Thrift call)."""
-        with self._lock:
-            known = self._regions.get(table)
-        if known is None or fresh:
-            known = sorted((r.startKey or b"", r.endKey or b"") for r in client.getTableRegions(table))
-            with self._lock:
-                self._regions[table] = known
-        return known
-
-    def forget(self, table: bytes) -> None:
-        with self._lock:
-            self._regions.pop(table, None)
-
-
-def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, items: Items,
-        regions: RegionCache, trips) -> ScanAnswer:
-    """The answer to `request` over `items` from the regions of `table`, in one Thrift
-    call when the cached region list is right (more when regions have moved: each call
-    counted in `trips`, a TripCounter)."""
+def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanRequest, items: Items,
+        regions: RegionCache, trips, patience: float) -> ScanAnswer:
+    """The answer to `request` over `items` from the regions of `table`: one call per
+    region server when the cached region list is right (more when regions moved: each
+    counted in `trips`, a TripCounter). StoreUnavailable when a part stays unanswered
+    for `patience` seconds (hbase_regions.each_region)."""
     answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
     rows: dict[int, list[np.ndarray]] = {}
-    pending = _Rows(items.starts) if layout == SEGMENTS else _Ranges(items)
+    pending = Rows(items.starts) if layout == SEGMENTS else Ranges(items)
 
     def request_for(asked) -> bytes:
         return encode(layout, ncols, request, pending.items(items, asked))
 
-    def decode_answer(data: bytes) -> Part:
+    def decode_answer(data: bytes):
         return decode(data, request.ngroups, len(request.columns), ncols)
 
-    for asked, part in _each_region(client, table, pending, ATTRIBUTE, request_for, decode_answer, regions, trips):
-        found = part.answer
+    for asked, found in each_region(calls, table, pending, ATTRIBUTE, request_for, decode_answer, regions, trips,
+                                    patience, _missing(table, ATTRIBUTE)):
         item_of = pending.item_of(asked)
         for j, got in found.answer.rows.items():
             rows.setdefault(item_of[j], []).append(got)
@@ -245,14 +212,14 @@ def ask(client, table: bytes, layout: int, ncols: int, request: ScanRequest, ite
     return answer
 
 
-def lookup(client, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions: RegionCache,
-           trips) -> list[tuple[list[tuple[int, int]], set[int]]]:
-    """What a write to grid rows must know, from the regions of `table` (in one Thrift
-    call when the cached region list is right): for each (grid row key, element IDs),
-    the row's "r" cells as (segment number, value length) in number order, and the
-    indexes of those element IDs its live segments hold."""
+def lookup(calls: Calls, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions: RegionCache,
+           trips, patience: float) -> list[tuple[list[tuple[int, int]], set[int]]]:
+    """What a write to grid rows must know, from the regions of `table` (one call per
+    region server when the cached region list is right): for each (grid row key,
+    element IDs), the row's "r" cells as (segment number, value length) in number
+    order, and the indexes of those element IDs its live segments hold."""
     out: list[tuple[list[tuple[int, int]], set[int]]] = [([], set()) for _ in grids]
-    pending = _Rows([key for key, _ in grids])
+    pending = Rows([key for key, _ in grids])
 
     def request_for(asked: np.ndarray) -> bytes:
         parts = [struct.pack("<BI", VERSION, len(asked))]
@@ -262,13 +229,22 @@ def lookup(client, table: bytes, grids: list[tuple[bytes, list[bytes]]], regions
             parts += [struct.pack("<H", len(e)) + e for e in eids]
         return b"".join(parts)
 
-    for asked, part in _each_region(client, table, pending, KEYS, request_for, _decode_lookup, regions, trips):
-        for j, found in part.answer.items():
-            out[int(asked[j])] = found
+    for asked, found in each_region(calls, table, pending, KEYS, request_for, _decode_lookup, regions, trips,
+                                    patience, _missing(table, KEYS)):
+        for j, got in found.items():
+            out[int(asked[j])] = got
     return out
 
 
-def _decode_lookup(data: bytes) -> Part:
+def _missing(table: bytes, attribute: bytes):
+    """The error for regions that answered a request with their rows (what: which)."""
+    def error(what: str) -> ObserverMissing:
+        return ObserverMissing(f"{what} of HBase table {table.decode()} answered a {attribute.decode()} request "
+                               "with rows: GridScanObserver is not loaded for them")
+    return error
+
+
+def _decode_lookup(data: bytes) -> tuple[tuple[bytes, bytes, int], dict]:
     region, at = _region_of(data)
     (n,) = struct.unpack_from("<I", data, at)
     at += 4
@@ -281,7 +257,7 @@ def _decode_lookup(data: bytes) -> Part:
         (nfound,) = struct.unpack_from("<I", data, at)
         found[grid] = (cells, set(struct.unpack_from(f"<{nfound}I", data, at + 4)))
         at += 4 + 4 * nfound
-    return Part(region, found)
+    return region, found
 
 
 def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
@@ -296,172 +272,8 @@ def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
     return (start, end, region_id), at + 8
 
 
-def _each_region(client, table: bytes, pending, attribute: bytes, request_for, decode_answer,
-                 regions: RegionCache, trips):
-    """Asks the regions of `table` about what `pending` (_Rows or _Ranges) holds
-    (request_for(pending.asked()) makes the request sent as `attribute`; decode_answer(value)
-    reads an answer cell into a Part) until every part of it is answered by exactly one
-    region. Yields (what was asked, Part) of each answer to count; a Part's items are
-    indexes into what was asked."""
-    column = b"a:" + attribute
-    for attempt in range(ATTEMPTS):
-        if not pending:
-            return
-        known = regions.get(client, table, fresh=attempt > 0)
-        anchors = pending.anchors(known)
-        asked = pending.asked()
-        trips.add()
-        results = client.getRows(table, anchors, {attribute: request_for(asked)})
-        parts = []
-        for row in results:
-            cell = row.columns.get(column)
-            if cell is None:
-                raise ObserverMissing(f"the region of row {row.row!r} of HBase table {table.decode()} answered a "
-                                      f"{attribute.decode()} request with its row: GridScanObserver is not loaded for it")
-            parts.append(decode_answer(cell.value))
-        if len(results) < len(anchors):
-            raise ObserverMissing(f"{len(anchors) - len(results)} regions of HBase table {table.decode()} did not "
-                                  f"answer a {attribute.decode()} request: GridScanObserver is not loaded for them")
-        answered = _consistent(parts)
-        for part in answered:
-            yield asked, part
-        pending.answered([(p.region[0], p.region[1]) for p in answered])
-    if pending:
-        regions.forget(table)
-        raise StoreUnavailable(f"HBase table {table.decode()}: regions kept moving, parts of a "
-                               f"{attribute.decode()} request unanswered after {ATTEMPTS} region lists")
-
-
 def observer_answers(client, table: bytes) -> bool:
     """Whether the region holding the first row of `table` answers a scan request (one
     Thrift call): whether GridScanObserver is loaded for the table."""
     probe = encode(SEGMENTS, 0, ScanRequest([], [], []), Items([]))
     return any(ANSWER in r.columns for r in client.getRows(table, [b"\0"], {ATTRIBUTE: probe}))
-
-
-def _consistent(parts: list[Part]) -> list[Part]:
-    """The parts to count: one per region, none of regions that overlap another."""
-    unique = list({p.region: p for p in parts}.values())
-    unique.sort(key=lambda p: p.region[0])
-    keep = []
-    for i, p in enumerate(unique):
-        before = unique[i - 1].region if i else None
-        after = unique[i + 1].region if i + 1 < len(unique) else None
-        overlaps_before = before is not None and (not before[1] or before[1] > p.region[0])
-        overlaps_after = after is not None and (not p.region[1] or p.region[1] > after[0])
-        if not (overlaps_before or overlaps_after):
-            keep.append(p)
-    return keep
-
-
-class _Rows:
-    """Items that are one row each (a grid row; a lookup's grid), as far as no region has
-    answered for them yet. What is asked keeps the items' order (skipping visits them in
-    it); regions are matched against the keys in key order, by bisection."""
-
-    def __init__(self, keys: list[bytes]):
-        if all(map(operator.lt, keys, keys[1:])):  # as the planner lists grids: no sort
-            self.order, self.sorted = np.arange(len(keys)), keys
-        else:
-            self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
-            self.sorted = [keys[i] for i in self.order.tolist()]
-        self.done = np.zeros(len(keys), bool)
-
-    def __bool__(self) -> bool:
-        return not self.done.all()
-
-    def asked(self) -> np.ndarray:
-        """The items not yet answered, in their own order."""
-        return np.flatnonzero(~self.done)
-
-    @staticmethod
-    def items(items: Items, asked: np.ndarray) -> Items:
-        return items if len(asked) == len(items) else items.take(asked)
-
-    @staticmethod
-    def item_of(asked: np.ndarray) -> list[int]:
-        return asked.tolist()
-
-    def _span(self, rs: bytes, re: bytes) -> tuple[int, int]:
-        """Positions (in key order) of the keys inside region [rs, re)."""
-        return bisect.bisect_left(self.sorted, rs), bisect.bisect_left(self.sorted, re) if re else len(self.sorted)
-
-    def anchors(self, known: list[tuple[bytes, bytes]]) -> list[bytes]:
-        """One row key inside each region (by `known`) that holds an unanswered item."""
-        out = []
-        first_ask = not self.done.any()  # most requests: each region's first key, no mask to read
-        for rs, re in known:
-            a, z = self._span(rs, re)
-            if first_ask:
-                at = a if a < z else None
-            else:
-                waiting = np.flatnonzero(~self.done[self.order[a:z]])
-                at = a + int(waiting[0]) if len(waiting) else None
-            if at is not None:
-                out.append(self.sorted[at] or b"\0")  # an empty row key is not a row
-        return out
-
-    def answered(self, regions: list[tuple[bytes, bytes]]) -> None:
-        for rs, re in regions:
-            a, z = self._span(rs, re)
-            self.done[self.order[a:z]] = True
-
-
-@dataclass
-class _Piece:
-    """A part of item `item` no region has answered yet: [start, stop), stop None = to the end."""
-
-    item: int
-    start: bytes
-    stop: bytes | None
-
-
-class _Ranges:
-    """Items that are key ranges (ROW_CELLS), as far as no region has answered for them
-    yet: pieces of them, each cut where regions end."""
-
-    def __init__(self, items: Items):
-        pieces = [_Piece(i, start, stop or None) for i, (start, stop) in enumerate(zip(items.starts, items.stops))]
-        self.pieces = [p for p in pieces if p.stop is None or p.start < p.stop]  # an empty range holds no row
-
-    def __bool__(self) -> bool:
-        return bool(self.pieces)
-
-    def asked(self) -> list[_Piece]:
-        return self.pieces
-
-    @staticmethod
-    def items(items: Items, asked: list[_Piece]) -> Items:
-        """Each piece as far as it reaches, with its item's other properties."""
-        return items.take(np.array([p.item for p in asked], np.int64), [p.start for p in asked],
-                          [p.stop or b"" for p in asked])
-
-    @staticmethod
-    def item_of(asked: list[_Piece]) -> list[int]:
-        return [p.item for p in asked]
-
-    def anchors(self, known: list[tuple[bytes, bytes]]) -> list[bytes]:
-        """One row key inside each region (by `known`) that holds a part of some piece."""
-        anchors = []
-        for rs, re in known:
-            for p in self.pieces:
-                if (p.stop is None or p.stop > rs) and (not re or p.start < re):
-                    key = max(p.start, rs) or b"\0"  # an empty row key is not a row
-                    if not re or key < re:
-                        anchors.append(key)
-                    break
-        return anchors
-
-    def answered(self, regions: list[tuple[bytes, bytes]]) -> None:
-        for rs, re in regions:
-            self.pieces = [q for p in self.pieces for q in _outside(p, rs, re or None)]
-
-
-def _outside(p: _Piece, rs: bytes, re: bytes | None) -> list[_Piece]:
-    """What of piece p lies outside the region [rs, re)."""
-    out = []
-    if p.start < rs:
-        out.append(_Piece(p.item, p.start, rs if p.stop is None or p.stop > rs else p.stop))
-    if re is not None and (p.stop is None or p.stop > re):
-        out.append(_Piece(p.item, max(p.start, re), p.stop))
-    return out

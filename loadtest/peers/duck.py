@@ -1,38 +1,35 @@
-"""DuckDB alone: what a user might pick instead of gridagg. The stored integers in one
-table sorted by time (DuckDB's zone maps then skip most of a time window's row groups),
-one file per dataset under <data dir>/duckdb, queried in-process by plain SQL: box
-predicates, the aggregate computed by DuckDB (sums as HUGEINT: exact).
+"""DuckDB: what a user might pick instead of gridagg. The stored integers in one table
+sorted by time (DuckDB's zone maps then skip most of a time window's row groups), one
+file per dataset under <data dir>/peers/duckdb, queried in-process by plain SQL: box
+predicates, only the statistics the aggregates ask (sums as HUGEINT: exact).
 
-Serving processes open the file read-only (DuckDB lets many processes read one file);
-`threads` is DuckDB's worker threads per query (the bench measures 1 and 2).
+Serving processes open the file read-only (DuckDB lets many processes read one file).
+Its knob: `threads`, DuckDB's worker threads per query (the bench measures 1 and 2).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Iterable
 
-import numpy as np
+from gridagg.schema import Dataset
 
-from ..aggregate import PartialAggregate
-from ..query import QueryPlan, QueryResult, QuerySpec
-from ..schema import Dataset
-from .common import BaselineBackend, build_result, needed
+from .common import Batches, SqlPeer
 
 
 def path_of(settings, name: str) -> Path:
-    return Path(settings.data_dir) / "duckdb" / f"{name}.duckdb"
+    return Path(settings.data_dir) / "peers" / "duckdb" / f"{name}.duckdb"
 
 
-class DuckDBBaseline(BaselineBackend):
+class DuckDBPeer(SqlPeer):
     kind = "duckdb"
+    label = "DuckDB"
+    KNOBS = {"threads": (2, 1)}
 
     def __init__(self, settings, threads: int = 2):
         super().__init__()
         self.settings = settings
-        self.threads = threads
+        self.threads = int(threads)
         self._local = threading.local()
         self._connections: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -54,6 +51,12 @@ class DuckDBBaseline(BaselineBackend):
             cur = cursors[name] = con.cursor()
         return cur
 
+    def set_threads(self, n: int) -> None:
+        self.threads = n
+        with self._lock:
+            for con in self._connections.values():
+                con.execute(f"SET threads = {int(n)}")
+
     def create(self, ds: Dataset) -> None:
         self.drop(ds.name)
         path_of(self.settings, ds.name).parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,7 @@ class DuckDBBaseline(BaselineBackend):
         path_of(self.settings, name).unlink(missing_ok=True)
         Path(str(path_of(self.settings, name)) + ".wal").unlink(missing_ok=True)
 
-    def load(self, ds: Dataset, batches: Iterable[tuple[list[bytes], np.ndarray]]) -> int:
+    def load(self, ds: Dataset, batches: Batches) -> int:
         """Every batch into a staging table through Arrow, then the table sorted by time
         (or the first dimension)."""
         import duckdb
@@ -89,31 +92,17 @@ class DuckDBBaseline(BaselineBackend):
             con.execute("CHECKPOINT")
         return n
 
-    def sql(self, ds: Dataset, spec: QuerySpec) -> tuple[str, list[int], list[tuple[str, int]]]:
-        """The statement answering spec, its parameters, and the (statistic, column) of
-        each selected value after count(*)."""
-        domain = ds.domain()
-        bounded = [i for i, rng in enumerate(spec.box) if rng != domain[i]]
-        stats = sorted((f, c) for c, fs in needed(spec).items() for f in fs)
-        select = ["count(*)"] + [f'{f}("{ds.columns[c].name}")' for f, c in stats]
-        where = [f'"{ds.columns[i].name}" BETWEEN ? AND ?' for i in bounded]
-        stmt = "SELECT " + ", ".join(select) + " FROM rows" + (" WHERE " + " AND ".join(where) if where else "")
-        return stmt, [v for i in bounded for v in spec.box[i]], stats
+    def table(self, ds: Dataset) -> str:
+        return "rows"
 
-    def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
-        started = time.perf_counter()
-        total = PartialAggregate.empty(len(ds.columns))
-        plan = QueryPlan()
-        if not spec.empty:
-            stmt, params, stats = self.sql(ds, spec)
-            row = self.connection(ds.name).execute(stmt, params).fetchone()
-            total.count = int(row[0])
-            if total.count:
-                for (f, c), v in zip(stats, row[1:]):
-                    getattr(total, f + "s")[c] = int(v)
-            plan.rows_matched_by_scans = total.count
-        plan.round_trips = {"duckdb": 0}
-        return build_result(ds, spec, total, plan, started)
+    def fetch(self, ds: Dataset, stmt: str, params: list[int]) -> list[tuple]:
+        return self.connection(ds.name).execute(stmt, params).fetchall()
+
+    def prewarm(self, ds: Dataset) -> None:
+        """The file into the OS page cache."""
+        with open(path_of(self.settings, ds.name), "rb") as f:
+            while f.read(1 << 24):
+                pass
 
     def close(self) -> None:
         with self._lock:

@@ -2,7 +2,7 @@
 each store alone, measured in one run.
 
     python -m gridagg_ingest.generate --rows 1000000 --out /tmp/gen-1m
-    python -m gridagg_ingest.bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
+    python -m gridagg_loadtest.ingest_bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
 
 1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry
    (--repeat N: N rounds over the stores, each into a fresh dataset):
@@ -14,10 +14,10 @@ each store alone, measured in one run.
    - gridagg's bulk load of encoded rows (ingest.job.load_encoded: the job without
      reading and encoding), into each --stores entry;
    - PostgreSQL COPY into a plain table (no index): the floor of any PostgreSQL load;
-   - PostgreSQL alone as the query baseline loads it: COPY, then the composite B-tree
-     over the dimensions and ANALYZE (gridagg.baselines.postgres), --repeat times;
-   - HBase alone as the query baseline loads it: batched puts through Thrift, row key =
-     time + element ID, one cell per column (gridagg.baselines.hbase); --no-hbase skips it.
+   - PostgreSQL alone as the bench's peer loads it: COPY, VACUUM ANALYZE, then its
+     covering B-tree over the dimensions (gridagg_loadtest.peers.postgres), --repeat times;
+   - HBase alone as the bench's peer loads it: batched puts through Thrift, row key =
+     time + element ID, one cell per row (gridagg_loadtest.peers.hbase); --no-hbase skips it.
 
 The table gives every speed also as a multiple of each store alone's, in its fastest run.
 Datasets and tables are dropped at the end unless --keep.
@@ -39,7 +39,7 @@ import numpy as np
 from gridagg.config import Settings
 
 
-PG_ALONE = "PostgreSQL alone (COPY + B-tree + ANALYZE)"
+PG_ALONE = "PostgreSQL alone (COPY + VACUUM ANALYZE + B-tree)"
 HBASE_ALONE = "HBase alone (batched Thrift puts)"
 
 
@@ -96,26 +96,28 @@ def drop_dataset(settings: Settings, name: str) -> None:
         engine.directory.close()
 
 
-def baseline_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:
-    """Seconds the query baseline `kind` takes to load the rows (its own load method)."""
-    from gridagg.baselines import open_backend
+def peer_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:
+    """Seconds the bench's peer `kind` takes to load the rows and make them ready to
+    serve (its load, then what it prepares without sample queries)."""
+    from .archive import batches
+    from .peers import open_peer
 
-    backend = open_backend(kind, settings)
+    peer = open_peer(kind, settings)
     try:
-        backend.create(ds)
-        batches = ((ids[s:s + 20000], values[s:s + 20000]) for s in range(0, len(values), 20000))
+        peer.create(ds)
         t0 = time.perf_counter()
-        backend.load(ds, batches)
+        peer.load(ds, batches(ids, values, 20000))
+        peer.prepare(ds, [])
         secs = time.perf_counter() - t0
         if not keep:
-            backend.drop(ds.name)
+            peer.drop(ds.name)
         return secs
     finally:
-        backend.close()
+        peer.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gridagg_ingest.bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.ingest_bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("config", help="dataset config (TOML), e.g. ingest/examples/weather_generated.toml")
@@ -123,18 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--stores", nargs="+", choices=["embedded", "hbase"], default=["embedded"],
                    help="run the job into each of these stores (default: embedded)")
-    p.add_argument("--no-baselines", action="store_true", help="time the job only")
+    p.add_argument("--no-peers", action="store_true", help="time the job only")
     p.add_argument("--no-hbase", action="store_true", help="skip the HBase-alone load")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the job N times per store, each into a fresh dataset: the first run of the "
                         "session carries the JVM's warm-up, later ones show a warm session (default 1)")
-    p.add_argument("--keep", action="store_true", help="keep the datasets and baseline tables")
+    p.add_argument("--keep", action="store_true", help="keep the datasets and the peers' tables")
     args = p.parse_args(argv)
 
-    from .config import load_config
-    from .encode import encode
-    from .job import Progress, run_ingest, spark_session
-    from .readers import expand_inputs, read_source
+    from gridagg_ingest.config import load_config
+    from gridagg_ingest.encode import encode
+    from gridagg_ingest.job import Progress, load_encoded, run_ingest, spark_session, write_encoded
+    from gridagg_ingest.readers import expand_inputs, read_source
 
     settings = Settings.from_env()
     cfg = load_config(args.config)
@@ -157,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.keep:
                 drop_dataset(s, run_cfg.dataset.name)
 
-    if not args.no_baselines:
+    if not args.no_peers:
         ncols = len(cfg.dataset.columns)
-        print("collecting the encoded rows for the baselines (not timed)", file=sys.stderr, flush=True)
+        print("collecting the encoded rows for the peers (not timed)", file=sys.stderr, flush=True)
         enc = encode(read_source(spark, cfg, expand_inputs(args.inputs)), cfg)
         good = enc.filter("_reason IS NULL").select("_eid", *[f"c{i}" for i in range(ncols)]).toPandas()
         ids = [e.encode() for e in good["_eid"].tolist()]
@@ -167,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         del good
         n = len(values)
         ds = replace(cfg.dataset, name=f"bench_{tag}")
-        # gridagg's own share of the work: the same encoded rows, as the baselines get them.
-        from .job import load_encoded, write_encoded
-
+        # gridagg's own share of the work: the same encoded rows, as the peers get them.
         encoded = write_encoded(ids, values, Path(tempfile.mkdtemp(prefix="gridagg-bench-")) / "rows.parquet")
         for store in args.stores:
             s = settings.with_(store=store)
@@ -184,11 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(1, args.repeat + 1):  # seconds each, so as many runs as the job's
             print("PostgreSQL alone ...", file=sys.stderr, flush=True)
             results.append((PG_ALONE + (f", run {run}" if args.repeat > 1 else ""), n,
-                            baseline_load(settings, "pg", replace(ds, name=f"{ds.name}_{run}"), ids, values,
-                                          args.keep)))
+                            peer_load(settings, "pg", replace(ds, name=f"{ds.name}_{run}"), ids, values, args.keep)))
         if not args.no_hbase:
             print("HBase alone ...", file=sys.stderr, flush=True)
-            results.append((HBASE_ALONE, n, baseline_load(settings, "hbase", ds, ids, values, args.keep)))
+            results.append((HBASE_ALONE, n, peer_load(settings, "hbase", ds, ids, values, args.keep)))
     spark.stop()
     print()
     print("\n".join(table(results)))
@@ -201,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(results: list[tuple[str, int, float]]) -> list[str]:
     """The results as a Markdown table, with each one's speed as a multiple of each store
-    alone's (its fastest run: the baselines at their best)."""
+    alone's (its fastest run: the peers at their best)."""
     best = {}
     for what, rows, secs in results:
         for base in (PG_ALONE, HBASE_ALONE):

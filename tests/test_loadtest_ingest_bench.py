@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gridagg_ingest.bench import HBASE_ALONE, PG_ALONE, table
+from gridagg_loadtest.ingest_bench import HBASE_ALONE, PG_ALONE, table
 
 
 def test_table_gives_speeds_against_each_store_alone_at_its_fastest():
@@ -13,6 +13,6 @@ def test_table_gives_speeds_against_each_store_alone_at_its_fastest():
     assert ratios == [[1.25, 10.0], [0.83, 6.67], [1.0, 8.0], [0.12, 1.0]]
 
 
-def test_table_without_baselines_has_no_ratio_columns():
+def test_table_without_peers_has_no_ratio_columns():
     lines = table([("gridagg ingest", 1000, 2.0)])
     assert lines[0].count("|") == 5 and lines[2].endswith("|        500 |")

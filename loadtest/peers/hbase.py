@@ -5,25 +5,27 @@ order-preserving 8-byte time + element ID, one cell "r:v" per row holding the wh
 A query is one Thrift call: the time window is a key range, and the region servers'
 GridScanObserver (layout ROW_CELLS, gridagg.store.hbase_scan) scans it, applies the
 rest of the box as conditions and aggregates; only the aggregate comes back. Without
-the observer on the region servers a query fails, saying so.
+the observer on the region servers a query fails, saying so. Before it is measured its
+table is read whole by the region servers (`prewarm`), as gridagg's on HBase is.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterable
 
 import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thrift) importable
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
-from ..aggregate import PartialAggregate
-from ..query import QueryPlan, QueryResult, QuerySpec
-from ..scan import RangeCondition, ScanRequest
-from ..schema import Dataset
-from ..store.hbase_gateway import Gateway
-from ..store.hbase_scan import ROW_CELLS, Items, RegionCache, ask
-from .common import BaselineBackend, build_result, needed
+from gridagg.aggregate import PartialAggregate
+from gridagg.query import QueryPlan, QueryResult, QuerySpec
+from gridagg.scan import RangeCondition, ScanRequest
+from gridagg.schema import Dataset
+from gridagg.store.hbase_gateway import PROBE_ROW, Gateway
+from gridagg.store.hbase_regions import Calls, RegionCache
+from gridagg.store.hbase_scan import ROW_CELLS, Items, ask
+
+from .common import Batches, Peer, build_result, statistics
 
 CELL = b"r:v"
 SIGN = np.uint64(1 << 63)
@@ -32,7 +34,7 @@ WRITE_ROWS = 5000  # rows per Thrift mutateRows
 
 
 def table_name(name: str) -> str:
-    return f"baseline_{name}"
+    return f"peer_{name}"
 
 
 def time_keys(times: np.ndarray) -> np.ndarray:
@@ -45,13 +47,24 @@ def time_key(t: int) -> bytes:
     return time_keys(np.array([t])).tobytes()
 
 
-class HBaseBaseline(BaselineBackend):
+def read_table(gateway: Gateway, table: str) -> None:
+    """Have the region servers read every block of `table` (into their block cache and
+    the OS page cache) without sending a row back: a scan whose filter matches no row
+    key. Used for every table measured on HBase alike."""
+    with gateway.connection(slow=True, table=table.encode()) as conn:
+        for _ in conn.table(table).scan(filter=f"RowFilter(=, 'binary:{PROBE_ROW.decode()}')"):
+            pass
+
+
+class HBasePeer(Peer):
     kind = "hbase"
+    label = "HBase alone"
 
     def __init__(self, settings, pool_size: int = 8):
         super().__init__()
         self.settings = settings
         self.pool = Gateway(settings, pool_size)
+        self.fanout = Gateway(settings, pool_size)  # a scan's calls to its other region servers
         with self.pool.connection():  # an unreachable gateway is reported now
             pass
         self.regions = RegionCache()
@@ -82,7 +95,7 @@ class HBaseBaseline(BaselineBackend):
                 conn.delete_table(table_name(name), disable=True)
         self.regions.forget(table_name(name).encode())
 
-    def load(self, ds: Dataset, batches: Iterable[tuple[list[bytes], np.ndarray]]) -> int:
+    def load(self, ds: Dataset, batches: Batches) -> int:
         """Batched puts (WRITE_ROWS rows per Thrift mutateRows), then a major compaction
         request (Thrift1 has no flush; the memstore serves reads too)."""
         t = self._time_axis(ds)
@@ -120,16 +133,20 @@ class HBaseBaseline(BaselineBackend):
             domain = ds.domain()
             conditions = [RangeCondition(i, lo, hi) for i, (lo, hi) in enumerate(spec.box)
                           if i != t and (lo, hi) != domain[i]]
-            columns = sorted(needed(spec))
+            columns = sorted({c for _, c in statistics(ds, spec)})
             request = ScanRequest(["window"], conditions, columns)
             window = Items([time_key(tlo)], [time_key(thi + 1)])  # every key of the window: time + element ID
             table = table_name(ds.name).encode()
             with self.pool.connection(slow=True, table=table) as conn:
-                answer = ask(conn.client, table, ROW_CELLS, ncols, request, window, self.regions, self.round_trips)
+                answer = ask(Calls(conn.client, self.fanout), table, ROW_CELLS, ncols, request, window, self.regions,
+                             self.round_trips, self.settings.hbase_call_timeout)
             total = answer.aggs.aggregate(0, columns, ncols)
-            plan.rows_matched_by_scans = total.count
         plan.round_trips = {"hbase": self.round_trips() - trips0}
         return build_result(ds, spec, total, plan, started)
 
+    def prewarm(self, ds: Dataset) -> None:
+        read_table(self.pool, table_name(ds.name))
+
     def close(self) -> None:
         self.pool.close()
+        self.fanout.close()

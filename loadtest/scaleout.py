@@ -1,0 +1,182 @@
+"""The paper's workload on the local HBase as it runs now (standalone, or with several
+region servers): throughput over HTTP and the CPU each component spends per query, the
+figures docs/scale-out.md's model is built on; and the answers, for comparing layouts.
+
+    python -m gridagg_loadtest.scaleout load --rows 10000000 --n-size 8000
+    python -m gridagg_loadtest.scaleout run --rows 10000000 --n-size 8000 --answers A.json --out R.json
+
+`load` generates the archive (ingest/generate.py, kept in <data dir>/archives) and
+bulk-loads it into dataset paper_<rows>_<n_size> unless that exists. `run` serves the
+settings' servers with one API server (granian, as `gridagg serve`), warms it up, then
+loads it with the bench's driver (loadtest/loadgen.go: closed-loop clients, the paper's
+sum and min queries) and measures the CPU of every process group per query: the API
+server, the Thrift gateway, each region server (standalone: the one HBase JVM), the
+master, ZooKeeper, PostgreSQL and the driver. It also answers the first --check paper
+queries of each kind in process: written to --answers when the file does not exist,
+else compared with it (the layout must not change an answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from gridagg.config import Settings
+from gridagg_hbase import launcher
+
+from . import api_hosts, workload
+from .cpu import CpuMeter
+from .driver import run_load
+
+SEED = 3
+MAX_RATE = 2000  # queries/s no run reaches here: the driver's requests file holds seconds x this many
+WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"  # the TMY3 files generate replicates
+
+
+def dataset_name(rows: int, n_size: int) -> str:
+    return f"paper_{rows}_{n_size}"
+
+
+def load(settings: Settings, rows: int, n_size: int, master: str, progress=print) -> str:
+    """Generate the archive if needed and bulk-load it into the dataset unless it exists;
+    returns the dataset's name."""
+    from gridagg.directory import GridDirectory
+    from gridagg_ingest.generate import generate
+    from gridagg_ingest.job import Progress, run_ingest, spark_session
+
+    name = dataset_name(rows, n_size)
+    directory = GridDirectory(settings.effective_pg_url)
+    try:
+        if name in {d.name for d in directory.datasets()}:
+            progress(f"dataset {name} exists")
+            return name
+    finally:
+        directory.close()
+    archive = settings.data_dir / "archives" / f"paper-{rows}"
+    if not (archive / "done").exists():
+        generate([str(WEATHER)], rows, str(archive), "parquet", 1, progress=progress)
+        (archive / "done").write_text("")
+    spark = spark_session(master, settings=settings)
+    began = time.perf_counter()
+    summary = run_ingest(spark, settings, workload.paper_config(name, n_size), [str(archive)],
+                         progress=Progress(spark=spark))
+    progress("\n".join(summary.lines()) + f"\n  wall {time.perf_counter() - began:.1f} s")
+    return name
+
+
+def _pid_of(path: Path) -> list[int]:
+    try:
+        return [int(path.read_text().split()[0])]
+    except (OSError, ValueError, IndexError):
+        return []
+
+
+def groups(settings: Settings, api_pid: int) -> dict:
+    """The CPU meter's process groups: the API server, and every JVM of the local HBase
+    by its role (the standalone master holds the region server), and PostgreSQL."""
+    from gridagg.services import pg_paths
+
+    out = {"api": lambda: [api_pid]}
+    for role in launcher.running_roles(settings):
+        name = {"thrift": "gateway"}.get(role, role)
+        if role == "master" and not launcher.recorded_layout(settings):
+            name = "hbase"  # standalone: master, region server and ZooKeeper in one JVM
+        out[name] = lambda r=role: [p for p in [launcher.running_pid(settings, r)] if p]
+    out["postgres"] = lambda: _pid_of(pg_paths(settings).data / "postmaster.pid")
+    return out
+
+
+def answers(settings: Settings, name: str, n: int) -> dict:
+    """The answers to the first n paper queries of each kind (in process)."""
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.store import open_store
+
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+    try:
+        return {agg: [engine.query(name, where, aggs).values for where in workload.paper_queries(n, SEED)]
+                for agg, aggs in workload.AGGREGATES.items()}
+    finally:
+        engine.store.close()
+        engine.directory.close()
+
+
+def run(settings: Settings, name: str, clients: int, seconds: float, warmup: float, check: int,
+        answers_file: Path, workdir: Path, progress=print) -> dict:
+    """Measure (see the module docstring); returns the report."""
+    got = answers(settings, name, check)
+    if answers_file.exists():
+        want = json.loads(answers_file.read_text())
+        same = {agg: sum(a == b for a, b in zip(got[agg], want[agg])) for agg in got}
+        equal = {"compared_with": str(answers_file), "queries": {agg: len(v) for agg, v in got.items()},
+                 "equal": same, "all_equal": all(same[agg] == len(got[agg]) == len(want[agg]) for agg in got)}
+    else:
+        answers_file.write_text(json.dumps(got))
+        equal = {"recorded_in": str(answers_file), "queries": {agg: len(v) for agg, v in got.items()}}
+    progress(f"answers: {equal}")
+    servers = launcher.recorded_layout(settings) or 0
+    report = {"dataset": name, "region_servers": servers, "heap": settings.hbase_heap, "clients": clients,
+              "answers": equal, "runs": {}}
+    host = api_hosts.start(settings.with_(read_token=None), "scaleout-api", workdir, workers=2, threads=4)
+    try:
+        meter = CpuMeter(groups(settings, host.proc.pid))
+        for agg in ("sum", "min"):
+            # Warm up until the JITs have compiled the hot paths (the rate stops rising).
+            rates = []
+            while True:
+                res = run_load(settings, host.url, name, agg, clients, int(MAX_RATE * warmup), warmup,
+                               SEED + len(rates), workdir, f"warmup-{agg}-{len(rates)}", meter)
+                rates.append(res["rps"])
+                progress(f"  warm-up {agg}: {res['rps']} queries/s")
+                if len(rates) >= 3 and rates[-1] < 1.05 * max(rates[:-1]):
+                    break
+            res = run_load(settings, host.url, name, agg, clients, int(MAX_RATE * seconds), seconds, SEED, workdir,
+                           f"run-{agg}", meter)
+            progress(f"{agg}: {res['rps']} queries/s, p50 {res['p50_ms']} ms; CPU ms/query "
+                     + ", ".join(f"{k[4:-3]} {v}" for k, v in res.items() if k.startswith("cpu_")))
+            report["runs"][agg] = {**res, "warmup_rps": rates}
+    finally:
+        host.stop()
+    return report
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.scaleout", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="action", required=True)
+    for action in ("load", "run"):
+        p = sub.add_parser(action)
+        p.add_argument("--rows", type=int, default=10_000_000, help="rows of the archive (default 10M)")
+        p.add_argument("--n-size", type=int, default=8000, help="N_size of the dataset (default 8000)")
+        if action == "load":
+            p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+        else:
+            p.add_argument("--clients", type=int, default=32, help="closed-loop clients (default 32)")
+            p.add_argument("--seconds", type=float, default=60, help="seconds of each measured run (default 60)")
+            p.add_argument("--warmup", type=float, default=20, help="seconds of each warm-up run (default 20)")
+            p.add_argument("--check", type=int, default=200, help="queries of each kind whose answers are compared")
+            p.add_argument("--answers", type=Path, required=True, help="answers to compare with (written if absent)")
+            p.add_argument("--out", type=Path, help="write the JSON report here too")
+    args = ap.parse_args(argv)
+    settings = Settings.from_env().with_(store="hbase")
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    name = dataset_name(args.rows, args.n_size)
+    if args.action == "load":
+        load(settings, args.rows, args.n_size, args.master, say)
+        return 0
+    workdir = settings.data_dir / "scaleout" / time.strftime("%Y%m%d-%H%M%S")
+    workdir.mkdir(parents=True)
+    report = run(settings, name, args.clients, args.seconds, args.warmup, args.check, args.answers, workdir, say)
+    command = "python -m gridagg_loadtest.scaleout " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = json.dumps({"command": command, **report}, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0 if report["answers"].get("all_equal", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
