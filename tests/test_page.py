@@ -7,6 +7,7 @@ every leaf in view, errors show as messages, state lives in the URL."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import uuid
 from datetime import datetime
@@ -34,16 +35,24 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 class Gate:
-    """WSGI middleware that can hold each answer streamed as it improves (NDJSON) after
-    its first line, until released: on a small dataset the exact answer follows the
-    tree's bounds within a millisecond, and a test wants to see the bounds drawn first."""
+    """WSGI middleware between the test server and the app, for answers streamed as they
+    improve (NDJSON). It can hold each such stream after its first line until released
+    (on a small dataset the exact answer follows the tree's bounds within a millisecond,
+    and a test wants to see the bounds drawn first); cut it off before its line
+    `cut_before` by dropping the connection, as a server that dies mid-answer does; and,
+    with `plain`, ask the app for plain JSON whatever the client accepts, as a server
+    that does not stream does."""
 
-    def __init__(self, app):
+    def __init__(self, app, plain: bool = False):
         self.app = app
+        self.plain = plain
+        self.cut_before: int | None = None
         self.opened = threading.Event()
         self.opened.set()
 
     def __call__(self, environ, start_response):
+        if self.plain:
+            environ["HTTP_ACCEPT"] = "application/json"
         kinds = []
 
         def start(status, headers, exc_info=None):
@@ -51,11 +60,16 @@ class Gate:
             return start_response(status, headers, exc_info)
 
         body = self.app(environ, start)
-        return self._held(body) if kinds and kinds[0].startswith("application/x-ndjson") else body
+        if kinds and kinds[0].startswith("application/x-ndjson"):
+            return self._held(body, environ["werkzeug.socket"])
+        return body
 
-    def _held(self, body):
+    def _held(self, body, connection):
         try:
             for i, chunk in enumerate(body):
+                if i == self.cut_before:
+                    connection.shutdown(socket.SHUT_RDWR)
+                    raise ConnectionAbortedError("the test cut the answer off")  # werkzeug: a dropped connection
                 yield chunk
                 if i == 0:
                     self.opened.wait(60)
@@ -70,11 +84,11 @@ class Gate:
 
 
 class Server:
-    """A Flask app served over real HTTP on a free loopback port, in a thread; its gate
-    can hold streamed answers after their first line."""
+    """A Flask app served over real HTTP on a free loopback port, in a thread, behind a
+    Gate (plain: one that asks the app for plain JSON)."""
 
-    def __init__(self, app):
-        self.gate = Gate(app)
+    def __init__(self, app, plain: bool = False):
+        self.gate = Gate(app, plain)
         self.http = make_server("127.0.0.1", 0, self.gate, threaded=True)
         self.url = f"http://127.0.0.1:{self.http.server_port}"
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
@@ -227,6 +241,26 @@ def streamed(client, path: str, body: dict) -> list[dict]:
     return [json.loads(line) for line in resp.get_data(as_text=True).splitlines()]
 
 
+def carried(value):
+    """An oracle's value as JSON carries it: a count as it is, a number as the double
+    nearest it, no value as None."""
+    return value if value is None or isinstance(value, int) else float(value)
+
+
+def oracle_query(encoded, request: dict) -> tuple[dict, int]:
+    """The oracle's answer to a query request over the loaded rows: (label -> value as
+    JSON carries it, rows selected)."""
+    want = oracle.query(TABLE, TABLE.from_stored(encoded), request)
+    return {label: carried(v) for label, v in want["results"].items()}, want["count"]
+
+
+def oracle_points(encoded, request: dict) -> list[dict]:
+    """The oracle's points of a series request over the loaded rows: label -> value as
+    JSON carries it, a dict per point."""
+    want = oracle.series(TABLE, TABLE.from_stored(encoded), request)
+    return [{label: carried(v) for label, v in p["results"].items()} for p in want["points"]]
+
+
 def overlaps(box: list, lo: str | None, hi: str | None) -> bool:
     """Whether a leaf's time box [t0, t1] (ISO text) touches [lo, hi]."""
     t = [datetime.fromisoformat(v.replace("Z", "+00:00")) for v in box]
@@ -323,8 +357,8 @@ def test_a_drawn_box_shows_the_trees_bounds_at_once_then_the_exact_answer(page, 
     """The page asks for answers as they improve. With the streams held after their first
     line (the tree's answer, no row read), it draws that: each aggregate as lo..hi under
     a "not exact yet" caption, each series point not exact as bands, all holding the
-    brute-force answers, and the plan's share of rows read. Released, the exact answers
-    replace them."""
+    oracle's answers, and the plan's share of rows read. Released, the exact answers
+    replace them, as the page writes numbers."""
     server, client, ds, encoded, _ = data
     page.open(f"?ds={ds.name}&agg=count,avg:temperature,min:wind_speed,max:temperature,sum:wind_speed"
               "&col=temperature&step=30d")
@@ -338,7 +372,7 @@ def test_a_drawn_box_shows_the_trees_bounds_at_once_then_the_exact_answer(page, 
         body = page.last_body("/query")
         body.pop("explain", None)
         first = streamed(client, f"/v1/datasets/{ds.name}/query", body)[0]
-        expected, n = brute(ds, encoded, body["where"], body["aggregates"])
+        expected, n = oracle_query(encoded, body)
         assert first["exact"] is False and 0 < n < len(encoded)
         expect(page.tab.locator("#results caption")).to_contain_text("not exact yet")
         for label, value in expected.items():
@@ -349,15 +383,17 @@ def test_a_drawn_box_shows_the_trees_bounds_at_once_then_the_exact_answer(page, 
 
         series_body = page.last_body("/series")
         points = streamed(client, f"/v1/datasets/{ds.name}/series", series_body)[0]["points"]
-        drawn = [p for p in points if p.get("exact") is False and None not in p["bounds"]["avg:temperature"]
-                 and p["bounds"]["avg:temperature"][0] < p["bounds"]["avg:temperature"][1]]  # a band to draw
+        wanted = oracle_points(encoded, series_body)
+        assert len(wanted) == len(points)
+        drawn = [(p, want) for p, want in zip(points, wanted)  # a band to draw: both ends known, lo < hi
+                 if p.get("exact") is False and None not in p["bounds"]["avg:temperature"]
+                 and p["bounds"]["avg:temperature"][0] < p["bounds"]["avg:temperature"][1]]
         bands = page.tab.locator("g.series-bound-avg rect")
         assert drawn and bands.count() == len(drawn)
         assert page.tab.locator("g.series-point circle").count() == len(points) - sum(p.get("exact") is False for p in points)
-        for i, p in enumerate(drawn):  # "<from> .. <to> (not exact yet)\navg <a>, min <b>, max <c>, <n> rows"
+        for i, (p, want) in enumerate(drawn):  # "<from> .. <to> (not exact yet)\navg <a>, min <b>, max <c>, <n> rows"
             window, stats = bands.nth(i).locator("title").text_content().split("\n")
             assert window == f"{p['window'][0]} .. {p['window'][1]} (not exact yet)"
-            want, _ = brute(ds, encoded, {**series_body["where"], "time": p["window"]}, series_body["aggregates"])
             avg, low, high, rows = stats.split(", ")
             shown_stats = {"avg": avg.removeprefix("avg "), "min": low.removeprefix("min "),
                            "max": high.removeprefix("max "), "count": rows.removesuffix(" rows")}
@@ -375,8 +411,13 @@ def test_a_drawn_box_shows_the_trees_bounds_at_once_then_the_exact_answer(page, 
     assert page.tab.locator("#results caption, #results td.bounded").count() == 0
     assert page.tab.locator('td[data-plan="read_share"]').inner_text().endswith("(100.0 %)")
     expect(page.tab.locator("#series")).to_have_attribute("data-exact", "true")
-    assert page.tab.locator("g.series-point circle").count() == len(points)
+    dots = page.tab.locator("g.series-point circle")
+    assert dots.count() == len(points)
     assert page.tab.locator("[class^=series-bound] rect, g.series-count-bound rect").count() == 0
+    for i, want in enumerate(wanted):  # each point's exact values, where a band was: "...\navg <a>, min <b>, max <c>, <n> rows"
+        stats = dots.nth(i).locator("title").text_content().split("\n")[1]
+        assert stats == (f"avg {as_read('avg', want['avg:temperature'])}, min {as_read('min', want['min:temperature'])}, "
+                         f"max {as_read('max', want['max:temperature'])}, {want['count']} rows"), i
 
 
 def test_a_change_while_bounds_are_shown_drops_the_old_answer(page, data):
@@ -399,10 +440,85 @@ def test_a_change_while_bounds_are_shown_drops_the_old_answer(page, data):
     page.settle()
     body = page.last_body("/query")
     assert body["where"]["time"] == ["2012-05-01T00:00:00", None]
-    expected, n = brute(ds, encoded, body["where"], body["aggregates"])
+    expected, _ = oracle_query(encoded, body)
     for label, value in expected.items():
         assert page.tab.locator(f'td[data-agg="{label}"]').inner_text() == as_read(label, value), label
     assert all(r in page.failed for r in superseded)
+
+
+BOX = [-6, 43, 4, 55]  # lon -6..4, lat 43..55: cuts grids, so the tree's answer is bounds
+AGGS = ["count", "avg:temperature", "max:wind_speed"]
+
+
+def box_page(browser, server, ds) -> Page:
+    """A tab on `server` with BOX drawn and AGGS asked (the state in its URL), settled."""
+    tab = Page(browser, server.url)
+    tab.open(f"?ds={ds.name}&box={','.join(map(str, BOX))}&agg={','.join(AGGS)}&col=temperature&step=30d")
+    return tab
+
+
+def test_a_server_answering_plain_json_is_drawn_as_its_exact_answer(browser, data):
+    """A server that does not stream (it answers the page's NDJSON requests with plain
+    JSON): the page draws its one answer, exact, with no bounds or caption."""
+    _, client, ds, encoded, _ = data
+    plain = Server(data[0].gate.app, plain=True)
+    tab = box_page(browser, plain, ds)
+    try:
+        asked = [r for r in tab.requests if r.method == "POST" and r.url.endswith(("/query", "/series"))][-2:]
+        assert [r.headers["accept"] for r in asked] == ["application/x-ndjson"] * 2
+        assert all(r.response().headers["content-type"] == "application/json" for r in asked)
+        body = tab.last_body("/query")
+        expected, _ = oracle_query(encoded, body)
+        expect(tab.tab.locator("#results")).to_have_attribute("data-exact", "true")
+        for label, value in expected.items():
+            assert tab.tab.locator(f'td[data-agg="{label}"]').inner_text() == as_read(label, value), label
+        assert tab.tab.locator("#results caption, #results td.bounded").count() == 0
+        series_body = tab.last_body("/series")
+        wanted = oracle_points(encoded, series_body)
+        expect(tab.tab.locator("#series")).to_have_attribute("data-exact", "true")
+        assert tab.tab.locator("g.series-point circle").count() == len(wanted) > 5
+        assert tab.tab.locator("[class^=series-bound] rect").count() == 0
+        expect(tab.tab.locator("#message")).to_be_hidden()
+    finally:
+        tab.close()
+        plain.stop()
+
+
+def test_a_stream_cut_off_after_its_bounds_shows_an_error_and_the_bounds(browser, data):
+    """The server drops the connection after the tree's bounds: the page says the answer
+    was cut off and keeps showing bounds, marked not exact (and holding the oracle's
+    answer), never values that look exact."""
+    _, client, ds, encoded, _ = data
+    cut = Server(data[0].gate.app)
+    tab = box_page(browser, cut, ds)
+    try:
+        cut.gate.cut_before = 1
+        cut.gate.hold()
+        tab.tab.fill("input[name='time.lo']", "2012-03-01T00:00:00")
+        tab.tab.press("input[name='time.lo']", "Enter")
+        expect(tab.tab.locator("#results")).to_have_attribute("data-exact", "false")
+        cut.gate.release()
+        tab.settle()
+        message = tab.tab.locator("#message")
+        expect(message).to_be_visible()
+        expect(message).to_contain_text("query: Answer cut off")
+        expect(message).to_contain_text("series: Answer cut off")
+        body = tab.last_body("/query")
+        assert body["where"]["time"] == ["2012-03-01T00:00:00", None]
+        expected, n = oracle_query(encoded, body)
+        assert 0 < n < len(encoded)
+        expect(tab.tab.locator("#results")).to_have_attribute("data-exact", "false")
+        expect(tab.tab.locator("#results caption")).to_contain_text("not exact")
+        for label, value in expected.items():
+            text = tab.tab.locator(f'td[data-agg="{label}"].bounded').inner_text()
+            assert holds(text, label, value), (label, text, value)
+        assert tab.tab.locator("td[data-agg]:not(.bounded)").count() == 0
+        expect(tab.tab.locator("#series")).to_have_attribute("data-exact", "false")
+        expect(tab.tab.locator("#series-note")).to_contain_text("not exact")
+        expect(tab.tab.locator("#status")).to_have_text("failed")
+    finally:
+        tab.close()
+        cut.stop()
 
 
 def test_a_drawn_polygon_is_the_querys_region(page, data):
