@@ -521,6 +521,30 @@ def test_a_stream_cut_off_after_its_bounds_shows_an_error_and_the_bounds(browser
         cut.stop()
 
 
+def test_a_stream_cut_off_before_its_first_answer_leaves_no_earlier_answer(browser, data):
+    """The server drops the connection before the first line of a new run's answers: the
+    page says so and no longer shows the last run's exact answer or series, which would
+    pass for the new one's."""
+    _, _, ds, _, _ = data
+    cut = Server(data[0].gate.app)
+    tab = box_page(browser, cut, ds)
+    try:
+        expect(tab.tab.locator("#results")).to_have_attribute("data-exact", "true")
+        cut.gate.cut_before = 0
+        tab.tab.fill("input[name='time.lo']", "2012-03-01T00:00:00")
+        tab.tab.press("input[name='time.lo']", "Enter")
+        message = tab.tab.locator("#message")
+        expect(message).to_contain_text("query: Server unreachable")
+        tab.settle()
+        expect(message).to_contain_text("series: Server unreachable")
+        assert tab.tab.locator("#results td[data-agg], #series svg").count() == 0
+        assert tab.tab.locator("#results[data-exact], #series[data-exact]").count() == 0
+        expect(tab.tab.locator("#series-note")).to_have_text("")
+    finally:
+        tab.close()
+        cut.stop()
+
+
 def test_a_drawn_polygon_is_the_querys_region(page, data):
     _, client, ds, encoded, _ = data
     page.open(f"?ds={ds.name}&agg=count,avg:wind_speed")

@@ -6,7 +6,7 @@ import "./page.css";
 import { ApiError, call, readToken, setReadToken, stream } from "./api.js";
 import { drawGridPlot } from "./gridplot.js";
 import { createMap } from "./map.js";
-import { showPlans, showResults } from "./panels.js";
+import { clearResults, showPlans, showResults } from "./panels.js";
 import { drawSeries } from "./series.js";
 import { emptyState, formatState, parseState } from "./state.js";
 
@@ -259,10 +259,13 @@ async function run() {
   const leafCalls = await leaves;
   if (signal.aborted) return;
   const messages = [];
-  // No better answer follows: what is shown last says so when it is not exact.
+  // No better answer follows: what is shown last says so when it is not exact. A request
+  // that failed before its first answer leaves nothing of an earlier run on show.
   if (q) showResults($("results"), q.answer, byName);
+  else clearResults($("results"));
   if (qs.status === "rejected") messages.push(failed("query", qs.reason));
   if (s) showSeriesNote(s.answer, seriesReq.step);
+  else clearSeries();
   if (ss.status === "rejected") messages.push(failed("series", ss.reason));
   for (const settled of leafCalls) {
     if (settled.status === "rejected") messages.push(failed("leaves", settled.reason));
@@ -271,6 +274,13 @@ async function run() {
   showMessages(messages);
   $("status").textContent = messages.length ? "failed" : "";
   running = null;
+}
+
+function clearSeries() {
+  const plot = $("series");
+  plot.replaceChildren();
+  delete plot.dataset.exact;
+  $("series-note").textContent = "";
 }
 
 /** The line over the series: its points and steps, and while it is not exact (over:

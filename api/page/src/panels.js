@@ -45,6 +45,12 @@ export function showResults(table, answer, columns, over = true) {
   table.replaceChildren(caption, ...rows);
 }
 
+/** Empty the answer table (a run that got no answer). */
+export function clearResults(table) {
+  table.replaceChildren();
+  delete table.dataset.exact;
+}
+
 // [label, how to show it from an answer's plan (and the answer), the plan keys it shows]
 const PLAN_ROWS = [
   ["total grids", (p) => p.total_grids, "total_grids"],
