@@ -603,6 +603,21 @@ def test_the_grid_view_draws_every_leaf_in_view(page, data):
 
 
 
+def test_a_view_chosen_after_the_answers_draws_the_leaves_then(page, data):
+    """Only the view on show is drawn when the leaves come; the other is drawn when it
+    is chosen, with the last query's leaves and marks."""
+    _, client, ds, _, _ = data
+    grids = client.get(f"/v1/datasets/{ds.name}/grids").get_json()["grids"]
+    page.open(f"?ds={ds.name}")
+    assert page.tab.locator("#map path.rows").count() > 0
+    assert page.tab.locator("#map path.leaf").count() == 0
+    page.tab.click("#tabs button[data-view=grid]")
+    assert page.tab.locator("#map path.leaf").count() == len(grids)
+    expect(page.tab.locator("#legend")).to_have_attribute("data-leaves", str(len(grids)))
+    page.tab.click("#tabs button[data-view=data]")
+    assert page.tab.locator("#map path.rows").count() > 0 and page.tab.locator("#map path.leaf").count() == 0
+
+
 def test_the_grid_view_projects_onto_any_two_dimensions(page, data):
     """Onto time x lat (a plain frame, not the map): the leaves that the drawn box's
     longitudes touch, one rectangle each."""

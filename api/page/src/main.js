@@ -305,15 +305,22 @@ function markerOf(marks) {
     : [...leaf.id].some((_, i) => marks.reused.has(leaf.id.slice(0, i + 1))) ? "reused" : "");
 }
 
+let leafMarks = null; // the grid marks of the last query, for a view drawn later
+
+/** Draw the leaves in the view on show (the other is drawn when it is chosen: on 10M rows
+ * the data and grid of every leaf took the page 0.3-2.5 s, holding up the next change's
+ * answers), with the query's grid marks, and say in the legend what is in view. */
 function drawLeaves(marks) {
+  leafMarks = marks;
   const markOf = markerOf(marks);
-  if (mapView) {
-    mapView.showData(mapLeaves);
-    mapView.showGrid(gridOnMap() ? mapLeaves : [], markOf);
-  }
   const onMap = gridOnMap();
+  const grid = state.view === "grid";
+  if (mapView) {
+    if (grid) mapView.showGrid(onMap ? mapLeaves : [], markOf);
+    else mapView.showData(mapLeaves);
+  }
   const shown = onMap ? mapLeaves : plotLeaves;
-  if (!onMap) {
+  if (!onMap && grid) {
     const axes = gridAxes().map((n) => columns().find((c) => c.name === n));
     const where = selection().where;
     const ranges = axes.map((a) => where[a.name] || [null, null]);
@@ -410,7 +417,10 @@ function chooseView(view) {
   state.view = view;
   for (const b of $("tabs").querySelectorAll("button")) b.setAttribute("aria-selected", String(b.dataset.view === view));
   if (mapView) mapView.showView(view);
-  if (ds) showFrames();
+  if (ds) {
+    showFrames();
+    drawLeaves(leafMarks);
+  }
   history.replaceState(null, "", formatState(state) || location.pathname);
 }
 
