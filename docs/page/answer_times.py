@@ -38,6 +38,7 @@ VIEWS = (("results", "answer table", "/query"), ("series", "series plot", "/seri
 WATCH = """() => {
   const times = { clicked: null, marks: [] };
   window.answerTimes = times;
+  performance.setResourceTimingBufferSize(100000); // 250 by default: full after ~60 changes
   document.addEventListener("click", (e) => { times.clicked = e.timeStamp; }, true);
   for (const id of ["results", "series"]) {
     const el = document.getElementById(id);
