@@ -43,6 +43,7 @@ from .schema import Dataset
 from .split import split_rows
 from .store.embedded import EmbeddedStore
 from .tree import TreeState
+from .trips import TripCounter
 
 # Columns of every stored width: time and positions, a small nullable measure (2-byte
 # deltas), a count of a few million (4 bytes) and one spanning more than 32 bits (8).
@@ -166,9 +167,7 @@ class _CopiedSegments:
 
     def __init__(self, store: EmbeddedStore):
         self.store = store
-
-    def round_trips(self) -> int:
-        return 0
+        self.round_trips = TripCounter()
 
     def scan(self, ds: Dataset, request: ScanRequest) -> ScanAnswer:
         with self.store.env.begin(db=self.store._db(ds.name, "s")) as txn:
