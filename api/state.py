@@ -12,10 +12,7 @@ import threading
 
 from flask import current_app
 
-from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.errors import StoreUnavailable
-from gridagg.store import open_store
 
 from .config import ApiConfig
 
@@ -36,22 +33,7 @@ class EngineHolder:
             return self._engine
         with self._lock:
             if self._engine is None:
-                settings = self.config.settings
-                try:
-                    store = open_store(settings)
-                except StoreUnavailable as exc:
-                    exc.component = "store"
-                    raise
-                try:
-                    directory = GridDirectory(settings.effective_pg_url)
-                except StoreUnavailable as exc:
-                    exc.component = "postgresql"
-                    store.close()
-                    raise
-                except BaseException:
-                    store.close()
-                    raise
-                self._engine = GridEngine(directory, store)
+                self._engine = GridEngine.open(self.config.settings)
         return self._engine
 
 

@@ -117,15 +117,12 @@ class Local:
     """The configured stores, in this process."""
 
     def __init__(self, settings: Settings):
-        from .directory import GridDirectory
         from .engine import GridEngine
-        from .store import open_store
 
-        self.engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+        self.engine = GridEngine.open(settings)
 
     def close(self) -> None:
-        self.engine.store.close()
-        self.engine.directory.close()
+        self.engine.close()
 
     def dataset(self, name: str) -> Dataset:
         return self.engine.dataset(name)

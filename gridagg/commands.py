@@ -99,11 +99,9 @@ def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _engine(settings: Settings):
-    from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
-    from gridagg.store import open_store
 
-    return GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
+    return GridEngine.open(settings)
 
 
 def _check(settings: Settings, args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 from . import writes
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
-from .errors import InvalidInput, UnknownDataset, WorkLimitExceeded
+from .errors import InvalidInput, StoreUnavailable, UnknownDataset, WorkLimitExceeded
 from .grid import (
     Grid,
     ancestors,
@@ -35,7 +35,7 @@ from .planner import Planner, rollup_answers
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
 from .split import split_rows
-from .store import CellStore
+from .store import CellStore, open_store
 from .tree import DatasetReplaced, TreeCache
 
 # Answers as they improve (query_steps, series_steps) come at most this often: each is
@@ -58,7 +58,7 @@ class InsertResult:
 
 
 class GridEngine:
-    """directory: a GridDirectory; store: a CellStore. Both stay owned by the caller.
+    """directory: a GridDirectory; store: a CellStore (or both from settings: `open`).
     Work limits (None: none): max_scan_rows, the rows a query may read from the store;
     max_grids, the grids a query may use (answered from aggregates or read);
     max_query_seconds, how long a query may run. writer_wait: how long an insert waits
@@ -83,6 +83,37 @@ class GridEngine:
         self.max_query_seconds = max_query_seconds
         self.writer_wait = writer_wait
         self._datasets: dict[str, Dataset] = {}
+
+    @classmethod
+    def open(cls, settings, max_connections: int = 8) -> "GridEngine":
+        """An engine on the PostgreSQL and the store `settings` name (a pool of up to
+        max_connections to PostgreSQL); close() closes both, as does a `with` block.
+        StoreUnavailable names the one that is away in its `component` ("store" or
+        "postgresql"); nothing stays open after it."""
+        try:
+            store = open_store(settings)
+        except StoreUnavailable as exc:
+            exc.component = "store"
+            raise
+        try:
+            directory = GridDirectory(settings.effective_pg_url, max_connections)
+        except BaseException as exc:
+            if isinstance(exc, StoreUnavailable):
+                exc.component = "postgresql"
+            store.close()
+            raise
+        return cls(directory, store)
+
+    def close(self) -> None:
+        """Close the store and the directory."""
+        self.store.close()
+        self.directory.close()
+
+    def __enter__(self) -> "GridEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def purge_after_seconds(self) -> float:

@@ -26,8 +26,10 @@ embedded store in this process (gridagg.kernels), HBase on its region servers
   stored max <= the best);
 - with `stop` (a one-byte flag the caller sets when it no longer wants the answer: its
   deadline passed) or `deadline` (seconds since the epoch), a store stops reading at the
-  next grid once the flag is set or the deadline has passed, and answers `stopped`: such
-  an answer counts for nothing.
+  next grid once the flag is set or the deadline has passed, and answers `stopped`. The
+  embedded store's threads check the flag, and its stopped answer counts for nothing;
+  HBase's region servers, which cannot see the flag, check `deadline` and name the grids
+  they left `unread`: every other grid's rows are counted whole.
 """
 
 from __future__ import annotations
@@ -118,7 +120,9 @@ class ScanAnswer:
     the rows handed back (an (k, ncols) int64 array; see rows_of); and what the scan
     cost: rows in the grids read, rows that matched (not counting those handed back),
     grids read and passed over; stopped: the scan stopped before its end (request.stop,
-    request.deadline), so the rest of the answer is incomplete."""
+    request.deadline), so the answer is incomplete; unread: when a stopped store knows,
+    the grids (request indexes) it left unread, in no aggregate and no rows, every other
+    grid counted whole (None: not known, the answer counts for nothing)."""
 
     aggs: AggArrays
     rows: dict[int, np.ndarray] = field(default_factory=dict)
@@ -127,6 +131,7 @@ class ScanAnswer:
     grids_scanned: int = 0
     grids_skipped: int = 0
     stopped: bool = False
+    unread: np.ndarray | None = None
 
     def merge(self, other: "ScanAnswer", offset: int = 0, groups: np.ndarray | None = None) -> "ScanAnswer":
         """Add another part of the same request's answer (another region's) into this one;
@@ -138,5 +143,11 @@ class ScanAnswer:
         self.rows_matched += other.rows_matched
         self.grids_scanned += other.grids_scanned
         self.grids_skipped += other.grids_skipped
-        self.stopped |= other.stopped
+        if other.stopped:  # unread grids stay known while every stopped part names its own
+            if other.unread is None or (self.stopped and self.unread is None):
+                self.unread = None
+            else:
+                before = self.unread if self.stopped else np.zeros(0, np.int64)
+                self.unread = np.concatenate([before, other.unread + offset])
+            self.stopped = True
         return self

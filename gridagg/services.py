@@ -356,15 +356,25 @@ def hbase_up(settings: Settings) -> Report:
     hp = launcher.paths(settings)
     servers = launcher.layout(settings)
     running = launcher.running_roles(settings)
+    stale = []
     if (list(running) == launcher.roles(servers) and servers == (launcher.recorded_layout(settings) or 0)
             and launcher.thrift_answers(host, port)):
-        return Report("HBase", "already running", address, f"{_layout_text(servers)}, data {hp.root}")
+        try:
+            stale = launcher.stale_observer(settings)
+        except launcher.LauncherError as e:
+            raise ServiceError(str(e)) from None
+        if not stale:
+            return Report("HBase", "already running", address, f"{_layout_text(servers)}, data {hp.root}")
     try:
         launcher.java_bin()
+        if stale:  # a rebuilt scan observer: its region servers load it only when they start
+            launcher.stop(settings)
         launcher.start(settings)
     except launcher.LauncherError as e:
         raise ServiceError(str(e)) from None
-    return Report("HBase", "started", address, f"{_layout_text(servers)}, data {hp.root}, logs {hp.logs}")
+    return Report("HBase", "restarted" if stale else "started", address,
+                  f"{_layout_text(servers)}, data {hp.root}, logs {hp.logs}"
+                  + (f", for the changed scan observer ({', '.join(stale)})" if stale else ""))
 
 
 def hbase_status(settings: Settings) -> Report:

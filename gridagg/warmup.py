@@ -167,7 +167,7 @@ class _CopiedSegments:
 
     def __init__(self, store: EmbeddedStore):
         self.store = store
-        self.round_trips = TripCounter()  # the planner counts calls per store, by label too
+        self.round_trips = TripCounter()
 
     def scan(self, ds: Dataset, request: ScanRequest) -> ScanAnswer:
         with self.store.env.begin(db=self.store._db(ds.name, "s")) as txn:

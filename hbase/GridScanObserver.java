@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.hbase.ByteBufferExtendedCell;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellBuilderFactory;
@@ -59,7 +60,9 @@ import jdk.incubator.vector.VectorSpecies;
  *
  * <p>Request (all little-endian):
  * <pre>
- *   u8 version = 3, u8 layout, u16 ncols
+ *   u8 version = 4, u8 layout, u16 ncols
+ *   i64 deadline: milliseconds since the epoch after which the answer is no longer
+ *      wanted (0: none; see Deadlines below)
  *   u16 nconds, then per condition: u16 col, i64 lo, i64 hi      (lo &lt;= v &lt;= hi)
  *   u16 naggcols, then u16 col each
  *   u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base,
@@ -77,12 +80,13 @@ import jdk.incubator.vector.VectorSpecies;
  * </pre>
  * Response (the cell's value):
  * <pre>
- *   u8 version = 3
+ *   u8 version = 4
  *   u16 len + region start key, u16 len + region end key, i64 region id
  *   i64 rows visited, rows matched, grids (items) scanned, grids skipped
  *   u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
  *      max, hi, lo (sum = hi * 2^32 + lo)
- *   u32 n, then per rows_of item: u32 item index, u32 nrows, nrows x ncols i64 (rows)
+ *   u32 n, then per rows_of item read: u32 item index, u32 nrows, nrows x ncols i64 (rows)
+ *   u32 n, then u32 item index x n: the region's items left unread (the deadline passed)
  * </pre>
  * With skip specs, items are visited in the given order and an item whose bounds cannot
  * improve the best found so far (the request's, or this region's group 0) is passed
@@ -94,12 +98,29 @@ import jdk.incubator.vector.VectorSpecies;
  * and which of some element IDs their live segments hold (what a write must know), and is
  * answered with the cell {@code a:gridagg.keys}:
  * <pre>
- *   request: u8 version = 3, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *   request: u8 version = 4, u32 ngrids, then per grid: u16 len + row key, u32 neids,
  *            then per element ID u16 len + bytes
- *   answer:  u8 version = 3, the region (as above), u32 n, then per grid of the region:
+ *   answer:  u8 version = 4, the region (as above), u32 n, then per grid of the region:
  *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
  *            length, u32 nfound, then u32 index of each element ID found
  * </pre>
+ *
+ * <p>Deadlines: the region checks a request's deadline before each item it reads (a
+ * grid row of at most a leaf's rows; a key range is read whole once begun). Once it has
+ * passed, the scan stops and the items not read yet are named in the answer as unread:
+ * every other item's rows are in the aggregates whole, an unread item's not at all, so
+ * the client keeps bounds for the unread ones and never takes a part for the whole. The
+ * deadline is absolute, in the epoch milliseconds of System.currentTimeMillis: on one
+ * machine the client and the region servers read the same clock, and the time a request
+ * waits in the gateway's and region server's queues counts (a remaining duration would
+ * start only when the region begins); across machines it relies on the clocks agreeing,
+ * as HBase itself does (hbase.master.maxclockskew). Stopping is a normal answer, not an
+ * exception: a stopped scan is no failure to retry.
+ *
+ * <p>A Get carrying {@code gridagg.stats} (value: u8 version = 4) is answered with the
+ * cell {@code a:gridagg.stats}: u8 version = 4, the region (as above), i64 scans stopped by
+ * their deadline, i64 items they left unread; counted since the region server started,
+ * over all of its regions (what a test or an operator reads to see that stopping works).
  *
  * <p>The row loops use the Vector API (Lanes): the region server's JVM needs
  * {@code --add-modules jdk.incubator.vector}; without it every scan fails with that advice.
@@ -113,9 +134,12 @@ import jdk.incubator.vector.VectorSpecies;
 public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   public static final String ATTRIBUTE = "gridagg.scan";
   public static final String KEYS_ATTRIBUTE = "gridagg.keys";
+  public static final String STATS_ATTRIBUTE = "gridagg.stats";
   static final byte[] ROWS = Bytes.toBytes("r");
   static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
-  static final int VERSION = 3;
+  static final int VERSION = 4;
+  /** Scans stopped by their deadline, and the items they left unread, in this JVM. */
+  static final AtomicLong STOPPED_SCANS = new AtomicLong(), UNREAD_ITEMS = new AtomicLong();
   /** Aggregate slots (groups x aggregated columns) one request may ask for. */
   static final long MAX_SLOTS = 1L << 24;
   /** Bytes of rows_of rows one region may return. */
@@ -131,13 +155,16 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       throws IOException {
     byte[] scan = get.getAttribute(ATTRIBUTE);
     byte[] keys = get.getAttribute(KEYS_ATTRIBUTE);
-    if (scan == null && keys == null) {
+    byte[] stats = get.getAttribute(STATS_ATTRIBUTE);
+    String kind = scan != null ? ATTRIBUTE : keys != null ? KEYS_ATTRIBUTE : stats != null ? STATS_ATTRIBUTE : null;
+    if (kind == null) {
       return;
     }
     Region region = ctx.getEnvironment().getRegion();
     byte[] answer;
     try {
-      answer = scan != null ? new Scanner(region, new Request(scan)).run() : new Lookup(region, keys).run();
+      answer = scan != null ? new Scanner(region, new Request(scan)).run()
+          : keys != null ? new Lookup(region, keys).run() : stats(region, stats);
     } catch (IOException e) {
       throw e;
     } catch (NoClassDefFoundError e) {
@@ -145,13 +172,25 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           + ": the region server lacks the Vector API (" + e.getMessage() + "): start its JVM with "
           + "--add-modules jdk.incubator.vector (JDK 17 or later)", e);
     } catch (Throwable e) {
-      throw new DoNotRetryIOException((scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE) + " failed in region "
+      throw new DoNotRetryIOException(kind + " failed in region "
           + region.getRegionInfo().getRegionNameAsString() + ": " + e, e);
     }
     result.add(CellBuilderFactory.create(CellBuilderType.SHALLOW_COPY).setRow(get.getRow())
-        .setFamily(ANSWER_FAMILY).setQualifier(Bytes.toBytes(scan != null ? ATTRIBUTE : KEYS_ATTRIBUTE))
+        .setFamily(ANSWER_FAMILY).setQualifier(Bytes.toBytes(kind))
         .setTimestamp(System.currentTimeMillis()).setType(Cell.Type.Put).setValue(answer).build());
     ctx.bypass();
+  }
+
+  /** The answer to a gridagg.stats request: the region, then this JVM's stop counters. */
+  static byte[] stats(Region region, byte[] request) throws IOException {
+    if (request.length != 1 || (request[0] & 0xff) != VERSION) {
+      throw new DoNotRetryIOException(STATS_ATTRIBUTE + ": a request is one byte, version " + VERSION);
+    }
+    RegionInfo info = region.getRegionInfo();
+    ByteBuffer out = ByteBuffer.allocate(regionBytes(info) + 16).order(ByteOrder.LITTLE_ENDIAN);
+    putRegion(out, info);
+    out.putLong(STOPPED_SCANS.get()).putLong(UNREAD_ITEMS.get());
+    return out.array();
   }
 
   /** The answer's head: version, then the region's start and end keys and id. */
@@ -575,6 +614,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   /** A decoded request. */
   static final class Request {
     final int layout, ncols;
+    final long deadline; // epoch milliseconds; 0: none
     final int[] condCol;
     final long[] condLo, condHi;
     long lo0 = Long.MIN_VALUE, hi0 = Long.MAX_VALUE; // column 0's conditions together
@@ -605,6 +645,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         throw new DoNotRetryIOException(ATTRIBUTE + ": unknown layout " + layout);
       }
       ncols = in.getShort() & 0xffff;
+      deadline = in.getLong();
       int nconds = in.getShort() & 0xffff;
       condCol = new int[nconds];
       condLo = new long[nconds];
@@ -740,6 +781,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     final int[] nrows;
     long rowBytes;
     final RpcCall call;
+    /** Whether the deadline has passed (then nothing more is read), and the items left unread. */
+    boolean stopped;
+    final boolean[] unread;
+    int nunread;
 
     Scanner(Region region, Request q) {
       this.region = region;
@@ -756,6 +801,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       Arrays.fill(max, Long.MIN_VALUE);
       rows = new long[q.start.length][];
       nrows = new int[q.start.length];
+      unread = new boolean[q.start.length];
       call = RpcServer.getCurrentCall().orElse(null);
     }
 
@@ -781,6 +827,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
       } else {
         gridsInKeyOrder(mine);
+      }
+      if (nunread > 0) {
+        STOPPED_SCANS.incrementAndGet();
+        UNREAD_ITEMS.addAndGet(nunread);
       }
       return answer();
     }
@@ -808,9 +858,25 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
     }
 
-    /** Whether item i is passed over (and counted so); else counts it as scanned. */
+    /** Whether the request's deadline has passed (checked until it has; then for good). */
+    boolean pastDeadline() {
+      if (!stopped && q.deadline != 0 && System.currentTimeMillis() > q.deadline) {
+        stopped = true;
+      }
+      return stopped;
+    }
+
+    /**
+     * Whether item i is left alone: past the deadline (named unread), or passed over by
+     * skipping (counted so); else counts it as scanned.
+     */
     boolean passOver(int i) throws IOException {
       checkCaller();
+      if (pastDeadline()) {
+        unread[i] = true;
+        nunread++;
+        return true;
+      }
       int nspecs = q.skipAgg.length;
       if (nspecs > 0 && !q.rowsOf[i]) {
         boolean useless = true;
@@ -867,9 +933,11 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         }
         while (at[0] < order.length && compareRow(first, q.start[order[at[0]]]) == 0) {
           int i = order[at[0]++];
-          passOver(i);
-          grid(i, cells);
+          if (!passOver(i)) {
+            grid(i, cells);
+          }
         }
+        return !stopped;
       });
       while (at[0] < order.length) {
         passOver(order[at[0]++]);
@@ -880,9 +948,9 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return CellComparatorImpl.COMPARATOR.compareRows(cell, key, 0, key.length);
     }
 
-    /** What is done with a row's cells (valid until it returns). */
+    /** What is done with a row's cells (valid until it returns); false: read no more rows. */
     interface RowVisitor {
-      void visit(List<Cell> cells) throws IOException;
+      boolean visit(List<Cell> cells) throws IOException;
     }
 
     /**
@@ -901,8 +969,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           while (more) {
             cells.clear();
             more = scanner.nextRaw(cells);
-            if (!cells.isEmpty()) {
-              visitor.visit(cells);
+            if (!cells.isEmpty() && !visitor.visit(cells)) {
+              break;
             }
           }
         }
@@ -1101,6 +1169,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         if ((++seen[0] & 0xfff) == 0) {
           checkCaller();
         }
+        return true;
       });
     }
 
@@ -1176,10 +1245,10 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           groups++;
         }
       }
-      long size = regionBytes(info) + 32 + 4 + (long) groups * (12 + 40L * k) + 4;
+      long size = regionBytes(info) + 32 + 4 + (long) groups * (12 + 40L * k) + 4 + 4 + 4L * nunread;
       int items = 0;
       for (int i = 0; i < rows.length; i++) {
-        if (q.rowsOf[i] && inRegion(i)) {
+        if (q.rowsOf[i] && inRegion(i) && !unread[i]) {
           items++;
           size += 8 + 8L * nrows[i] * q.ncols;
         }
@@ -1198,11 +1267,17 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       }
       out.putInt(items);
       for (int i = 0; i < rows.length; i++) {
-        if (q.rowsOf[i] && inRegion(i)) {
+        if (q.rowsOf[i] && inRegion(i) && !unread[i]) {
           out.putInt(i).putInt(nrows[i]);
           for (int j = 0; j < nrows[i] * q.ncols; j++) {
             out.putLong(rows[i][j]);
           }
+        }
+      }
+      out.putInt(nunread);
+      for (int i = 0; i < unread.length; i++) {
+        if (unread[i]) {
+          out.putInt(i);
         }
       }
       return out.array();

@@ -23,7 +23,8 @@ Layout under ``<data_dir>/hbase``::
     tmp/       hbase.tmp.dir (tmp/rs<i> for region server i)
     zk/        ZooKeeper's data
     logs/      <role>.log (log4j2) and <role>.out (stdout/stderr) per JVM
-    run/       <role>.pid per JVM; layout, the region servers last started (0: standalone)
+    run/       <role>.pid per JVM; layout, the region servers last started (0: standalone);
+               <role>.observer, the key of the scan observer a region server loaded
     tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys;
                gridagg-tools.jar, the same classes for Spark's driver
     cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
@@ -166,6 +167,10 @@ class Paths:
 
     def pid_file(self, role: str) -> Path:
         return self.run / f"{role}.pid"
+
+    def observer_file(self, role: str) -> Path:
+        """The key of the scan observer a JVM serving regions started with (_tool_key)."""
+        return self.run / f"{role}.observer"
 
     def log_file(self, role: str) -> Path:
         return self.logs / f"{role}.log"
@@ -401,7 +406,7 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     p = paths(settings)
     classes = _compile_tool(settings, "LocalDiskFileSystem", cp)
     _compile_tool(settings, OBSERVER_CLASS, cp)
-    region_server = role.startswith("rs") or (role == "master" and not layout(settings))
+    region_server = _serves_regions(settings, role)
     heap = f"-Xmx{settings.hbase_heap}" if region_server else HEAPS[role]
     extra = OBSERVER_FLAGS if region_server else ADMIN_FLAGS if role == "admin" else []
     return [
@@ -415,6 +420,29 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         "-cp", os.pathsep.join([str(p.conf / "thrift" if role == "thrift" else p.conf), str(classes), cp]),
         *main,
     ]
+
+
+def _serves_regions(settings, role: str) -> bool:
+    """Whether `role` is a JVM that holds regions (and so loads the scan observer)."""
+    return role.startswith("rs") or (role == "master" and not layout(settings))
+
+
+def stale_observer(settings) -> list[str]:
+    """The running JVMs serving regions whose scan observer is not the one
+    hbase/GridScanObserver.java compiles to now (it changed since they started, or they
+    started before their observer was recorded): a JVM keeps the classes it loaded, so
+    only a restart picks up a rebuilt observer."""
+    key = _tool_key(OBSERVER_CLASS, resolve_classpath(settings))
+    stale = []
+    for role in running_roles(settings):
+        if _serves_regions(settings, role):
+            try:
+                loaded = paths(settings).observer_file(role).read_text()
+            except OSError:
+                loaded = None
+            if loaded != key:
+                stale.append(role)
+    return stale
 
 
 # --------------------------------------------------------------------------- processes
@@ -614,6 +642,8 @@ def start(settings, timeout: float = START_TIMEOUT) -> None:
             raise _fail(settings, role, f"cannot start: port {port} is already taken by another process "
                                         f"(set {hint} to move it)", started)
         _spawn(settings, role, _command(settings, role, cp))
+        if _serves_regions(settings, role):  # what stale_observer compares with
+            p.observer_file(role).write_text(_tool_key(OBSERVER_CLASS, cp))
         started.append(role)
         expected.append(role)
         if role in ("zookeeper", "master"):
@@ -765,6 +795,18 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
 # --------------------------------------------------------------------------- admin
 
 
+def _tool_options(class_name: str) -> list[str]:
+    """javac's options for hbase/<class_name>.java."""
+    return ["--release", "17", *OBSERVER_FLAGS] if class_name == OBSERVER_CLASS else []
+
+
+def _tool_key(class_name: str, cp: str) -> str:
+    """What the classes of hbase/<class_name>.java are compiled from: its source, the
+    classpath and javac's options, hashed."""
+    src = (HERE / f"{class_name}.java").read_text()
+    return hashlib.sha256((src + "\0" + cp + "\0" + " ".join(_tool_options(class_name))).encode()).hexdigest()
+
+
 def _compile_tool(settings, class_name: str, cp: str) -> Path:
     """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir.
     The observer is compiled for Java 17 with the Vector API (OBSERVER_FLAGS)."""
@@ -772,8 +814,8 @@ def _compile_tool(settings, class_name: str, cp: str) -> Path:
     classes = p.tools / "classes"
     src = HERE / f"{class_name}.java"
     stamp = p.tools / f"{class_name}.key"
-    options = ["--release", "17", *OBSERVER_FLAGS] if class_name == OBSERVER_CLASS else []
-    key = hashlib.sha256((src.read_text() + "\0" + cp + "\0" + " ".join(options)).encode()).hexdigest()
+    options = _tool_options(class_name)
+    key = _tool_key(class_name, cp)
     if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
         return classes
     javac = Path(java_bin()).resolve().parent / "javac"

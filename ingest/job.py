@@ -300,12 +300,10 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     without the reading and encoding."""
     t0 = time.perf_counter()
     progress = progress or Progress(spark=spark)
-    directory = GridDirectory(settings.effective_pg_url)
-    store = open_store(settings)
+    engine = GridEngine.open(settings)
     summary = Summary(ds.name)
     cols = [f"c{i}" for i in range(len(ds.columns))]
     try:
-        engine = GridEngine(directory, store)
         _, new_table = _ensure_dataset(spark, settings, engine, ds)
         with engine.writing(ds, "ingest") as write, failed_load(write, spark, settings):
             leaves, btree = _current_tree(spark, engine, ds)
@@ -318,8 +316,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
             located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
             _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
     finally:
-        store.close()
-        directory.close()
+        engine.close()
         if isinstance(progress, Progress):
             progress.close()
     summary.seconds = time.perf_counter() - t0

@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gridagg_api.cli import server_argv
 
+from .processes import free_port, stop, wait_healthy
+
 START_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -40,20 +33,12 @@ class Host:
     log: Path
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 def start(settings, name: str, workdir: Path, workers: int = 1, threads: int = 4) -> Host:
     """An API server on a free port whose board is workdir/<name>-board (its log:
     workdir/<name>.log), answering /healthz."""
-    import requests
-
     port = free_port()
     board = workdir / f"{name}-board"
     metrics = Path(tempfile.mkdtemp(prefix="gridagg-metrics-", dir=workdir))
@@ -64,18 +49,8 @@ def start(settings, name: str, workdir: Path, workers: int = 1, threads: int = 4
                                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     host = Host(f"http://127.0.0.1:{port}", proc, board, log)
-    deadline = time.time() + START_SECONDS
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"API server {name} exited with {proc.returncode}; see {log}")
-        try:
-            if requests.get(host.url + "/healthz", timeout=2).status_code < 500:
-                return host
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    host.stop()
-    raise RuntimeError(f"API server {name} did not answer within {START_SECONDS:.0f} s; see {log}")
+    wait_healthy(proc, host.url, log, START_SECONDS)
+    return host
 
 
 @contextlib.contextmanager

@@ -84,16 +84,10 @@ def start_python_workers(spark) -> float:
 
 def drop_dataset(settings: Settings, name: str) -> None:
     """Drop a gridagg dataset the bench loaded (its directory and its store's cells)."""
-    from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
-    from gridagg.store import open_store
 
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
-    try:
+    with GridEngine.open(settings) as engine:
         engine.drop_dataset(name)
-    finally:
-        engine.store.close()
-        engine.directory.close()
 
 
 def peer_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:

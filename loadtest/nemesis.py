@@ -241,7 +241,7 @@ class Nemesis(threading.Thread):
         began = time.time()
         try:
             if fault.kind == "move":
-                others = sorted({r.server for r in regions} | set(region_servers(self.settings)) - {region.server})
+                others = sorted(({r.server for r in regions} | set(region_servers(self.settings))) - {region.server})
                 if not others:
                     return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
                 to = others[(fault.slot >> 8) % len(others)]

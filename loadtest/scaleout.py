@@ -91,17 +91,11 @@ def groups(settings: Settings, api_pid: int) -> dict:
 
 def answers(settings: Settings, name: str, n: int) -> dict:
     """The answers to the first n paper queries of each kind (in process)."""
-    from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
-    from gridagg.store import open_store
 
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
-    try:
+    with GridEngine.open(settings) as engine:
         return {agg: [engine.query(name, where, aggs).values for where in workload.paper_queries(n, SEED)]
                 for agg, aggs in workload.AGGREGATES.items()}
-    finally:
-        engine.store.close()
-        engine.directory.close()
 
 
 def run(settings: Settings, name: str, clients: int, seconds: float, warmup: float, check: int,

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from gridagg.config import Settings
 from gridagg_api.cli import server_argv
 
 from .peers.app import KNOBS_ENV
+from .processes import free_port, stop, wait_healthy
 from .systems import System
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,12 +44,6 @@ class Shape:
         return f"{self.workers}x{self.threads}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """`system` served on a port of its own until stop(); knobs: the peer's settings."""
 
@@ -67,31 +59,13 @@ class Server:
         self.log = open(logdir / f"server-{system.kind}-{system.dataset}.log", "a")
         self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        self._wait()
-
-    def _wait(self, timeout: float = 60) -> None:
-        import requests
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the API server exited with {self.proc.returncode}; see {self.log.name}")
-            try:
-                if requests.get(self.url + "/healthz", timeout=2).status_code < 500:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"the API server did not answer within {timeout:.0f} s; see {self.log.name}")
+        try:
+            wait_healthy(self.proc, self.url, self.log.name)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
         self.log.close()
         shutil.rmtree(self.metrics_dir, ignore_errors=True)

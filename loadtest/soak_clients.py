@@ -39,11 +39,9 @@ import numpy as np
 
 from gridagg import faults
 from gridagg.config import Settings
-from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import StoreUnavailable
 from gridagg.schema import Dataset
-from gridagg.store import open_store
 
 BATCH = 25
 AGGS = ["count", "sum:v", "min:v", "max:v"]
@@ -164,7 +162,7 @@ def call(client: Client, log: Log, rng: np.random.Generator, request):
 def open_engine(settings: Settings) -> GridEngine:
     """An engine on the settings' PostgreSQL and store (raises StoreUnavailable while
     PostgreSQL is away)."""
-    return GridEngine(GridDirectory(settings.effective_pg_url, max_connections=2), open_store(settings))
+    return GridEngine.open(settings, max_connections=2)
 
 
 def _connect(client: Client, log: Log, rng: np.random.Generator):

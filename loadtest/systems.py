@@ -5,17 +5,13 @@ peers (loadtest/peers, each its own way, then `prepare`d as its experts would)."
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from gridagg.config import Settings
-from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import UnknownDataset
 from gridagg.query import QuerySpec
-from gridagg.store import open_store
 
 from . import workload
 from .archive import batches
@@ -72,16 +68,9 @@ def bench_settings(settings: Settings, stores: list[str]) -> Settings:
     return settings.with_(store="hbase") if "hbase" in stores else settings
 
 
-@contextmanager
-def engine_of(settings: Settings, store: str) -> Iterator[GridEngine]:
-    """A GridEngine on `store`, closed afterwards."""
-    s = settings.with_(store=store)
-    engine = GridEngine(GridDirectory(s.effective_pg_url), open_store(s))
-    try:
-        yield engine
-    finally:
-        engine.store.close()
-        engine.directory.close()
+def engine_of(settings: Settings, store: str) -> GridEngine:
+    """A GridEngine on `store` (a `with` block closes it)."""
+    return GridEngine.open(settings.with_(store=store))
 
 
 def dataset_name(prefix: str, store: str, n_size: int | None = None) -> str:

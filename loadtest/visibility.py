@@ -101,16 +101,10 @@ def run(settings: Settings, writes: int, hosts: int = 2, progress=lambda _: None
 
 def _drop(settings: Settings, name: str) -> None:
     """Drop the dataset (the API has no call for it)."""
-    from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
-    from gridagg.store import open_store
 
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), open_store(settings))
-    try:
+    with GridEngine.open(settings) as engine:
         engine.drop_dataset(name)
-    finally:
-        engine.store.close()
-        engine.directory.close()
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,8 @@
 """Answers within a deadline (gridagg.bounds, Planner.progress), on both stores against the
 real servers: for random boxes, polygons and series, every bound holds the brute-force
 answer; `deadline 0` makes no store call; an answer marked exact equals brute force; an
-answer's steps only narrow and end exact. A scan told to stop stops."""
+answer's steps only narrow and end exact. A scan past its deadline stops, on HBase on the
+region servers."""
 
 from __future__ import annotations
 
@@ -181,15 +182,45 @@ def test_an_exact_answer_with_a_deadline_is_the_plain_answer(loaded):
     assert "bounds" not in timed and "exact" not in plain  # without a deadline nothing changes
 
 
-def test_a_scan_told_to_stop_reads_nothing_more(loaded):
+def test_a_scan_past_its_deadline_stops_where_it_runs(loaded):
+    """The embedded store's scan threads see the stop flag; HBase's region servers cannot,
+    they see the deadline: they stop there (their counts move) and name what they left."""
     engine, ds, rows = loaded
-    if engine.store.kind != "embedded":
-        pytest.skip("the stop flag is this process's; HBase's region servers check the deadline instead")
     tree = engine.trees.tree(ds)
     leaves = [g for g, i in tree.index.items() if tree.left[i] < 0 and tree.aggs.count[i] > 0]
-    request = ScanRequest(leaves, [], [3], stop=np.ones(1, np.uint8))
+    request = ScanRequest(leaves, [], [3], stop=np.ones(1, np.uint8), deadline=time.time() - 1)
+    hbase = engine.store.kind == "hbase"
+    before = engine.store.stop_counts(ds) if hbase else None
     answer = engine.store.scan(ds, request)
     assert answer.stopped and answer.rows_visited == 0 and answer.grids_scanned == 0
+    if hbase:
+        assert sorted(answer.unread.tolist()) == list(range(len(leaves))) and answer.aggs.count.sum() == 0
+        scans, grids = engine.store.stop_counts(ds)
+        assert scans > before[0] and grids - before[1] >= len(leaves)
+
+
+def test_on_hbase_a_query_past_its_deadline_stops_on_the_region_server(loaded):
+    engine, ds, rows = loaded
+    if engine.store.kind != "hbase":
+        pytest.skip("region servers are HBase's; the embedded store's stop flag is tested above")
+    where = {"lon": (-50, 50), "t": (600, 2400)}
+    chosen = selected(rows, where, None)
+    before = engine.store.stop_counts(ds)
+    plain = engine.query(ds.name, as_request(where), AGGREGATES).to_json(ds)
+    oracle.check_answer(plain, oracle.query(TABLE, TABLE.from_stored(rows),
+                                            {"where": as_request(where), "aggregates": AGGREGATES}))
+    assert engine.store.stop_counts(ds) == before  # without a deadline nothing changes
+    # A microsecond: past before the first parts are sent, which the region servers stop.
+    timed = engine.query(ds.name, as_request(where), AGGREGATES, deadline=1e-6).to_json(ds)
+    assert timed["exact"] is False
+    for label in AGGREGATES:
+        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in timed["bounds"][label])
+        assert in_bounds(brute(chosen, label), (lo, hi), label in timed["may_be_null"]), label
+    waited = time.monotonic() + 30  # the parts' calls end after the answer has gone
+    while engine.store.stop_counts(ds)[0] == before[0] and time.monotonic() < waited:
+        time.sleep(0.05)
+    scans, grids = engine.store.stop_counts(ds)
+    assert scans > before[0] and grids > before[1]
 
 
 def test_read_until_gives_what_finished_by_the_deadline_and_stops_the_rest():

@@ -404,7 +404,7 @@ def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
     (gid,) = grid_ids([9])
     store.put_grids(ds, [(grid_prefix(gid), [b"a"], np.ones((1, NCOLS), np.int64))])
     # A request of this version whose one item's key reaches past the request's end.
-    head = struct.pack("<BBHHHHBIBI", hbase_scan.VERSION, hbase_scan.SEGMENTS, NCOLS, 0, 1, 2, 0, 1, 0, 1)
+    head = struct.pack("<BBHqHHHBIBI", hbase_scan.VERSION, hbase_scan.SEGMENTS, NCOLS, 0, 0, 1, 2, 0, 1, 0, 1)
     past_end = head + struct.pack("<IIII", 0, 200, 0, 0) + grid_prefix(gid) + struct.pack("<IB", 0, 0)
     for attribute, bad in [(hbase_scan.ATTRIBUTE, b"\x01\x00garbage"), (hbase_scan.ATTRIBUTE, b"\x07"),
                            (hbase_scan.ATTRIBUTE, b"\x01\x05\x04\x00"), (hbase_scan.KEYS, b"\x01\xff\xff"),

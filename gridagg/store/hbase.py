@@ -46,7 +46,7 @@ from . import hbase_rows as grid_rows
 from .base import CellStore, segment_rows
 from .hbase_gateway import Gateway
 from .hbase_regions import Calls, RegionCache
-from .hbase_scan import SEGMENTS, ObserverMissing, ask, items_of, lookup, observer_answers
+from .hbase_scan import SEGMENTS, ObserverMissing, ask, items_of, lookup, observer_answers, stop_counts
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,14 @@ class HBaseStore(CellStore):
                 self._client_side(table, "a probe found no GridScanObserver on its region server")
             known = self._observed[table] = answered
         return known
+
+    def stop_counts(self, ds) -> tuple[int, int]:
+        """(scans stopped by their deadline, grids they left unread) on the region servers
+        holding ds's table, since each started: how a test sees that a deadline stops
+        the work on the servers."""
+        with self._client(ds.name) as (client, table):
+            self.round_trips.add(2)  # the region list, then the counts
+            return stop_counts(client, table, self.regions)
 
     def _client_side(self, table: bytes, why: str) -> None:
         self._observed[table] = False

@@ -141,15 +141,20 @@ class Gateway:
             self._slots.release()
 
     def answers(self, table: bytes) -> bool:
-        """Whether HBase answers a one-row read of `table` within PROBE_SECONDS (on a
-        connection of its own). Of the table a call works on rather than hbase:meta:
-        while a restarted HBase opens its regions, meta answers long before the
-        table's regions do."""
+        """Whether HBase answers a one-row read in every region of `table` within
+        PROBE_SECONDS each (on a connection of its own). Of the table a call works on
+        rather than hbase:meta: while a restarted HBase opens its regions, meta answers
+        long before the table's regions do. Every region: with several region servers,
+        one that died leaves its regions unanswered until they are reassigned, while the
+        others answer, and a call waiting on such a region waits in vain."""
         conn = self._open()
         conn.wait(PROBE_SECONDS, PROBE_SECONDS, lambda: False)
         try:
             conn.open()
-            conn.client.getRowWithColumns(table, PROBE_ROW, [], {})
+            starts = [b""] if table == META else [r.startKey or b"" for r in conn.client.getTableRegions(table)]
+            for start in starts:
+                # Just after the region's start key: a row in that region no table holds.
+                conn.client.getRowWithColumns(table, start + b"\0" + PROBE_ROW, [], {})
             return True
         except (TException, OSError):
             return False

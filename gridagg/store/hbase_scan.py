@@ -8,7 +8,9 @@ the gateway copies the attribute onto each Get); each region answers for the ite
 inside its own [start, end) with one cell "a:gridagg.scan".
 
 Request (all little-endian):
-    u8 version = 3, u8 layout, u16 ncols
+    u8 version = 4, u8 layout, u16 ncols
+    i64 deadline: milliseconds since the epoch after which the answer is no longer wanted
+       (ScanRequest.deadline, rounded down; 0: none)
     u16 nconds, then per condition: u16 col, i64 lo, i64 hi          (lo <= v <= hi)
     u16 naggcols, then u16 col each
     u8 grouping: 0 = by the item's group; 1 = by bucket, then u16 col, i64 base, i64 step,
@@ -26,21 +28,33 @@ Request (all little-endian):
        tested against condition j (clear: its grid's box lies inside that condition's
        range, so every row meets it)
 Answer of one region:
-    u8 version = 3
+    u8 version = 4
     u16 len + region start key, u16 len + region end key, i64 region id
     i64 rows visited, rows matched, grids (items) scanned, grids skipped
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
        max, hi, lo
-    u32 n, then per rows_of item: u32 item index, u32 nrows, nrows x ncols i64
+    u32 n, then per rows_of item read: u32 item index, u32 nrows, nrows x ncols i64
+    u32 n, then u32 item index x n: the region's items left unread (the deadline passed)
+
+Deadlines: a region checks the deadline before each item and, once it has passed, reads
+no more and names the rest unread: the answer is exact for the items it read, and the
+caller keeps bounds for the others (ScanAnswer.unread). The deadline is absolute wall
+time: on one machine both sides read the same clock, and time spent queued in the
+gateway or the region server counts against it (a remaining duration would start only
+when the region begins); across machines HBase already needs the clocks to agree.
 
 Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
 rows must know, without the rows crossing the wire.
-    request: u8 version = 3, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+    request: u8 version = 4, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
        per element ID u16 len + bytes
-    answer: u8 version = 3, the region as above, u32 n, then per grid of the region:
+    answer: u8 version = 4, the region as above, u32 n, then per grid of the region:
        u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
+
+Stop counts (attribute "gridagg.stats", answer cell "a:gridagg.stats"): request u8
+version = 4; answer u8 version = 4, the region as above, i64 scans stopped by their
+deadline and i64 items they left unread, since the region server started.
 
 Coverage: every item (every part of a range) must be answered by exactly one region;
 gridagg.store.hbase_regions asks the regions (one call per region server, all at once)
@@ -64,7 +78,8 @@ from .hbase_regions import Calls, RegionCache, Ranges, Rows, each_region
 ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
 KEYS = b"gridagg.keys"
-VERSION = 3
+STATS = b"gridagg.stats"
+VERSION = 4
 SEGMENTS, ROW_CELLS = 0, 1
 
 
@@ -106,8 +121,9 @@ def items_of(request: ScanRequest, keys: list[bytes]) -> Items:
 
 def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes:
     """A request for GridScanObserver: `request`'s conditions, columns, grouping and skip
-    specs over `items` (request.grids is not read)."""
-    out = [struct.pack("<BBHH", VERSION, layout, ncols, len(request.conditions))]
+    specs over `items` (request.grids is not read), to stop at request.deadline."""
+    deadline = 0 if request.deadline is None else int(request.deadline * 1000)  # down: never before it
+    out = [struct.pack("<BBHqH", VERSION, layout, ncols, deadline, len(request.conditions))]
     out += [struct.pack("<Hqq", c.column, c.lo, c.hi) for c in request.conditions]
     out.append(struct.pack(f"<H{len(request.columns)}H", len(request.columns), *request.columns))
     b = request.buckets
@@ -146,10 +162,11 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes
 class Found:
     """What one region found for a scan request: its answer, rows keyed by the request's
     item index, whose aggregates are those of the groups it found rows in (row j is group
-    groups[j])."""
+    groups[j]); `unread`, the request's items it left unread (its deadline passed)."""
 
     groups: np.ndarray
     answer: ScanAnswer
+    unread: np.ndarray
 
 
 def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, int], Found]:
@@ -176,7 +193,9 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> tuple[tuple[
         at += 8
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
-    return region, Found(groups, ScanAnswer(aggs, rows, *costs))
+    (nunread,) = struct.unpack_from("<I", data, at)
+    unread = np.frombuffer(data, "<u4", count=nunread, offset=at + 4).astype(np.int64)
+    return region, Found(groups, ScanAnswer(aggs, rows, *costs), unread)
 
 
 @functools.lru_cache(maxsize=64)
@@ -190,9 +209,11 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
     """The answer to `request` over `items` from the regions of `table`: one call per
     region server when the cached region list is right (more when regions moved: each
     counted in `trips`, a TripCounter). StoreUnavailable when a part stays unanswered
-    for `patience` seconds (hbase_regions.each_region)."""
+    for `patience` seconds (hbase_regions.each_region). Items a region left unread (past
+    request.deadline) make the answer `stopped`, with their indexes in `unread`."""
     answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
     rows: dict[int, list[np.ndarray]] = {}
+    unread: list[np.ndarray] = []
     pending = Rows(items.starts) if layout == SEGMENTS else Ranges(items)
 
     def request_for(asked) -> bytes:
@@ -206,9 +227,13 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
         item_of = pending.item_of(asked)
         for j, got in found.answer.rows.items():
             rows.setdefault(item_of[j], []).append(got)
+        if len(found.unread):
+            unread.append(np.asarray(item_of, np.int64)[found.unread])
         found.answer.rows = {}
         answer.merge(found.answer, groups=found.groups)
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
+    if unread:  # a key range cut by regions is unread when any piece of it is
+        answer.stopped, answer.unread = True, np.unique(np.concatenate(unread))
     return answer
 
 
@@ -270,6 +295,19 @@ def _region_of(data: bytes) -> tuple[tuple[bytes, bytes, int], int]:
     end, at = data[at + 2 : at + 2 + n], at + 2 + n
     (region_id,) = struct.unpack_from("<q", data, at)
     return (start, end, region_id), at + 8
+
+
+def stop_counts(client, table: bytes, regions: RegionCache) -> tuple[int, int]:
+    """Scans stopped by their deadline, and the items they left unread, summed over the
+    region servers holding `table` (one Thrift call, an anchor row per server; counted
+    since each server started)."""
+    anchors = {r.server: r.start or b"\0" for r in regions.get(client, table, fresh=True)}
+    got = client.getRows(table, list(anchors.values()), {STATS: bytes([VERSION])})
+    if len(got) < len(anchors) or any(b"a:" + STATS not in r.columns for r in got):
+        raise _missing(table, STATS)("regions")
+    counts = [struct.unpack_from("<qq", cell.value, _region_of(cell.value)[1])
+              for cell in (r.columns[b"a:" + STATS] for r in got)]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
 
 
 def observer_answers(client, table: bytes) -> bool:
