@@ -143,21 +143,16 @@ def _sum_range(p, s, a, b, m, big):
     if p == 0:
         return lo, hi
     # Least: g(t) = max(t a, s - (p - t) big), convex; its lines cross at t = (p big - s) / (big - a).
-    cands = [1, p]
-    if big > a:
-        t = (p * big - s) // (big - a)
-        cands += [t, t + 1]
-    for t in cands:
-        if 1 <= t <= p:
-            lo = min(lo, max(t * a, s - (p - t) * big))
+    # (Candidates as a tuple, not a list: a list is a heap allocation per leaf and column.)
+    t = (p * big - s) // (big - a) if big > a else 1
+    for c in (1, p, t, t + 1):
+        if 1 <= c <= p:
+            lo = min(lo, max(c * a, s - (p - c) * big))
     # Greatest: h(t) = min(t b, s - (p - t) m), concave; crossing at t = (s - p m) / (b - m).
-    cands = [1, p]
-    if b > m:
-        t = (s - p * m) // (b - m)
-        cands += [t, t + 1]
-    for t in cands:
-        if 1 <= t <= p:
-            hi = max(hi, min(t * b, s - (p - t) * m))
+    t = (s - p * m) // (b - m) if b > m else 1
+    for c in (1, p, t, t + 1):
+        if 1 <= c <= p:
+            hi = max(hi, min(c * b, s - (p - c) * m))
     return lo, hi
 
 
