@@ -393,3 +393,29 @@ def test_parquet_typed_columns_read_as_their_text(spark, embedded, tmp_path):
         for name in names.values():
             if name in [d.name for d in embedded.directory.datasets()]:
                 embedded.drop_dataset(name)
+
+
+def test_local_parquet_reads_as_spark_reads(spark, tmp_path):
+    """pyarrow in the executors (local files) and Spark's own reader (the same file as
+    file://, as for other file systems) give the same encoded rows and the same
+    quarantine reasons: timestamps with a zone and without one (read in UTC), dates,
+    float32, float64 with gaps, decimals and ints, in files of one and of several row
+    groups."""
+    from gridagg_ingest.encode import encode
+    from gridagg_ingest.readers import read_source
+
+    typed, _ = mixed_table(1500)
+    pq.write_table(typed.slice(0, 700), tmp_path / "a.parquet")
+    pq.write_table(typed.slice(700), tmp_path / "b.parquet", row_group_size=300)
+    utc = {**MIXED, "measures": [{**m, "timezone": "UTC"} if m["name"] == "local" else m for m in MIXED["measures"]]}
+    cfg = parse_config(utc)
+    files = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
+
+    def rows(paths):
+        df = encode(read_source(spark, cfg, paths), cfg)
+        out = [tuple(r[c] for c in ["_eid", *[f"c{i}" for i in range(7)], "_reason"]) for r in df.collect()]
+        return sorted(out, key=repr)
+
+    local, through_spark = rows(files), rows([f"file://{p}" for p in files])
+    assert len(local) == 1500 and local == through_spark
+    assert sum(r[-1] is not None for r in local) == 1  # the local time with a fraction of a second
