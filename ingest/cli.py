@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", choices=["embedded", "hbase"], help="cell store (default GRIDAGG_STORE)")
     p.add_argument("--shuffle-partitions", type=int,
                    help="spark.sql.shuffle.partitions, also the number of buckets the rows travel "
-                        "in; a Python worker holds one bucket at a time (default: 8 per core Spark has)")
+                        "in; a Python worker holds one bucket at a time (default: 8 per core Spark has, or "
+                        "one per about 500,000 input rows when that gives more)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

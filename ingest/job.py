@@ -247,10 +247,10 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         engine = GridEngine(directory, store)
         created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
-        with engine.writing(ds, "ingest") as write, failed_load(write, spark, settings):
+        with (buckets_for(spark, estimated_rows(paths, cfg.format)) as n,
+              engine.writing(ds, "ingest") as write, failed_load(write, spark, settings)):
             # 1. read + encode + locate, one pass.
             leaves, btree = _current_tree(spark, engine, ds)
-            n = _bucket_count(spark)
             located = encode(read_source(spark, cfg, paths), cfg, btree,
                              then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
             _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
@@ -305,9 +305,9 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
     cols = [f"c{i}" for i in range(len(ds.columns))]
     try:
         _, new_table = _ensure_dataset(spark, settings, engine, ds)
-        with engine.writing(ds, "ingest") as write, failed_load(write, spark, settings):
+        with (buckets_for(spark, rows.count()) as n,
+              engine.writing(ds, "ingest") as write, failed_load(write, spark, settings)):
             leaves, btree = _current_tree(spark, engine, ds)
-            n = _bucket_count(spark)
             to_buckets = tasks.to_eid_buckets(n, cols)
 
             def locate(batches):
@@ -383,6 +383,32 @@ def _bucket_count(spark) -> int:
     """How many buckets the job's rows travel in (ingest.buckets): one per shuffle
     partition, so every core has several to work on."""
     return int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+
+# Rows of a bucket: a Python worker holds one bucket at a time, Spark's JVM sorts a few.
+# 100M rows in the default 16 buckets ran the JVM out of heap (6g); in 200 they loaded.
+ROWS_PER_BUCKET = 500_000
+# Input bytes a row takes, about: the generated archives' Parquet 8.3, CSV 60, TMY3 files 140.
+BYTES_PER_ROW = {"parquet": 8, "csv": 60, "tmy3": 140}
+
+
+def estimated_rows(paths: list[str], fmt: str) -> int:
+    """About how many rows these inputs hold, from the sizes of the local ones."""
+    return sum(os.path.getsize(p) for p in paths if "://" not in p) // BYTES_PER_ROW.get(fmt, 60)
+
+
+@contextmanager
+def buckets_for(spark, rows: int):
+    """Raise the job's buckets (spark.sql.shuffle.partitions) to one per ROWS_PER_BUCKET
+    of `rows` for the `with` block, and yield their number; a session's own setting
+    stays when it gives more."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(max(int(before), -(-rows // ROWS_PER_BUCKET))))
+    try:
+        yield _bucket_count(spark)
+    finally:
+        spark.conf.set(key, before)
 
 
 def _load(spark, settings, write: Write, located, n_buckets: int, leaves: list[Grid], btree, summary: Summary,
