@@ -34,7 +34,8 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations
     enc = encode(read_source(spark, cfg, files), cfg).persist()  # read and encoded once
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
     path = workdir / "encoded"
-    enc.filter(F.col("_reason").isNull()).select("_eid", *cols).write.mode("overwrite").parquet(str(path))
+    # In time order across its files: the peers read it a slice at a time (encoded_batches).
+    enc.filter(F.col("_reason").isNull()).select("_eid", *cols).orderBy("c0").write.mode("overwrite").parquet(str(path))
     bad = enc.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
     enc.unpersist()
     if bad:
@@ -43,19 +44,33 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations
     return path
 
 
-def read_encoded(path: Path) -> tuple[list[bytes], np.ndarray]:
-    """(element IDs, encoded rows) of an encoded Parquet directory, in time order (as an
-    archive arrives, and the peers' best case: PostgreSQL's heap in time order)."""
+def encoded_count(path: Path) -> int:
+    """Rows of an encoded Parquet directory (from its files' footers)."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    values = np.stack([table.column(c).to_numpy() for c in table.column_names if c != "_eid"], axis=1)
-    order = np.argsort(values[:, 0], kind="stable")
-    eids = table.column("_eid").to_pylist()
-    return [eids[i].encode() for i in order.tolist()], values[order].astype(np.int64)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in _parts(path))
+
+
+def encoded_batches(path: Path, size: int):
+    """(element IDs, encoded rows) of an encoded Parquet directory in time order (as an
+    archive arrives, and the peers' best case: PostgreSQL's heap in time order), `size`
+    rows at a time, read as they are asked for: memory holds one slice, whatever the
+    archive's size (a 100M-row archive as Python lists and arrays took over 10 GB)."""
+    import pyarrow.parquet as pq
+
+    for f in _parts(path):
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=size):
+            ids = [e.encode() for e in batch.column("_eid").to_pylist()]
+            values = np.stack([batch.column(c).to_numpy() for c in batch.schema.names if c != "_eid"], axis=1)
+            yield ids, values.astype(np.int64)
+
+
+def _parts(path: Path) -> list[Path]:
+    """The data files of a Parquet directory Spark wrote, in the order of its partitions."""
+    return sorted(Path(path).glob("part-*.parquet"))
 
 
 def batches(ids: list[bytes], values: np.ndarray, size: int):
-    """(element IDs, rows) in slices of `size` rows."""
+    """(element IDs, rows) of arrays in memory in slices of `size` rows."""
     for s in range(0, len(values), size):
         yield ids[s : s + size], values[s : s + size]

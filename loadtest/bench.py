@@ -40,7 +40,7 @@ from gridagg.config import Settings
 from gridagg.query import QuerySpec
 
 from . import dashboard, workload
-from .archive import build_archive, read_encoded
+from .archive import build_archive, encoded_count
 from .inprocess import inprocess_p50, table3_stats
 from .log import log
 from .peers import KINDS, open_peer
@@ -66,28 +66,30 @@ def load_all(settings: Settings, args) -> tuple[list[System], int]:
     spark = spark_session(settings=bench_settings(settings, args.stores))
     workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
     try:
-        log(f"generating and encoding the archive: {args.rows:,} rows")
-        encoded = build_archive(spark, args.rows, args.seed, workdir, stations=args.stations)
-        for store in args.stores:
-            for n in args.nsize:
-                log(f"loading gridagg ({store} store) N_size={n}, N_threshold={10 * n}, L_time=360d")
-                s = load_gridagg(settings, spark, store, workload.definition(dataset_name(args.prefix, store, n), n),
-                                 encoded)
-                log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s, "
-                    f"{s.stats['grids']:,} leaves")
-                systems.append(s)
-        ids, values = read_encoded(encoded)
+        try:
+            log(f"generating and encoding the archive: {args.rows:,} rows")
+            encoded = build_archive(spark, args.rows, args.seed, workdir, stations=args.stations)
+            for store in args.stores:
+                for n in args.nsize:
+                    log(f"loading gridagg ({store} store) N_size={n}, N_threshold={10 * n}, L_time=360d")
+                    s = load_gridagg(settings, spark, store,
+                                     workload.definition(dataset_name(args.prefix, store, n), n), encoded)
+                    log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s, "
+                        f"{s.stats['grids']:,} leaves")
+                    systems.append(s)
+        finally:
+            spark.stop()
+        total = encoded_count(encoded)
+        log(f"archive: {total:,} rows")
+        samples = workload.paper_queries(SAMPLE_BOXES, args.seed + 77)
+        for kind in args.peers:
+            s = load_peer(settings, kind, workload.definition(args.prefix, 1000), encoded, total, args.batch, samples)
+            log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s"
+                + (f", index {s.stats['prepared']['index']}" if s.stats["prepared"].get("index") else ""))
+            systems.append(s)
     finally:
-        spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    log(f"archive: {len(values):,} rows")
-    samples = workload.paper_queries(SAMPLE_BOXES, args.seed + 77)
-    for kind in args.peers:
-        s = load_peer(settings, kind, workload.definition(args.prefix, 1000), ids, values, args.batch, samples)
-        log(f"  {s.rows:,} rows in {s.load_seconds:.1f} s = {s.load_rate:,.0f} rows/s"
-            + (f", index {s.stats['prepared']['index']}" if s.stats["prepared"].get("index") else ""))
-        systems.append(s)
-    return systems, len(values)
+    return systems, total
 
 
 def explain_pg(settings: Settings, system: System, seed: int) -> str:

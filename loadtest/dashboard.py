@@ -26,7 +26,7 @@ from gridagg.config import Settings
 from gridagg.schema import GridParams
 
 from . import dashboard_sql
-from .archive import batches, build_archive, read_encoded
+from .archive import build_archive, encoded_batches, encoded_count
 from .log import log
 from .peers import IN_PROCESS, open_peer
 from .peers.common import SqlPeer
@@ -191,26 +191,27 @@ def run(settings: Settings, args) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="gridagg-bench-archive-"))
     systems: list[System] = []
     try:
-        log(f"generating and encoding the archive: {args.rows:,} rows")
-        encoded = build_archive(spark, args.rows, args.seed, workdir, cfg, stations=args.stations)
-        for store in args.stores:
-            log(f"loading gridagg ({store} store) N_size={n_size}")
-            systems.append(load_gridagg(settings, spark, store, replace(ds, name=dataset_name(ds.name, store)), encoded))
-        ids, values = read_encoded(encoded)
-    finally:
-        spark.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-    kinds = [k for k in IN_PROCESS if k in args.peers]
-    for kind in kinds:
-        peer = open_peer(kind, settings)
         try:
-            log(f"loading {peer.label}: {len(values):,} rows")
-            peer.create(ds)
-            peer.load(ds, batches(ids, values, 1_000_000))
-            systems.append(System(peer.label, ds.name, kind, rows=len(values)))
+            log(f"generating and encoding the archive: {args.rows:,} rows")
+            encoded = build_archive(spark, args.rows, args.seed, workdir, cfg, stations=args.stations)
+            for store in args.stores:
+                log(f"loading gridagg ({store} store) N_size={n_size}")
+                systems.append(load_gridagg(settings, spark, store, replace(ds, name=dataset_name(ds.name, store)),
+                                            encoded))
         finally:
-            peer.close()
-    del ids
+            spark.stop()
+        total = encoded_count(encoded)
+        for kind in [k for k in IN_PROCESS if k in args.peers]:
+            peer = open_peer(kind, settings)
+            try:
+                log(f"loading {peer.label}: {total:,} rows")
+                peer.create(ds)
+                peer.load(ds, encoded_batches(encoded, 1_000_000))
+                systems.append(System(peer.label, ds.name, kind, rows=total))
+            finally:
+                peer.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     peers = {s.label: (open_peer(s.kind, settings), ds) for s in systems if s.kind != "gridagg"}
     rows_by_store, http = {}, {}
     try:
@@ -229,7 +230,7 @@ def run(settings: Settings, args) -> dict:
     finally:
         for peer, _ in peers.values():
             peer.close()
-    meta = {"command": args.command_line, "machine": machine(), "rows": len(values), "n_size": n_size,
+    meta = {"command": args.command_line, "machine": machine(), "rows": total, "n_size": n_size,
             "leaves": systems[0].stats["grids"], "config": "ingest/examples/weather_generated.toml",
             "peers": ", ".join(peers), "repeat": args.repeat,
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),

@@ -14,7 +14,7 @@ from gridagg.errors import UnknownDataset
 from gridagg.query import QuerySpec
 
 from . import workload
-from .archive import batches
+from .archive import encoded_batches
 from .log import log
 from .peers import open_peer, peer_class
 from .peers.registry import PeerRegistry
@@ -96,17 +96,18 @@ def load_gridagg(settings: Settings, spark, store: str, ds, encoded: Path) -> Sy
     return system
 
 
-def load_peer(settings: Settings, kind: str, ds, ids, values, batch: int, samples: list[dict]) -> System:
-    """Load the rows into peer `kind` as dataset ds and prepare it for the `samples`
-    boxes (sum queries of the workload); the load time includes what preparing built
-    (PostgreSQL's index). Registers it for the bench's app."""
+def load_peer(settings: Settings, kind: str, ds, encoded: Path, rows: int, batch: int, samples: list[dict]) -> System:
+    """Load the encoded archive's `rows` rows (archive.encoded_batches, `batch` at a time)
+    into peer `kind` as dataset ds and prepare it for the `samples` boxes (sum queries of
+    the workload); the load time includes what preparing built (PostgreSQL's index).
+    Registers it for the bench's app."""
     reg = PeerRegistry(settings.effective_pg_url)
     peer = open_peer(kind, settings)
     try:
         peer.create(ds)
-        log(f"  {peer.label}: loading {len(values):,} rows")
+        log(f"  {peer.label}: loading {rows:,} rows")
         t0 = time.perf_counter()
-        n = peer.load(ds, batches(ids, values, batch))
+        n = peer.load(ds, encoded_batches(encoded, batch))
         secs = time.perf_counter() - t0
         prepared = peer.prepare(ds, [QuerySpec.parse(ds, w, workload.AGGREGATES["sum"]) for w in samples])
         secs += prepared.get("build_seconds", 0.0)
