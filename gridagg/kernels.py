@@ -445,3 +445,48 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
         for g in np.unique(grids).tolist():
             answer.rows[g] = rows[grids == g]
     return answer
+
+
+@numba.njit(cache=True, nogil=True)
+def partition_rows(values, ix, a, b, axis, at, ndim, spare, stats):
+    """One cut of a grid's split (gridagg.split): ix[a:b] (positions of rows in `values`,
+    (m, ncols) int64) reordered so that the rows with values[r, axis] <= at come first,
+    each side in its former order (`spare`: scratch as long as ix). Fills stats[side]
+    (side 0 low, 1 high) with [count, sum's high halves, sum's low halves, min, max] of
+    each of the first ndim columns (a count in every column of row 0; the halves keep the
+    sums exact: see AggArrays). Returns where the high side starts. One pass over the
+    rows and the dimensions only: copying every column of every child took half of a
+    100M-row load's build step."""
+    for side in range(2):
+        for d in range(ndim):
+            stats[side, 0, d] = 0
+            stats[side, 1, d] = 0
+            stats[side, 2, d] = 0
+            stats[side, 3, d] = INT64_MAX
+            stats[side, 4, d] = -INT64_MAX - 1
+    low = a
+    high = 0
+    for k in range(a, b):
+        r = ix[k]
+        side = 1
+        if values[r, axis] <= at:
+            side = 0
+            ix[low] = r
+            low += 1
+        else:
+            spare[high] = r
+            high += 1
+        for d in range(ndim):
+            v = values[r, d]
+            stats[side, 1, d] += v >> 32
+            stats[side, 2, d] += v & LOW
+            if v < stats[side, 3, d]:
+                stats[side, 3, d] = v
+            if v > stats[side, 4, d]:
+                stats[side, 4, d] = v
+    for k in range(high):
+        ix[low + k] = spare[k]
+    for d in range(ndim):
+        stats[0, 0, d] = low - a
+        stats[1, 0, d] = high
+    return low

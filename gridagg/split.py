@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .aggregate import PartialAggregate
+from .aggregate import PartialAggregate, ancestor_aggregates
 from .grid import Grid, children, choose_cut
+from .kernels import partition_rows
 
 
 @dataclass
@@ -32,23 +33,37 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
                ndim: int) -> Split:
     """Split `grid`, which holds the rows `values` ((m, ncols) int64) whose aggregate is
     `agg`, as the module docstring says. The grid itself stays out of the result's
-    aggregates unless it is the one leaf (nothing to cut)."""
+    aggregates unless it is the one leaf (nothing to cut).
+
+    A cut needs only the dimensions' count, sums, mins and maxs of each child, which one
+    pass over its rows gives (kernels.partition_rows, which also makes each child's rows
+    one run of the positions); every column of a leaf is aggregated once, at the end, and
+    every inner grid's aggregate is the merge of its leaves'."""
     ncols = values.shape[1]
+    values = np.ascontiguousarray(values, np.int64)
+    ix = np.arange(len(values), dtype=np.int64)
+    spare = np.empty_like(ix)
+    stats = np.zeros((2, 5, ndim), np.int64)
     out = Split()
-    stack = [(grid, np.arange(len(values)), agg, limit)]
+    dims = (agg.count, agg.sums[:ndim], agg.mins[:ndim], agg.maxs[:ndim])
+    stack = [(grid, 0, len(values), dims, limit)]
     while stack:
-        g, ix, a, lim = stack.pop()
-        cut = choose_cut(g.next_axis, a.count, a.sums, a.mins, a.maxs, ndim) if a.count > lim else None
+        g, a, b, (count, sums, mins, maxs), lim = stack.pop()
+        cut = choose_cut(g.next_axis, count, sums, mins, maxs, ndim) if count > lim else None
         if cut is None:
-            out.leaves.append((g, ix, a))
+            out.leaves.append((g, ix[a:b], agg if g is grid else PartialAggregate.of_rows(values[ix[a:b]], ncols)))
             continue
-        if g is not grid:
-            out.inner[g.grid_id] = a
         out.splits += 1
         axis, at = cut
-        low = values[ix, axis] <= at
+        mid = partition_rows(values, ix, a, b, axis, at, ndim, spare, stats)
         kids = children(g, axis, at, ndim)
+        sides = [(int(s[0, 0]), [(h << 32) + lo for h, lo in zip(s[1].tolist(), s[2].tolist())], s[3].tolist(),
+                  s[4].tolist()) for s in stats]
         # The high child first, so that leaves come out in grid-ID order.
-        for child, part in ((kids[1], ix[~low]), (kids[0], ix[low])):
-            stack.append((child, part, PartialAggregate.of_rows(values[part], ncols), n_size))
+        stack.append((kids[1], mid, b, sides[1], n_size))
+        stack.append((kids[0], a, mid, sides[0], n_size))
+    if out.splits:
+        below = len(grid.grid_id)
+        out.inner = {g: a for g, a in ancestor_aggregates({leaf.grid_id: a for leaf, _, a in out.leaves},
+                                                          ncols).items() if len(g) > below}
     return out
