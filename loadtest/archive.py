@@ -22,15 +22,23 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations
     paper's): returns a Parquet directory of encoded rows (`_eid`, c0..), what
     ingest.job.load_encoded reads. Raises when a row is quarantined: every system must
     get every row."""
-    from pyspark.sql import functions as F
-
-    from gridagg_ingest.encode import encode
     from gridagg_ingest.generate import generate
-    from gridagg_ingest.readers import read_source
 
     files = generate([str(WEATHER)], rows, str(workdir / "generated"), "parquet", seed, stations=stations,
                      progress=lambda m: log(f"  generate: {m}"))
-    cfg = cfg or workload.paper_config("archive", 1000)
+    path = encode_archive(spark, files, workdir, cfg or workload.paper_config("archive", 1000))
+    shutil.rmtree(workdir / "generated")
+    return path
+
+
+def encode_archive(spark, files: list[str], workdir: Path, cfg) -> Path:
+    """The archive's `files` encoded for the data space of ingest config `cfg`, as the
+    Parquet directory workdir/encoded (see build_archive)."""
+    from pyspark.sql import functions as F
+
+    from gridagg_ingest.encode import encode
+    from gridagg_ingest.readers import read_source
+
     enc = encode(read_source(spark, cfg, files), cfg).persist()  # read and encoded once
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
     path = workdir / "encoded"
@@ -39,8 +47,7 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations
     bad = enc.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
     enc.unpersist()
     if bad:
-        raise RuntimeError(f"the generated archive has rows the data space refuses, e.g. {bad}")
-    shutil.rmtree(workdir / "generated")
+        raise RuntimeError(f"the archive has rows the data space refuses, e.g. {bad}")
     return path
 
 

@@ -100,12 +100,13 @@ def p50_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(engine, name: str, peers: dict[str, tuple[SqlPeer, object]], repeat: int) -> list[dict]:
+def measure(engine, name: str, peers: dict[str, tuple[SqlPeer, object]], repeat: int,
+            questions: list[Question] = QUESTIONS) -> list[dict]:
     """Per question: gridagg's in-process p50, each peer's (label -> (peer, its dataset))
     at each of its thread settings, whether every answer is equal to gridagg's, and the
     plan of gridagg's answer."""
     out = []
-    for q in QUESTIONS:
+    for q in questions:
         result = ask(engine, name, q)
         agree = all(_same(values_of(result), dashboard_sql.answer(peer, ds, q.body)) for peer, ds in peers.values())
         times = {}
@@ -122,13 +123,13 @@ def measure(engine, name: str, peers: dict[str, tuple[SqlPeer, object]], repeat:
     return out
 
 
-def http_p50(url: str, name: str, repeat: int = 5) -> dict[str, float]:
+def http_p50(url: str, name: str, repeat: int = 5, questions: list[Question] = QUESTIONS) -> dict[str, float]:
     """p50 ms of each question over HTTP (after one unrecorded request)."""
     import requests
 
     out = {}
     with requests.Session() as http:
-        for q in QUESTIONS:
+        for q in questions:
             path = f"{url}/v1/datasets/{name}/{'series' if q.series else 'query'}"
             times = []
             for i in range(repeat + 1):

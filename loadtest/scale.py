@@ -1,0 +1,220 @@
+"""`python -m gridagg_loadtest.scale`: answer times as the archive grows, gridagg beside
+the in-process peers, on an archive already generated and loaded into gridagg.
+
+For one archive (the generator's Parquet: `python -m gridagg_ingest.generate`) and the
+gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
+--dataset STORE=NAME), it
+1. encodes the archive once for the datasets' data space (archive.encode_archive) and
+   loads every in-process peer (DuckDB, ClickHouse through chDB) with the same stored
+   integers, ordered by time, timing each load and measuring its bytes on disk;
+2. asks every system the dashboard's eight questions (dashboard.QUESTIONS) and the
+   paper's boxes (sum and min of wind speed over time, temperature, humidity and
+   illuminance): in process, p50 of --repeat runs after a warm-up, each peer at each of
+   its thread settings, and every answer checked against every peer's, exactly;
+3. asks gridagg the same over HTTP (p50 of 5 requests to `gridagg serve`'s server);
+4. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
+   OUT: each question's p50 against rows, per system, log-log.
+
+    python -m gridagg_loadtest.scale --archive /data/net-100m --config net100.toml \\
+        --dataset embedded=net100 --dataset hbase=net100_hb --out docs/bench/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from gridagg.config import Settings
+
+from . import dashboard, workload
+from .archive import encode_archive, encoded_batches, encoded_count
+from .log import log
+from .peers import IN_PROCESS, clickhouse, duck, open_peer
+from .report import machine
+from .servers import Server, Shape
+from .systems import System, engine_of
+
+PAPER_BOXES = 5  # boxes of the paper's workload, each asked for sum and for min
+
+
+def questions(seed: int) -> list[dashboard.Question]:
+    """The dashboard's questions, then the paper's boxes (sum, then min, of each)."""
+    paper = [dashboard.Question(f"paper box {i + 1}, {agg}", workload.paper_body(where, agg))
+             for i, where in enumerate(workload.paper_queries(PAPER_BOXES, seed)) for agg in ("sum", "min")]
+    return [*dashboard.QUESTIONS, *paper]
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory."""
+    path = Path(path)
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def peer_files(settings: Settings, kind: str, name: str) -> Path:
+    """Where an in-process peer keeps dataset `name`."""
+    if kind == "duckdb":
+        return duck.path_of(settings, name)
+    return clickhouse.base_dir(settings) / "data" / "peer" / name
+
+
+def load_peers(settings: Settings, ds, encoded: Path, kinds: list[str]) -> list[dict]:
+    """Each in-process peer loaded with the encoded archive as dataset ds: its load."""
+    out = []
+    for kind in kinds:
+        peer = open_peer(kind, settings)
+        try:
+            log(f"loading {peer.label}")
+            peer.create(ds)
+            t0 = time.perf_counter()
+            rows = peer.load(ds, encoded_batches(encoded, 1_000_000))
+            out.append({"system": peer.label, "kind": kind, "rows": rows, "seconds": time.perf_counter() - t0,
+                        "bytes": disk_bytes(peer_files(settings, kind, ds.name).resolve())})
+            log(f"  {rows:,} rows in {out[-1]['seconds']:.1f} s, {out[-1]['bytes'] / 2**30:.2f} GiB")
+        finally:
+            peer.close()
+    return out
+
+
+def run(settings: Settings, args) -> dict:
+    from gridagg_ingest.config import load_config
+    from gridagg_ingest.job import spark_session
+    from gridagg_ingest.readers import expand_inputs
+
+    started = time.time()
+    cfg = load_config(args.config)
+    cfg = replace(cfg, format="parquet")
+    datasets = dict(item.split("=", 1) for item in args.dataset)
+    ds = cfg.dataset
+    workdir = Path(tempfile.mkdtemp(prefix="gridagg-scale-"))
+    result = {"command": args.command_line, "machine": machine(), "archive": str(args.archive),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))}
+    try:
+        spark = spark_session()
+        try:
+            log(f"encoding {args.archive} for {args.config}")
+            t0 = time.perf_counter()
+            encoded = encode_archive(spark, expand_inputs([str(args.archive)]), workdir, cfg)
+            result["encode_seconds"] = time.perf_counter() - t0
+        finally:
+            spark.stop()
+        result["rows"] = rows = encoded_count(encoded)
+        result["loads"] = load_peers(settings, ds, encoded, [k for k in IN_PROCESS if k in args.peers])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    peers = {p["system"]: (open_peer(p["kind"], settings), ds) for p in result["loads"]}
+    asked = questions(args.seed)
+    result["systems"] = {}
+    try:
+        for store, name in datasets.items():
+            with engine_of(settings, store) as engine:
+                log(f"in process: gridagg ({store} store, {name}) and the peers")
+                measured = dashboard.measure(engine, name, peers, args.repeat, asked)
+            system = System(f"gridagg-{store}", name, "gridagg", store)
+            server = Server(settings, system, Shape(2, 4 if store == "hbase" else 1), {}, Path(args.out) / "logs")
+            try:
+                log(f"over HTTP: gridagg ({store} store)")
+                http = dashboard.http_p50(server.url, name, questions=asked)
+            finally:
+                server.stop()
+            result["systems"][store] = [
+                {"question": m["question"], "agree": m["agree"], "gridagg_ms": m["gridagg_ms"], "http_ms": http[m["question"]],
+                 "peers": m["peers"], "rows_scanned": m["plan"].rows_in_scanned_grids} for m in measured]
+    finally:
+        for peer, _ in peers.values():
+            if not args.keep:
+                peer.drop(ds.name)
+            peer.close()
+    result["minutes"] = (time.time() - started) / 60
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"scale-{rows}.json").write_text(json.dumps(result, indent=1))
+    write_report(out)
+    return result
+
+
+def write_report(out: Path) -> None:
+    """scale.md and p50.png from every scale-*.json in `out`."""
+    runs = sorted((json.loads(p.read_text()) for p in out.glob("scale-*.json")), key=lambda r: r["rows"])
+    lines = ["# Answer times as the archive grows: gridagg and the in-process peers", "",
+             "`python -m gridagg_loadtest.scale` (see its docstring); in-process p50 in ms (HTTP p50 for gridagg in "
+             "parentheses), each peer at its faster thread setting; `x` = the best peer's p50 / gridagg's. "
+             "Every answer was checked against every peer's.", ""]
+    for r in runs:
+        lines += [f"## {r['rows']:,} rows", "", f"`{r['command']}`, {r['started']}, {r['machine']}", "",
+                  "| system | load s | rows/s | GiB on disk |", "|---|---|---|---|"]
+        lines += [f"| {p['system']} | {p['seconds']:.1f} | {p['rows'] / p['seconds']:,.0f} | {p['bytes'] / 2**30:.2f} |"
+                  for p in r["loads"]]
+        for store, rows in r["systems"].items():
+            lines += ["", f"gridagg on the {store} store:", "",
+                      "| question | gridagg ms (HTTP) | best peer | peer ms | x | answers |", "|---|---|---|---|---|---|"]
+            for m in rows:
+                best = min(m["peers"], key=m["peers"].get) if m["peers"] else None
+                ms = m["peers"][best] if best else float("nan")
+                lines.append(f"| {m['question']} | {m['gridagg_ms']:.2f} ({m['http_ms']:.1f}) | {best} | {ms:.2f} | "
+                             f"{ms / m['gridagg_ms']:.1f} | {'equal' if m['agree'] else 'DIFFER'} |")
+        lines.append("")
+    (out / "scale.md").write_text("\n".join(lines))
+    plot(out, runs)
+
+
+def plot(out: Path, runs: list[dict]) -> None:
+    """p50 against rows per system (median over the questions), log-log."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no plot")
+        return
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in runs:
+        for store, rows in r["systems"].items():
+            series.setdefault(f"gridagg-{store}", []).append((r["rows"], statistics.median(m["gridagg_ms"] for m in rows)))
+        first = next(iter(r["systems"].values()), [])
+        for label in (first[0]["peers"] if first else {}):
+            series.setdefault(label, []).append((r["rows"], statistics.median(m["peers"][label] for m in first)))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, pts in sorted(series.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o" if label.startswith("gridagg") else "--s", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("rows")
+    ax.set_ylabel("p50 in process, ms (median over the questions)")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "p50.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.scale", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--archive", required=True, help="the generator's Parquet directory the datasets were loaded from")
+    p.add_argument("--config", required=True, help="the ingest config the datasets were loaded with")
+    p.add_argument("--dataset", action="append", required=True, metavar="STORE=NAME",
+                   help="a gridagg dataset loaded from the archive, and its store (embedded or hbase); repeatable")
+    p.add_argument("--peers", nargs="*", default=list(IN_PROCESS), choices=list(IN_PROCESS))
+    p.add_argument("--repeat", type=int, default=5, help="runs per p50 in process (default 5)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
+    p.add_argument("--out", default="docs/bench/scale", help="where the JSON, report and plot go")
+    p.add_argument("--keep", action="store_true", help="keep the peers' copies (default: dropped once measured)")
+    args = p.parse_args(argv)
+    args.command_line = "python -m gridagg_loadtest.scale " + " ".join(sys.argv[1:] if argv is None else argv)
+    run(Settings.from_env(), args)
+    print((Path(args.out) / "scale.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
