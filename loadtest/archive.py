@@ -39,15 +39,20 @@ def encode_archive(spark, files: list[str], workdir: Path, cfg) -> Path:
     from gridagg_ingest.encode import encode
     from gridagg_ingest.readers import read_source
 
-    enc = encode(read_source(spark, cfg, files), cfg).persist()  # read and encoded once
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
-    path = workdir / "encoded"
-    # In time order across its files: the peers read it a slice at a time (encoded_batches).
-    enc.filter(F.col("_reason").isNull()).select("_eid", *cols).orderBy("c0").write.mode("overwrite").parquet(str(path))
-    bad = enc.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
-    enc.unpersist()
+    # Encoded once, written as it comes; then read back (only the columns each step needs):
+    # a cached DataFrame of 100M rows spilled and was computed again for the sort.
+    staged = workdir / "staged"
+    (encode(read_source(spark, cfg, files), cfg).select("_eid", *cols, "_file", "_reason")
+     .write.mode("overwrite").parquet(str(staged)))
+    rows = spark.read.parquet(str(staged))
+    bad = rows.filter(F.col("_reason").isNotNull()).select("_file", "_reason").limit(3).collect()
     if bad:
         raise RuntimeError(f"the archive has rows the data space refuses, e.g. {bad}")
+    path = workdir / "encoded"
+    # In time order across its files: the peers read it a slice at a time (encoded_batches).
+    rows.select("_eid", *cols).orderBy("c0").write.mode("overwrite").parquet(str(path))
+    shutil.rmtree(staged)
     return path
 
 
