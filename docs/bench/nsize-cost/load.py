@@ -29,6 +29,6 @@ try:
     for n in sizes:
         name = f"cost{rows // 1_000_000}m_{'hb' if store == 'hbase' else 'em'}_n{n}"
         s = load_gridagg(settings, spark, store, workload.definition(name, n), encoded)
-        print(f"{name}: {s.stats['grids']} leaves, {s.rows if hasattr(s, 'rows') else ''} loaded", flush=True)
+        print(f"{name}: {s.stats['grids']} leaves", flush=True)
 finally:
     spark.stop()
