@@ -69,6 +69,7 @@ from gridagg.store import open_store
 from gridagg.writes import Write
 
 from . import buckets, class_archive, hfiles, tasks
+from .choose import with_chosen_n_size
 from .config import IngestConfig
 from .encode import encode, rounding_columns, with_leaf
 from .readers import expand_inputs, read_source
@@ -245,6 +246,9 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         paths = expand_inputs(inputs)
         summary.files = len(paths)
         engine = GridEngine(directory, store)
+        if cfg.choose_n_size:
+            cfg = with_chosen_n_size(spark, settings, engine, cfg, paths, progress)
+            ds = cfg.dataset
         created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with engine.writing(ds, "ingest") as write, failed_load(write, spark, settings):
