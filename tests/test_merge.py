@@ -1,0 +1,115 @@
+"""Merging leaves in place (gridagg.merge, `gridagg tune NAME`): answers stay exact before,
+during (a reader querying all along) and after merges, on both stores; a merge dying at
+any step of the write protocol is recovered like a split; the tree stays exact."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from engine_support import check_tree
+from gridagg import faults
+from gridagg.costmodel import CostModel
+from gridagg.merge import tune
+from gridagg.schema import Dataset
+
+SPEC = {
+    "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],
+    "measures": [{"name": "v", "min": -1000, "max": 1000}],
+    "grid": {"n_size": 4, "n_threshold": 40},
+}
+AGGS = ["count", "sum:v", "min:v", "max:v"]
+
+
+def model_merging_up_to(rows: int) -> CostModel:
+    """A cost model in which a cut grid costs as much as `rows` rows."""
+    return CostModel("test", 0.1, rows * 1e-6, 1e-6, 0.0)
+
+
+def brute(rows: np.ndarray, box) -> list:
+    (x0, x1), (y0, y1) = box
+    v = rows[(rows[:, 0] >= x0) & (rows[:, 0] <= x1) & (rows[:, 1] >= y0) & (rows[:, 1] <= y1), 2]
+    return [len(v), int(v.sum()), int(v.min()) if len(v) else None, int(v.max()) if len(v) else None]
+
+
+def answer(engine, name: str, box) -> list:
+    got = engine.query(name, {"x": list(box[0]), "y": list(box[1])}, AGGS).values
+    return [None if got[a] is None else int(got[a]) for a in AGGS]
+
+
+def insert(engine, ds, rows: np.ndarray, prefix: str) -> None:
+    engine.insert_encoded(ds, [f"{prefix}{i}".encode() for i in range(len(rows))], rows.astype(np.int64))
+
+
+points = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(-1000, 1000)),
+                  min_size=20, max_size=150)
+ranges = st.tuples(st.integers(0, 1000), st.integers(0, 1000)).map(sorted).map(tuple)
+boxes = st.lists(st.tuples(ranges, ranges), min_size=3, max_size=6)
+
+
+@hsettings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(points, boxes, st.integers(2, 40), points)
+def test_merges_keep_every_answer_exact(engine, unique_name, data, qs, target, more):
+    ds = engine.create_dataset(Dataset.from_json({"name": f"{unique_name}_{len(data)}_{target}", **SPEC}))
+    try:
+        rows = np.array(data, dtype=np.int64)
+        insert(engine, ds, rows, "a")
+        leaves_before = len(engine.leaves(ds.name))
+        wrong, stop = [], threading.Event()
+
+        def reader():  # queries all along while the merges run: never a wrong answer
+            while not stop.is_set():
+                for box in qs:
+                    got = answer(engine, ds.name, box)
+                    if got != brute(rows, box):
+                        wrong.append((box, got))
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            merges, _ = tune(engine, ds.name, model_merging_up_to(target))
+        finally:
+            stop.set()
+            t.join()
+        assert wrong == []
+        assert len(engine.leaves(ds.name)) == leaves_before - sum(len(m.leaves) - 1 for m in merges)
+        check_tree(engine, ds.name, rows)
+        assert engine.check(ds.name) == []
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        # Writes after merges: rows land in merged leaves, answers stay exact.
+        extra = np.array(more, dtype=np.int64)
+        insert(engine, ds, extra, "b")
+        rows = np.vstack([rows, extra])
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        assert engine.check(ds.name) == []
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_merge_dying_at_any_step_is_recovered_by_the_next_writer(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(8)
+        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        insert(engine, ds, rows, "a")
+        with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
+            tune(engine, ds.name, model_merging_up_to(30))
+        assert engine.directory.pending_intents(ds.name), "the dying merge left no intent"
+        later = np.stack([rng.integers(0, 1001, 10), rng.integers(0, 1001, 10), rng.integers(-1000, 1001, 10)], 1)
+        insert(engine, ds, later, "b")  # the next writer recovers first
+        rows = np.vstack([rows, later])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        tune(engine, ds.name, model_merging_up_to(30))  # and merging again works
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
