@@ -4,6 +4,11 @@ any step of the write protocol is recovered like a split; the tree stays exact."
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -110,6 +115,73 @@ def test_a_merge_dying_at_any_step_is_recovered_by_the_next_writer(engine, uniqu
             assert answer(engine, ds.name, box) == brute(rows, box)
         tune(engine, ds.name, model_merging_up_to(30))  # and merging again works
         for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+MERGER = textwrap.dedent("""
+    import sys
+    from gridagg import faults
+    from gridagg.config import Settings
+    from gridagg.costmodel import CostModel
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.merge import tune
+    from gridagg.store import open_store
+    from gridagg.store.embedded import EmbeddedStore
+    settings = Settings.from_env()
+    store = EmbeddedStore(sys.argv[3]) if sys.argv[2] == "embedded" else open_store(settings.with_(store="hbase"))
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), store)
+    faults.arm({sys.argv[4]: "kill"})
+    tune(engine, sys.argv[1], CostModel("test", 0.1, 30e-6, 1e-6, 0.0))
+    print("not killed", flush=True)
+""")
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_merge_killed_at_any_step_is_recovered_like_a_split(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(9)
+        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        insert(engine, ds, rows, "a")
+        store_path = engine.store.env.path() if engine.store.kind == "embedded" else ""
+        out = subprocess.run([sys.executable, "-c", MERGER, ds.name, engine.store.kind, store_path, point],
+                             capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+        assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
+        assert engine.directory.pending_intents(ds.name), "the killed merge left no intent"
+        insert(engine, ds, rows[:5], "b")  # the next writer recovers first
+        rows = np.vstack([rows, rows[:5]])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_it(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(10)
+        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        insert(engine, ds, rows, "a")
+        merges, _ = tune(engine, ds.name, model_merging_up_to(40))
+        assert merges
+        engine.max_query_seconds = 0.0  # nothing can still be running: purge at the next write
+        try:
+            # Rows into the merged grids until they pass N_threshold: they split at this
+            # write only once the old leaves' rows are purged (which it does first).
+            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            insert(engine, ds, more, "b")
+        finally:
+            engine.max_query_seconds = 60.0
+        rows = np.vstack([rows, more])
+        assert not set(engine.directory.retired_before(ds.name, 0)) & {g for m in merges for g in m.leaves}
+        check_tree(engine, ds.name, rows)  # no leaf past N_threshold: the merged grids split again
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
             assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
