@@ -74,10 +74,9 @@ def fit(samples: np.ndarray, store: str, measured: str) -> CostModel:
         if (sol >= 0).all():
             coef[active] = sol
             break
-        active = [a for a, s in zip(active, sol) if s >= 0] if (sol >= 0).any() else active[:1]
-        if len(active) == 1 and active[0] == 0:
-            coef[0] = float(np.median(y))
-            break
+        del active[int(np.argmin(sol))]  # the most negative term goes; the rest is fitted again
+    if not active:  # nothing fits with a cost >= 0: a constant
+        coef[0] = float(np.median(y))
     fitted = x @ coef
     ratio = np.maximum(fitted, 1e-9) / np.maximum(y, 1e-9)
     spread = float(np.median(np.maximum(ratio, 1 / ratio)))
