@@ -33,6 +33,11 @@ from .costmodel import CostModel
 from .grid import Grid, element_of, grid_prefix, prefix_range, row_key
 from .tree import TreeState
 
+# Merges per write: a write that fails leaves an intent naming its grids, which the next
+# writer seals and rebuilds; bounded, so is that work (and a writer waiting for the lock
+# waits for one batch, not the whole tune).
+MERGES_PER_WRITE = 64
+
 
 @dataclass
 class Merge:
@@ -88,20 +93,24 @@ def merge(write, tree: TreeState, m: Merge) -> None:
 
 def tune(engine, name: str, model: CostModel, apply: bool = True) -> tuple[list[Merge], int]:
     """The merges the model asks for in dataset `name` (gridagg.engine.GridEngine
-    `engine`), made in place as one write of kind "tune" when `apply`; returns them and
-    the target rows of a merged leaf."""
+    `engine`), made in place when `apply`, at most MERGES_PER_WRITE per write of kind
+    "tune" (each planned anew on the tree as it is then: other writers may have changed
+    it in between); returns them and the target rows of a merged leaf."""
     ds = engine.dataset(name)
     target = target_rows(model, ds.grid.n_threshold)
-    with engine.writing(ds, "tune") as write:
-        tree = engine.trees.tree(ds)
-        retired = set(engine.directory.retired_before(ds.name, 0))
-        merges = plan_merges(tree, target, retired)
-        if not apply or not merges:
-            return merges, target
-        for m in merges:
-            merge(write, tree, m)
-        write.end([m.grid_id for m in merges])
-    return merges, target
+    done: list[Merge] = []
+    while True:
+        with engine.writing(ds, "tune") as write:
+            tree = engine.trees.tree(ds)
+            merges = plan_merges(tree, target, set(engine.directory.retired_before(ds.name, 0)))
+            if not apply:
+                return merges, target
+            if not merges:
+                return done, target
+            for m in merges[:MERGES_PER_WRITE]:
+                merge(write, tree, m)
+            write.end([m.grid_id for m in merges[:MERGES_PER_WRITE]])
+        done += merges[:MERGES_PER_WRITE]
 
 
 def _axis(tree: TreeState, i: int) -> int:
