@@ -185,3 +185,29 @@ def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_i
             assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
+
+
+def test_a_tree_held_from_before_merges_and_splits_again_is_rebuilt(engine, unique_name):
+    from gridagg.tree import TreeCache
+
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(12)
+        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        insert(engine, ds, rows, "a")
+        held = TreeCache(engine.directory, engine.store)  # another reader's tree, from before
+        held.tree(ds)
+        assert tune(engine, ds.name, model_merging_up_to(40))[0]
+        engine.max_query_seconds = 0.0
+        try:  # the merged leaves split again, under the IDs of the leaves they replaced
+            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            insert(engine, ds, more, "b")
+        finally:
+            engine.max_query_seconds = 60.0
+        tree = held.tree(ds)
+        leaves = {tree.ids[i] for i in range(tree.n) if tree.left[i] < 0}
+        assert len(set(tree.ids)) == len(tree.ids)
+        assert leaves == {g.grid_id for g in engine.directory.leaves(ds)}
+        assert int(tree.aggs.count[tree.root]) == len(rows) + len(more)
+    finally:
+        engine.drop_dataset(ds.name)
