@@ -319,6 +319,8 @@ def show_dataset(body: dict, args) -> str:
     grid = body["grid"]
     out = [f"dataset {body['name']}: {body['row_count']} rows in {body['grid_count']} leaves",
            f"grid: n_size {grid['n_size']}, n_threshold {grid['n_threshold']}, l_time {duration(grid['l_time'])}"]
+    if grid.get("chosen"):
+        out.append(f"n_size: {grid['chosen']}")
     if body.get("time_dimension"):
         out.append(f"time dimension: {body['time_dimension']}")
     if body.get("region_dimensions"):

@@ -30,9 +30,21 @@ def _services_up(settings: Settings, args: argparse.Namespace) -> int:
     from gridagg.warmup import warm
 
     print(f"{'kernels':<11} {warm()}")
+    _calibrate_once(settings, ["embedded"] if args.no_hbase else ["embedded", "hbase"])
     if not args.no_hbase and settings.store != "hbase":
         print("to use this HBase instead of the embedded store: export GRIDAGG_STORE=hbase")
     return 0
+
+
+def _calibrate_once(settings: Settings, stores: list[str]) -> None:
+    """Measure the cost model of each of `stores` that has none stored on this machine
+    (gridagg tune --calibrate; datasets created without an n_size need it)."""
+    from gridagg import costmodel
+    from gridagg.cli_tune import calibrate_stores
+
+    missing = [s for s in stores if costmodel.load(settings.data_dir, s) is None]
+    if missing:
+        calibrate_stores(settings, missing, out=lambda m: print(f"{'cost model':<11} {m}"))
 
 
 def _services_status(settings: Settings, args: argparse.Namespace) -> int:

@@ -225,7 +225,7 @@ class Planner:
             (last,) = self.progress(ds, spec, None, limits, explain, deadline)
             return last
         started = time.perf_counter()
-        plan, trips = QueryPlan(), self._trips()
+        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
         buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started)
         total = buckets.aggregate(0, spec.columns, len(ds.columns))
         self._finish(plan, trips, started)
@@ -238,7 +238,7 @@ class Planner:
             (last,) = self.progress(ds, series.query, series, limits, explain, deadline)
             return last
         started = time.perf_counter()
-        plan, trips = QueryPlan(), self._trips()
+        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
         days = _whole_days(ds, series)
         if days is not None:  # time alone, in whole days: the day rollup answers
             tree = self.engine.trees.tree(ds)
@@ -271,7 +271,7 @@ class Planner:
         (min/max-only queries: the most promising first), at most settings.scan_threads
         at once; at the deadline the parts not finished are stopped."""
         started = time.perf_counter()
-        plan, trips = QueryPlan(), self._trips()
+        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
         walked = self._walked(ds, spec, series, limits, plan, explain)
         engine = self.engine
         order, skip = np.arange(len(walked.scan)), None

@@ -229,6 +229,7 @@ class QueryPlan:
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
     rollup_days: int | None = None  # a series of time alone: days read from the day rollup
     bounds: dict | None = None  # with a deadline: grids exact and bounded, rows read and bounded
+    n_size_chosen: str | None = None  # when gridagg chose the dataset's n_size: what and why
 
     @property
     def skip_rate(self) -> float | None:
@@ -238,7 +239,8 @@ class QueryPlan:
 
     def to_json(self, count: int | None) -> dict:
         out = {k: v for k, v in self.__dict__.items()
-               if v is not None or k not in ("region", "grids", "rollup_days", "bounds", "store_calls")}
+               if v is not None or k not in ("region", "grids", "rollup_days", "bounds", "store_calls",
+                                                         "n_size_chosen")}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None
         return out

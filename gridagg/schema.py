@@ -335,6 +335,9 @@ class GridParams:
     n_size: int = 1000
     n_threshold: int = 10000
     l_time: int | None = None
+    # Why n_size is what it is when gridagg chose it (gridagg.nsize.Choice.why); None:
+    # the definition gave it.
+    chosen: str | None = None
 
     def __post_init__(self):
         for name in ("n_size", "n_threshold"):
@@ -345,7 +348,10 @@ class GridParams:
             raise InvalidInput("grid.n_size must not exceed grid.n_threshold", field="grid.n_size")
 
     def to_json(self) -> dict:
-        return {"n_size": self.n_size, "n_threshold": self.n_threshold, "l_time": self.l_time}
+        out = {"n_size": self.n_size, "n_threshold": self.n_threshold, "l_time": self.l_time}
+        if self.chosen is not None:
+            out["chosen"] = self.chosen
+        return out
 
     @classmethod
     def from_json(cls, spec: object) -> "GridParams":
@@ -359,6 +365,7 @@ class GridParams:
             n_size=n_size,
             n_threshold=spec.get("n_threshold", 10 * n_size if isinstance(n_size, int) else n_size),
             l_time=None if l_time is None else parse_duration(l_time, "grid.l_time"),
+            chosen=spec.get("chosen") if isinstance(spec.get("chosen"), str) else None,
         )
 
 

@@ -356,7 +356,11 @@ class TreeCache:
         if held is not None:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
-            if changes.incarnation == state.incarnation and changes.complete:
+            # Splits only add grids below leaves, under IDs never seen before. A leaf added
+            # under an ID the held tree has is a merge (gridagg.merge), or a merged leaf
+            # split again: grids went away, which only a build from the directory shows.
+            merged = any(leaf[0] in state.index for leaf in changes.leaves)
+            if changes.incarnation == state.incarnation and changes.complete and not merged:
                 if changes.version != state.version:
                     held.state = state.grown(ds, changes.version, state.incarnation, changes.leaves,
                                              changes.touched, self.store)

@@ -24,7 +24,8 @@ a write ends fully counted or not at all, whichever step it died in.
 Fault points (gridagg.faults) sit at the same steps for every kind of write:
 "<kind>.rows_written" (rows written, aggregates not), "<kind>.switching" (a split's or
 load's new grids written, directory not switched) and "<kind>.switched" (directory
-switched, intent not ended), where kind is "insert" or "ingest".
+switched, intent not ended), where kind is "insert", "ingest" or "tune" (merges in
+place: gridagg.merge).
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ import numpy as np
 
 from . import faults
 from .aggregate import PartialAggregate
-from .grid import Grid, ancestors, grid_prefix, prefix_range, subtree_range
+from .grid import Grid, ancestors, grid_of, grid_prefix, prefix_range, subtree_range
 from .schema import Dataset
 from .stamps import WriteStamps
 
-KINDS = ("insert", "ingest")
+KINDS = ("insert", "ingest", "tune")
 
 
 class Write:
@@ -143,18 +144,19 @@ def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
         rebuilt = sorted({g for g in grids if g in leaves})
         store.seal_grids(ds, rebuilt, stamps)
         store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
-        rebuild_aggregates(store, ds, rebuilt, stamps)
+        rebuild_aggregates(store, ds, rebuilt, stamps, keep=retired)
         directory.end_intent(intent_id, ds, rebuilt)
 
 
-def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps) -> None:
+def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps,
+                       keep: set[str] = frozenset()) -> None:
     """Recompute these leaves' aggregates from their rows (after clearing rows stored under
-    grids below them, which no leaf owns), then every ancestor's from its two children,
-    deepest first."""
+    grids below them, which no leaf owns, but retired grids' in `keep`), then every
+    ancestor's from its two children, deepest first."""
     ncols = len(ds.columns)
     fresh: dict[str, PartialAggregate] = {}
     for g in leaf_ids:
-        clear_subtree(store, ds, g, stamps)
+        clear_subtree(store, ds, g, stamps, keep)
         agg = PartialAggregate.empty(ncols)
         for _, rows in store.scan_rows(ds, *prefix_range(grid_prefix(g))):
             agg.merge(PartialAggregate.of_rows(rows, ncols))
@@ -167,11 +169,14 @@ def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteSta
         store.put_aggregates(ds, {a: merged}, stamps)
 
 
-def clear_subtree(store, ds: Dataset, grid_id: str, stamps: WriteStamps) -> None:
+def clear_subtree(store, ds: Dataset, grid_id: str, stamps: WriteStamps, keep: set[str] = frozenset()) -> None:
     """Delete the rows stored under the grids below leaf `grid_id` (not its own): what a
-    split that died before its directory switch wrote there."""
+    split that died before its directory switch wrote there. Rows of the grids in `keep`
+    stay: leaves a merge retired (gridagg.merge), which queries holding the tree from
+    before it still read until they are purged."""
     for half in ("0", "1"):
-        keys = [k for batch, _ in store.scan_rows(ds, *subtree_range(grid_id + half)) for k in batch]
+        keys = [k for batch, _ in store.scan_rows(ds, *subtree_range(grid_id + half)) for k in batch
+                if grid_of(k) not in keep]
         if keys:
             store.delete_rows(ds, keys, stamps)
 
@@ -181,6 +186,8 @@ def purge_retired(directory, store, ds: Dataset, stamps: WriteStamps, after: flo
     them any more) and forget old change log entries (the caller holds the writer lock)."""
     due = directory.retired_before(ds.name, after)
     if due:
-        store.clear_grids(ds, due, stamps)
+        # A retired grid that is a leaf again (merged back: gridagg.merge) holds live rows.
+        live = {g.grid_id for g in directory.leaves(ds)}
+        store.clear_grids(ds, [g for g in due if g not in live], stamps)
         directory.forget_retired(ds.name, due)
     directory.prune_changes(ds.name)

@@ -626,7 +626,17 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     int[] skipAgg = new int[0];
     boolean[] skipMax = new boolean[0], bestHas = new boolean[0];
     long[] bestVal = new long[0];
-    final byte[][] start, stop;
+    final int nitems;
+    /**
+     * The request and where its key blocks begin: keys are read in place, and a key is
+     * copied out (start(i), stop(i)) only by the region that holds its item. Every region
+     * gets the whole request, so copying every key in each would cost a step per item and
+     * region.
+     */
+    private final byte[] data;
+    private final int startBase, stopBase;
+    private final int[] startAt, stopAt;
+    private final byte[][] start, stop;
     final int[] group;
     final boolean[] rowsOf;
     final long[] bounds; // item i, spec s at i * nspecs + s
@@ -703,9 +713,18 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       if (nitems < 0 || nitems > in.remaining() / 13) { // 2 offsets, a group and rows_of each
         throw new DoNotRetryIOException(ATTRIBUTE + ": bad item count " + nitems);
       }
-      int[] startAt = offsets(in, nitems), stopAt = offsets(in, nitems);
-      start = keys(in, startAt);
-      stop = keys(in, stopAt);
+      this.nitems = nitems;
+      this.data = data;
+      startAt = offsets(in, nitems);
+      stopAt = offsets(in, nitems);
+      startBase = in.position();
+      stopBase = startBase + startAt[nitems];
+      if (stopBase + stopAt[nitems] > data.length) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": key offsets outside the request");
+      }
+      in.position(stopBase + stopAt[nitems]);
+      start = new byte[nitems][];
+      stop = new byte[nitems][];
       group = new int[nitems];
       in.asIntBuffer().get(group);
       in.position(in.position() + 4 * nitems);
@@ -746,14 +765,37 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       return at;
     }
 
-    /** The keys of a block whose offsets are `at`, read from `in`. */
-    private static byte[][] keys(ByteBuffer in, int[] at) {
-      byte[][] out = new byte[at.length - 1][];
-      for (int i = 0; i < out.length; i++) {
-        out[i] = new byte[at[i + 1] - at[i]];
-        in.get(out[i]);
+    /** Item i's start key (a copy, made once). */
+    byte[] start(int i) {
+      if (start[i] == null) {
+        start[i] = Arrays.copyOfRange(data, startBase + startAt[i], startBase + startAt[i + 1]);
       }
-      return out;
+      return start[i];
+    }
+
+    /** Item i's stop key (a copy, made once). */
+    byte[] stop(int i) {
+      if (stop[i] == null) {
+        stop[i] = Arrays.copyOfRange(data, stopBase + stopAt[i], stopBase + stopAt[i + 1]);
+      }
+      return stop[i];
+    }
+
+    /** Item i's start key compared with `key`, read in place (as Bytes.compareTo). */
+    int compareStart(int i, byte[] key) {
+      int at = startBase + startAt[i];
+      return Bytes.compareTo(data, at, startAt[i + 1] - startAt[i], key, 0, key.length);
+    }
+
+    /** Item i's stop key compared with `key`, read in place. */
+    int compareStop(int i, byte[] key) {
+      int at = stopBase + stopAt[i];
+      return Bytes.compareTo(data, at, stopAt[i + 1] - stopAt[i], key, 0, key.length);
+    }
+
+    /** Whether item i's stop key is empty (layout 1: to the table's end). */
+    boolean openEnded(int i) {
+      return stopAt[i + 1] == stopAt[i];
     }
 
     /** Whether item i's rows must be tested against condition j. */
@@ -799,15 +841,15 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       lo = new long[q.ngroups * k];
       Arrays.fill(min, Long.MAX_VALUE);
       Arrays.fill(max, Long.MIN_VALUE);
-      rows = new long[q.start.length][];
-      nrows = new int[q.start.length];
-      unread = new boolean[q.start.length];
+      rows = new long[q.nitems][];
+      nrows = new int[q.nitems];
+      unread = new boolean[q.nitems];
       call = RpcServer.getCurrentCall().orElse(null);
     }
 
     byte[] run() throws IOException {
       List<Integer> mine = new ArrayList<>();
-      for (int i = 0; i < q.start.length; i++) {
+      for (int i = 0; i < q.nitems; i++) {
         if (inRegion(i)) {
           mine.add(i);
         }
@@ -821,7 +863,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       } else if (q.skipAgg.length > 0) {
         for (int i : mine) {
           if (!passOver(i)) {
-            Cell[] cells = region.get(new Get(q.start[i]).addFamily(ROWS)).rawCells();
+            Cell[] cells = region.get(new Get(q.start(i)).addFamily(ROWS)).rawCells();
             grid(i, cells == null ? Collections.<Cell>emptyList() : Arrays.asList(cells));
           }
         }
@@ -837,11 +879,11 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
 
     boolean inRegion(int i) {
       byte[] rs = info.getStartKey(), re = info.getEndKey();
+      boolean startsBeforeEnd = re.length == 0 || q.compareStart(i, re) < 0;
       if (q.layout == 0) {
-        return holds(info, q.start[i]);
+        return startsBeforeEnd && q.compareStart(i, rs) >= 0;
       }
-      boolean startsBeforeEnd = re.length == 0 || Bytes.compareTo(q.start[i], re) < 0;
-      boolean endsAfterStart = q.stop[i].length == 0 || Bytes.compareTo(q.stop[i], rs) > 0;
+      boolean endsAfterStart = q.openEnded(i) || q.compareStop(i, rs) > 0;
       return startsBeforeEnd && endsAfterStart;
     }
 
@@ -917,21 +959,21 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         return;
       }
       Integer[] order = mine.toArray(new Integer[0]);
-      Arrays.sort(order, Comparator.comparing((Integer i) -> q.start[i], Bytes.BYTES_COMPARATOR));
+      Arrays.sort(order, Comparator.comparing((Integer i) -> q.start(i), Bytes.BYTES_COMPARATOR));
       List<MultiRowRangeFilter.RowRange> ranges = new ArrayList<>();
       for (int i : order) {
-        ranges.add(new MultiRowRangeFilter.RowRange(q.start[i], true, q.start[i], true));
+        ranges.add(new MultiRowRangeFilter.RowRange(q.start(i), true, q.start(i), true));
       }
-      Scan scan = new Scan().withStartRow(q.start[order[0]]).withStopRow(q.start[order[order.length - 1]], true)
+      Scan scan = new Scan().withStartRow(q.start(order[0])).withStopRow(q.start(order[order.length - 1]), true)
           .addFamily(ROWS).setFilter(new MultiRowRangeFilter(ranges));
       int[] at = {0}; // next item in key order
       eachRow(scan, cells -> {
         Cell first = cells.get(0);
         // Items whose grid has no row come before this row; then the row's own items.
-        while (at[0] < order.length && compareRow(first, q.start[order[at[0]]]) > 0) {
+        while (at[0] < order.length && compareRow(first, q.start(order[at[0]])) > 0) {
           passOver(order[at[0]++]);
         }
-        while (at[0] < order.length && compareRow(first, q.start[order[at[0]]]) == 0) {
+        while (at[0] < order.length && compareRow(first, q.start(order[at[0]])) == 0) {
           int i = order[at[0]++];
           if (!passOver(i)) {
             grid(i, cells);
@@ -1146,8 +1188,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     /** Layout 1: the rows of item i's key range inside this region, one cell each. */
     void rowRange(int i) throws IOException {
       byte[] rs = info.getStartKey(), re = info.getEndKey();
-      byte[] from = Bytes.compareTo(q.start[i], rs) > 0 ? q.start[i] : rs;
-      byte[] to = q.stop[i];
+      byte[] from = Bytes.compareTo(q.start(i), rs) > 0 ? q.start(i) : rs;
+      byte[] to = q.stop(i);
       if (re.length > 0 && (to.length == 0 || Bytes.compareTo(to, re) > 0)) {
         to = re;
       }

@@ -4,7 +4,7 @@
     name = "weather"
 
     [grid]                      # gridagg GridParams
-    n_size = 1000
+    n_size = 1000               # without n_size and n_threshold a new dataset's are chosen (ingest.choose)
     n_threshold = 10000
     l_time = "360d"
 
@@ -79,6 +79,8 @@ class IngestConfig:
     id_fields: tuple[str, ...]
     sources: tuple[ColumnSource, ...]  # one per dataset column, in column order
     csv_options: dict = field(default_factory=dict)
+    # The config gives neither n_size nor n_threshold: the job chooses them (ingest.choose).
+    choose_n_size: bool = False
 
     def reading_epoch(self, fields) -> "IngestConfig":
         """This config with every time column read from one of `fields` taking epoch
@@ -150,7 +152,9 @@ def parse_config(data: dict) -> IngestConfig:
     if not isinstance(id_fields, list) or not id_fields or not all(isinstance(f, str) for f in id_fields):
         raise InvalidInput("input.id must list the source fields forming the element ID", field="input.id")
     csv_options = {"header": bool(inp.get("header", True)), "sep": str(inp.get("delimiter", ","))}
-    return IngestConfig(ds, fmt, tuple(id_fields), tuple(dim_src + meas_src), csv_options)
+    grid = data.get("grid") or {}
+    choose = isinstance(grid, dict) and "n_size" not in grid and "n_threshold" not in grid
+    return IngestConfig(ds, fmt, tuple(id_fields), tuple(dim_src + meas_src), csv_options, choose)
 
 
 def load_config(path: str | Path) -> IngestConfig:

@@ -69,6 +69,7 @@ from gridagg.store import open_store
 from gridagg.writes import Write
 
 from . import buckets, class_archive, hfiles, tasks
+from .choose import with_chosen_n_size
 from .config import IngestConfig
 from .encode import encode, rounding_columns, with_leaf
 from .readers import expand_inputs, read_source
@@ -245,6 +246,9 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
         paths = expand_inputs(inputs)
         summary.files = len(paths)
         engine = GridEngine(directory, store)
+        if cfg.choose_n_size:
+            cfg = with_chosen_n_size(spark, settings, engine, cfg, paths, progress)
+            ds = cfg.dataset
         created, new_table = _ensure_dataset(spark, settings, engine, cfg.dataset)
         progress(f"dataset {ds.name} {'created' if created else 'exists'}; {len(paths)} input files")
         with (buckets_for(spark, estimated_rows(paths, cfg.format)) as n,
@@ -376,7 +380,19 @@ def _current_tree(spark, engine: GridEngine, ds: Dataset):
     lock (a Write, which recovered what dead writers left), so neither changes until it
     lets go."""
     leaves = engine.directory.leaves(ds)
+    _refuse_after_merge(engine, ds, leaves)
     return leaves, spark.sparkContext.broadcast(SplitTree(leaves, ds.ndim))
+
+
+def _refuse_after_merge(engine: GridEngine, ds: Dataset, leaves: list[Grid]) -> None:
+    """A load may split any leaf into grids whose IDs a leaf merged in place not long ago
+    (gridagg.merge, `gridagg tune`) had below it, and whose old rows stay until they are
+    purged: refused, with when to load again, before anything is written."""
+    ids = {g.grid_id for g in leaves}
+    if any(r[:k] in ids for r in engine.directory.retired_before(ds.name, 0) for k in range(1, len(r))):
+        raise GridaggError(f"dataset {ds.name}: leaves were merged in place (gridagg tune) less than "
+                           f"{engine.purge_after_seconds:.0f} s ago, and the rows they held are kept that long for "
+                           "queries still running; load again after that")
 
 
 def _bucket_count(spark) -> int:

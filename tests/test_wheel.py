@@ -113,7 +113,7 @@ def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
     commands = wheel.read(entry_points).decode().split("[gridagg.commands]")[1].split("[")[0]
     registered = sorted(line.split("=")[0].strip() for line in commands.strip().splitlines())
     assert registered == ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve",
-                          "services"]
+                          "services", "tune"]
     requires = [line.split(":", 1)[1].strip() for line in wheel.read(meta).decode().splitlines()
                 if line.startswith("Requires-Dist:")]
     service = [r for r in requires if "extra ==" not in r]

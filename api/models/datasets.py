@@ -121,6 +121,8 @@ class GridInfo(Answer):
     n_size: int
     n_threshold: int
     l_time: int | None = Field(description="seconds, or null")
+    chosen: str = Field(None, description="when gridagg chose n_size (the definition gave none): what it chose "
+                                          "and why")
 
 
 class DatasetInfo(Answer):

@@ -141,6 +141,8 @@ class Plan(Answer):
     grids: ExplainedGrids = Field(None, description="with explain: the grids reused and scanned")
     rollup_days: int = Field(None, description="a series of time alone: days read from the day rollup")
     bounds: BoundsPlan = Field(None, description="with a deadline: what the answer and its bounds came from")
+    n_size_chosen: str = Field(None, description="when gridagg chose the dataset's n_size (its definition gave "
+                                                 "none): what it chose and why")
 
 
 class SeriesPlan(Plan):

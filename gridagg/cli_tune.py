@@ -1,0 +1,103 @@
+"""`gridagg tune`: the stores' cost models (gridagg.costmodel), measured on this machine
+by `gridagg tune --calibrate` (gridagg.calibrate)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import config, costmodel
+from .config import Settings
+
+STORES = ("embedded", "hbase")
+
+
+def calibrate_stores(settings: Settings, stores, out=print) -> list[costmodel.CostModel]:
+    """Calibrate each of `stores` (a scratch dataset on each, dropped after), store its
+    model in the data dir and print it with `out`; returns the models."""
+    from .calibrate import calibrate
+    from .engine import GridEngine
+
+    models = []
+    for store in stores:
+        out(f"calibrating the {store} store (a scratch dataset, about 10 s)")
+        with GridEngine.open(settings.with_(store=store)) as engine:
+            model = calibrate(engine, lambda m: out(f"  {m}"))
+        where = costmodel.save(settings.data_dir, model)
+        out(f"  {model.describe()}")
+        out(f"  stored in {where}")
+        models.append(model)
+    return models
+
+
+def _tune(settings: Settings, args: argparse.Namespace) -> int:
+    if args.calibrate:
+        calibrate_stores(settings, args.stores)
+        return 0
+    if args.dataset:
+        return _tune_dataset(settings, args.dataset, not args.dry_run)
+    missing = []
+    for store in args.stores:
+        model = costmodel.load(settings.data_dir, store)
+        if model is None:
+            missing.append(store)
+        else:
+            print(model.describe())
+    if missing:
+        print(f"no cost model measured for {', '.join(missing)} on this machine: "
+              f"gridagg tune --calibrate --stores {' '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
+    from .engine import GridEngine
+    from .merge import tune
+
+    model = costmodel.load(settings.data_dir, settings.store)
+    if model is None:
+        print(f"gridagg: error: no cost model of the {settings.store} store on this machine: "
+              "gridagg tune --calibrate", file=sys.stderr)
+        return 1
+    with GridEngine.open(settings) as engine:
+        merges, target = tune(engine, name, model, apply)
+    print(model.describe())
+    if not merges:
+        print(f"{name}: no leaves to merge (no inner grid holds at most {target:,} rows, what a cut grid costs "
+              "in rows here)")
+        return 0
+    before = sum(len(m.leaves) for m in merges)
+    saved = (before - len(merges)) * model.per_grid
+    print(f"{name}: {'merged' if apply else 'would merge'} {before:,} leaves into {len(merges):,} "
+          f"(inner grids of at most {target:,} rows, what a cut grid costs in rows here)")
+    for m in merges[:20]:
+        print(f"  {m.grid_id}: {len(m.leaves)} leaves, {m.rows:,} rows")
+    if len(merges) > 20:
+        print(f"  ... {len(merges) - 20} more")
+    print(f"predicted gain: a question cutting every merged grid saves up to {saved:.3f} ms "
+          f"({before - len(merges):,} cut grids fewer at {model.per_grid * 1000:.2f} us each); one cutting a "
+          "single old leaf reads the rest of its merged grid's rows too")
+    return 0
+
+
+def add_tune(sub) -> None:
+    p = sub.add_parser(
+        "tune", help="measure (--calibrate) or show the stores' cost models; merge a dataset's small leaves",
+        description="A store's cost model says what a query costs on this machine: per query, per cut grid "
+                    "(a leaf whose rows are read), per row read and per reused aggregate, fitted to timed "
+                    "queries over two scratch datasets (gridagg/calibrate.py). Without --calibrate the stored "
+                    "models are printed; `gridagg services up` calibrates once when none is stored. Datasets "
+                    "created without an n_size get one chosen with these models.",
+        epilog=config.help_text("servers", "store"))
+    p.add_argument("dataset", nargs="?",
+                   help="merge this dataset's leaves in place where the model says they are too small: inner "
+                        "grids holding at most what a cut grid costs in rows (and at most n_threshold) become "
+                        "leaves, under the writer lock with the crash protocol of splits (gridagg/merge.py)")
+    p.add_argument("--dry-run", action="store_true", help="with a dataset: say what would be merged, change nothing")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure the models now (a scratch dataset per store, about 10 s each) and store them "
+                        f"in the data dir ({costmodel.FILE})")
+    p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
+                   help="the stores to measure or show (default both; hbase needs the HBase of "
+                        "`gridagg services up`)")
+    p.set_defaults(func=_tune)

@@ -1,0 +1,165 @@
+"""Choosing N_size for a dataset from the store's cost model (gridagg.costmodel), the
+data's size and a default workload: what a bulk load does for a dataset whose config
+gives no n_size.
+
+For each candidate N_size the tree a bulk load would build is built on a sample of the
+rows (gridagg.split.split_rows on the pre-split leaves, N_size scaled by the sample's
+share of the rows), and each question of the workload is walked over its leaves' data
+bounds as the planner walks them: leaves inside are answered from aggregates (folded
+into the highest grid inside), leaves cut are read. The model prices each question
+(cut grids, rows in them scaled to the whole data, reused aggregates); the candidate
+whose questions cost least on average is chosen.
+
+The default workload is shaped after the bench's two (loadtest/workload.py, the paper's
+boxes; loadtest/dashboard.py, the dashboard's questions), over any dataset's dimensions:
+- ten boxes of one twenty-first of the time span (the paper's 360 days of 21 years) at
+  spread positions, every other dimension cut to its middle so that a box selects about
+  1% of the rows (the paper's fixed ranges);
+- one such time window alone (the dashboard's "one year");
+- all the time, two other dimensions each cut to their middle half (its value ranges);
+- all the time, every other dimension cut to its middle 80% (its polygon over most
+  stations, as a box);
+- the whole domain.
+A dataset without a time dimension takes its first dimension in time's place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .aggregate import PartialAggregate
+from .costmodel import CostModel
+from .grid import presplit
+from .schema import Dataset
+from .split import split_rows
+
+CANDIDATES = (250, 500, 1000, 2000, 4000, 8000, 16000)
+SAMPLE_ROWS = 200_000  # rows a choice is made on (a uniform sample of larger data)
+MIN_ROWS = 100_000  # fewer rows keep the default: they hardly fill a few leaves of any candidate
+MIN_SCALED = 8  # a candidate's leaves must hold at least this many sample rows to be judged
+
+
+@dataclass
+class Choice:
+    """The chosen N_size, the mean predicted milliseconds per question of each candidate
+    judged, and what it rests on."""
+
+    n_size: int
+    store: str
+    rows: int
+    questions: int
+    predicted: dict[int, float]
+
+    def why(self) -> str:
+        """One line for people: what was chosen and why (stored with the dataset)."""
+        others = ", ".join(f"{n}: {ms:.2f}" for n, ms in sorted(self.predicted.items()))
+        return (f"chosen by gridagg for the {self.store} store's cost model, {self.rows:,} rows and the default "
+                f"workload ({self.questions} questions): predicted ms per question by n_size {others}")
+
+
+def default_workload(ds: Dataset, sample: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The default workload's questions as (lo, hi) boxes of stored integers over ds's
+    dimensions, from `sample` ((m, ndim) stored values of the dimensions)."""
+    ndim = ds.ndim
+    t = ds.time_axis if ds.time_axis is not None else 0
+    others = [d for d in range(ndim) if d != t]
+    dom = np.array(ds.domain(), dtype=np.int64)
+    t_lo, t_hi = int(sample[:, t].min()), int(sample[:, t].max())
+    window = max(1, (t_hi - t_lo) // 21)
+
+    def middle(d: int, share: float) -> tuple[int, int]:
+        q = (1 - share) / 2
+        return int(np.quantile(sample[:, d], q)), int(np.quantile(sample[:, d], 1 - q))
+
+    def box(t_range=None, ranges=None):
+        lo, hi = dom[:, 0].copy(), dom[:, 1].copy()
+        if t_range is not None:
+            lo[t], hi[t] = t_range
+        for d, (a, b) in (ranges or {}).items():
+            lo[d], hi[d] = a, b
+        return lo, hi
+
+    out = []
+    share = (0.01 * 21) ** (1 / len(others)) if others else 1.0
+    paper = {d: middle(d, min(share, 1.0)) for d in others}
+    for k in range(10):
+        start = t_lo + (t_hi - t_lo - window) * k // 9
+        out.append(box((start, start + window), paper))
+    out.append(box((t_lo + (t_hi - t_lo - window) // 2, t_lo + (t_hi - t_lo - window) // 2 + window)))
+    if len(others) >= 2:
+        out.append(box(None, {d: middle(d, 0.5) for d in others[:2]}))
+    if others:
+        out.append(box(None, {d: middle(d, 0.8) for d in others}))
+    out.append(box())
+    return out
+
+
+def estimate(ds: Dataset, sample: np.ndarray, total_rows: int, n_size: int,
+             boxes: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, float, int]] | None:
+    """(cut grids, rows in them, reused aggregates) of each box on the tree a bulk load of
+    `total_rows` rows like `sample` ((m, ndim) stored values) would build at `n_size`;
+    None when the sample is too small to judge leaves that size."""
+    m = len(sample)
+    scaled = n_size * m / total_rows if total_rows > m else n_size
+    if scaled < MIN_SCALED:
+        return None
+    limit = max(1, int(round(scaled)))
+    weight = total_rows / m if total_rows > m else 1.0
+    ndim = ds.ndim
+    ids, los, his, counts = [], [], [], []
+    for top in presplit(ds.domain(), ds.time_axis, ds.grid.l_time):
+        (lo, hi) = np.array(top.box).T
+        rows = sample[np.all((sample >= lo) & (sample <= hi), axis=1)]
+        if not len(rows):
+            continue
+        split = split_rows(top, rows, PartialAggregate.of_rows(rows, ndim), limit, limit, ndim)
+        for leaf, ix, _ in split.leaves:
+            ids.append(leaf.grid_id)
+            los.append(rows[ix].min(axis=0))
+            his.append(rows[ix].max(axis=0))
+            counts.append(len(ix) * weight)
+    # Every grid from the root down to the leaves, with its data bounds (the union of
+    # its leaves'): the walk stops at the highest grid inside a box.
+    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for g, lo, hi in zip(ids, los, his):
+        for k in range(1, len(g) + 1):
+            a = g[:k]
+            if a in bounds:
+                blo, bhi = bounds[a]
+                bounds[a] = (np.minimum(blo, lo), np.maximum(bhi, hi))
+            else:
+                bounds[a] = (lo, hi)
+    names = list(bounds)
+    index = {g: i for i, g in enumerate(names)}
+    parent = np.array([index.get(g[:-1], -1) for g in names])
+    g_lo = np.array([bounds[g][0] for g in names])
+    g_hi = np.array([bounds[g][1] for g in names])
+    l_lo, l_hi, l_count = np.array(los), np.array(his), np.array(counts)
+    out = []
+    for lo, hi in boxes:
+        meets = np.all((l_lo <= hi) & (l_hi >= lo), axis=1)
+        inside_leaf = np.all((l_lo >= lo) & (l_hi <= hi), axis=1)
+        cut = meets & ~inside_leaf
+        inside = np.all((g_lo >= lo) & (g_hi <= hi), axis=1)
+        top_inside = inside & ~np.where(parent >= 0, inside[np.maximum(parent, 0)], False)
+        out.append((int(cut.sum()), float(l_count[cut].sum()), int(top_inside.sum())))
+    return out
+
+
+def choose(ds: Dataset, model: CostModel, sample: np.ndarray, total_rows: int,
+           candidates=CANDIDATES) -> Choice:
+    """The candidate N_size whose default workload the model prices lowest on ds's data
+    (`sample`: (m, ndim) stored values of the dimensions, a uniform sample of
+    `total_rows` rows)."""
+    boxes = default_workload(ds, sample)
+    predicted = {}
+    for n in candidates:
+        found = estimate(ds, sample, total_rows, n, boxes)
+        if found is not None:
+            predicted[n] = float(np.mean([model.predict(g, r, u) for g, r, u in found]))
+    if not predicted:  # data too large for the sample to judge any: the largest leaves
+        predicted = {max(candidates): float("nan")}
+    best = min(predicted, key=lambda n: (predicted[n], n))
+    return Choice(best, model.store, total_rows, len(boxes), predicted)

@@ -1,0 +1,213 @@
+"""Merging leaves in place (gridagg.merge, `gridagg tune NAME`): answers stay exact before,
+during (a reader querying all along) and after merges, on both stores; a merge dying at
+any step of the write protocol is recovered like a split; the tree stays exact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from engine_support import check_tree
+from gridagg import faults
+from gridagg.costmodel import CostModel
+from gridagg.merge import tune
+from gridagg.schema import Dataset
+
+SPEC = {
+    "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],
+    "measures": [{"name": "v", "min": -1000, "max": 1000}],
+    "grid": {"n_size": 4, "n_threshold": 40},
+}
+AGGS = ["count", "sum:v", "min:v", "max:v"]
+
+
+def model_merging_up_to(rows: int) -> CostModel:
+    """A cost model in which a cut grid costs as much as `rows` rows."""
+    return CostModel("test", 0.1, rows * 1e-6, 1e-6, 0.0)
+
+
+def brute(rows: np.ndarray, box) -> list:
+    (x0, x1), (y0, y1) = box
+    v = rows[(rows[:, 0] >= x0) & (rows[:, 0] <= x1) & (rows[:, 1] >= y0) & (rows[:, 1] <= y1), 2]
+    return [len(v), int(v.sum()), int(v.min()) if len(v) else None, int(v.max()) if len(v) else None]
+
+
+def answer(engine, name: str, box) -> list:
+    got = engine.query(name, {"x": list(box[0]), "y": list(box[1])}, AGGS).values
+    return [None if got[a] is None else int(got[a]) for a in AGGS]
+
+
+def insert(engine, ds, rows: np.ndarray, prefix: str) -> None:
+    engine.insert_encoded(ds, [f"{prefix}{i}".encode() for i in range(len(rows))], rows.astype(np.int64))
+
+
+points = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(-1000, 1000)),
+                  min_size=20, max_size=150)
+ranges = st.tuples(st.integers(0, 1000), st.integers(0, 1000)).map(sorted).map(tuple)
+boxes = st.lists(st.tuples(ranges, ranges), min_size=3, max_size=6)
+
+
+@hsettings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(points, boxes, st.integers(2, 40), points)
+def test_merges_keep_every_answer_exact(engine, unique_name, data, qs, target, more):
+    ds = engine.create_dataset(Dataset.from_json({"name": f"{unique_name}_{len(data)}_{target}", **SPEC}))
+    try:
+        rows = np.array(data, dtype=np.int64)
+        insert(engine, ds, rows, "a")
+        leaves_before = len(engine.leaves(ds.name))
+        wrong, stop = [], threading.Event()
+
+        def reader():  # queries all along while the merges run: never a wrong answer
+            while not stop.is_set():
+                for box in qs:
+                    got = answer(engine, ds.name, box)
+                    if got != brute(rows, box):
+                        wrong.append((box, got))
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            merges, _ = tune(engine, ds.name, model_merging_up_to(target))
+        finally:
+            stop.set()
+            t.join()
+        assert wrong == []
+        assert len(engine.leaves(ds.name)) == leaves_before - sum(len(m.leaves) - 1 for m in merges)
+        check_tree(engine, ds.name, rows)
+        assert engine.check(ds.name) == []
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        # Writes after merges: rows land in merged leaves, answers stay exact.
+        extra = np.array(more, dtype=np.int64)
+        insert(engine, ds, extra, "b")
+        rows = np.vstack([rows, extra])
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        assert engine.check(ds.name) == []
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_merge_dying_at_any_step_is_recovered_by_the_next_writer(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(8)
+        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        insert(engine, ds, rows, "a")
+        with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
+            tune(engine, ds.name, model_merging_up_to(30))
+        assert engine.directory.pending_intents(ds.name), "the dying merge left no intent"
+        later = np.stack([rng.integers(0, 1001, 10), rng.integers(0, 1001, 10), rng.integers(-1000, 1001, 10)], 1)
+        insert(engine, ds, later, "b")  # the next writer recovers first
+        rows = np.vstack([rows, later])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        tune(engine, ds.name, model_merging_up_to(30))  # and merging again works
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+MERGER = textwrap.dedent("""
+    import sys
+    from gridagg import faults
+    from gridagg.config import Settings
+    from gridagg.costmodel import CostModel
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.merge import tune
+    from gridagg.store import open_store
+    from gridagg.store.embedded import EmbeddedStore
+    settings = Settings.from_env()
+    store = EmbeddedStore(sys.argv[3]) if sys.argv[2] == "embedded" else open_store(settings.with_(store="hbase"))
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), store)
+    faults.arm({sys.argv[4]: "kill"})
+    tune(engine, sys.argv[1], CostModel("test", 0.1, 30e-6, 1e-6, 0.0))
+    print("not killed", flush=True)
+""")
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_merge_killed_at_any_step_is_recovered_like_a_split(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(9)
+        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        insert(engine, ds, rows, "a")
+        store_path = engine.store.env.path() if engine.store.kind == "embedded" else ""
+        out = subprocess.run([sys.executable, "-c", MERGER, ds.name, engine.store.kind, store_path, point],
+                             capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+        assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
+        assert engine.directory.pending_intents(ds.name), "the killed merge left no intent"
+        insert(engine, ds, rows[:5], "b")  # the next writer recovers first
+        rows = np.vstack([rows, rows[:5]])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_it(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(10)
+        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        insert(engine, ds, rows, "a")
+        merges, _ = tune(engine, ds.name, model_merging_up_to(40))
+        assert merges
+        engine.max_query_seconds = 0.0  # nothing can still be running: purge at the next write
+        try:
+            # Rows into the merged grids until they pass N_threshold: they split at this
+            # write only once the old leaves' rows are purged (which it does first).
+            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            insert(engine, ds, more, "b")
+        finally:
+            engine.max_query_seconds = 60.0
+        rows = np.vstack([rows, more])
+        assert not set(engine.directory.retired_before(ds.name, 0)) & {g for m in merges for g in m.leaves}
+        check_tree(engine, ds.name, rows)  # no leaf past N_threshold: the merged grids split again
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_a_tree_held_from_before_merges_and_splits_again_is_rebuilt(engine, unique_name):
+    from gridagg.tree import TreeCache
+
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(12)
+        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        insert(engine, ds, rows, "a")
+        held = TreeCache(engine.directory, engine.store)  # another reader's tree, from before
+        held.tree(ds)
+        assert tune(engine, ds.name, model_merging_up_to(40))[0]
+        engine.max_query_seconds = 0.0
+        try:  # the merged leaves split again, under the IDs of the leaves they replaced
+            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            insert(engine, ds, more, "b")
+        finally:
+            engine.max_query_seconds = 60.0
+        tree = held.tree(ds)
+        leaves = {tree.ids[i] for i in range(tree.n) if tree.left[i] < 0}
+        assert len(set(tree.ids)) == len(tree.ids)
+        assert leaves == {g.grid_id for g in engine.directory.leaves(ds)}
+        assert int(tree.aggs.count[tree.root]) == len(rows) + len(more)
+    finally:
+        engine.drop_dataset(ds.name)

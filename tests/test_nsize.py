@@ -1,0 +1,97 @@
+"""Choosing N_size (gridagg.nsize, ingest.choose): the walk over a sample's tree, the
+choice following the cost model, and a chosen N_size said in the dataset's description
+and in every plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gridagg import nsize
+from gridagg.costmodel import CostModel
+from gridagg.grid import presplit
+from gridagg.schema import Column, Dataset, GridParams
+from gridagg.split import split_rows
+from gridagg.aggregate import PartialAggregate
+from gridagg_ingest.config import parse_config
+
+SPAN = 1_000_000
+
+
+def dataset(name: str = "pick", grid: GridParams = GridParams()) -> Dataset:
+    dims = tuple(Column(n, lo=0, hi=SPAN) for n in ("x", "y", "z"))
+    return Dataset(name, dims, (Column("v", lo=0, hi=1000),), grid)
+
+
+def sample(n: int, seed: int = 5) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, SPAN + 1, (n, 3)).astype(np.int64)
+
+
+def test_the_walk_over_the_whole_data_counts_what_the_tree_holds():
+    ds, rows = dataset(), sample(20_000)
+    box = (np.array([100_000, 0, 250_000]), np.array([600_000, SPAN, 700_000]))
+    ((grids, read, reused),) = nsize.estimate(ds, rows, len(rows), 500, [box])
+    # Brute force over the leaves a bulk load builds: a leaf is cut when its rows' bounds
+    # meet the box without lying inside it; its rows are read.
+    (root,) = presplit(ds.domain(), None, None)
+    split = split_rows(root, rows, PartialAggregate.of_rows(rows, 3), 500, 500, 3)
+    cut = [(len(ix)) for _, ix, _ in split.leaves
+           if (rows[ix].max(0) >= box[0]).all() and (rows[ix].min(0) <= box[1]).all()
+           and not ((rows[ix].min(0) >= box[0]).all() and (rows[ix].max(0) <= box[1]).all())]
+    assert (grids, read) == (len(cut), sum(cut))
+    assert reused >= 1
+    # The whole domain: every grid inside, the root answers alone.
+    ((grids, read, reused),) = nsize.estimate(ds, rows, len(rows), 500,
+                                              [(np.zeros(3, np.int64), np.full(3, SPAN))])
+    assert (grids, read, reused) == (0, 0, 1)
+
+
+def test_a_sample_stands_for_the_whole_data():
+    ds, rows = dataset(), sample(200_000)
+    boxes = nsize.default_workload(ds, rows)
+    whole = np.array(nsize.estimate(ds, rows, len(rows), 2000, boxes)).sum(0)
+    part = np.array(nsize.estimate(ds, rows[:40_000], len(rows), 2000, boxes)).sum(0)
+    assert part[0] == pytest.approx(whole[0], rel=0.15) and part[1] == pytest.approx(whole[1], rel=0.15)
+
+
+def test_the_choice_follows_the_cost_model():
+    ds, rows = dataset(), sample(100_000)
+    grids_dear = CostModel("hbase", 0.5, 0.05, 1e-7, 0.0)
+    rows_dear = CostModel("embedded", 0.05, 1e-7, 1e-5, 0.0)
+    big = nsize.choose(ds, grids_dear, rows, 1_000_000)
+    small = nsize.choose(ds, rows_dear, rows, 1_000_000)
+    assert big.n_size == 16000 and small.n_size < big.n_size
+    assert set(big.predicted) == set(nsize.CANDIDATES)  # 100,000 of 1M rows judges every candidate
+    assert "hbase store's cost model, 1,000,000 rows" in big.why() and "16000:" in big.why()
+    # A sample too small for a candidate's leaves leaves it unjudged.
+    assert 250 not in nsize.choose(ds, grids_dear, rows[:1000], 10_000_000).predicted
+
+
+def test_a_config_without_grid_sizes_asks_for_a_choice():
+    base = {"dataset": {"name": "c"}, "input": {"format": "csv", "id": ["x"]},
+            "dimensions": [{"name": "x", "source": "x", "min": 0, "max": 9}]}
+    assert parse_config(base).choose_n_size
+    assert parse_config({**base, "grid": {"l_time": None}}).choose_n_size
+    assert not parse_config({**base, "grid": {"n_size": 50}}).choose_n_size
+    assert not parse_config({**base, "grid": {"n_threshold": 5000}}).choose_n_size
+
+
+def test_a_chosen_n_size_is_said_by_the_dataset_and_every_plan(settings, services, tmp_path, unique_name):
+    from engine_support import open_engine
+    from gridagg.cli_query import show_dataset
+
+    why = "chosen by gridagg for the test"
+    engine = open_engine(settings, "embedded", tmp_path)
+    ds = engine.create_dataset(dataset(unique_name, GridParams(2000, 20000, None, why)))
+    try:
+        assert engine.directory.dataset(ds.name).grid.chosen == why  # kept with the definition
+        engine.insert(ds.name, [{"x": 1, "y": 2, "z": 3, "v": 4}])
+        plan = engine.query(ds.name, {"x": [0, 10]}, ["count"]).to_json(ds)["plan"]
+        assert plan["n_size_chosen"] == why
+        body = {**engine.directory.dataset(ds.name).describe(), "row_count": 1, "grid_count": 1}
+        assert f"n_size: {why}" in show_dataset(body, None)
+        other = engine.create_dataset(dataset(unique_name + "_given"))
+        assert "n_size_chosen" not in engine.query(other.name, None, ["count"]).to_json(other)["plan"]
+        engine.drop_dataset(other.name)
+    finally:
+        engine.drop_dataset(ds.name)
