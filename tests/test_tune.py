@@ -14,8 +14,8 @@ from gridagg import calibrate, costmodel
 from gridagg.schema import Column, Dataset, GridParams
 
 # Predicted and measured times of a small dataset's queries agree within this factor (the
-# median over its boxes). Typically within 1.5 here; the margin is for a machine as busy
-# as CI's can be, when calibration and measurement meet different loads.
+# median over its boxes). The margin is for a shared machine, where calibration and
+# measurement can meet different loads.
 FACTOR = 5.0
 
 
