@@ -253,9 +253,8 @@ class Planner:
         else:
             buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
-        cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
-        result = SeriesResult(series, windows.aggregates(cols, ncols), plan)
+        result = SeriesResult(series, windows, plan)
         if deadline is not None:  # the rollup's answer is exact at once
             result.progress = Progress.exact()
         return result
@@ -441,14 +440,14 @@ class Planner:
         plan.bounds = {"exact_grids": plan.reused_grids_after + int((~unread).sum()), "bounded_grids": len(leaves),
                        "rows_read": rows_read, "rows_bounded": rows_total - rows_read}
         progress = Progress(found, rows_read / rows_total if rows_total else 1.0)
-        cols, ncols = spec.columns, len(ds.columns)
         if series is None:
-            total = windows.aggregate(0, cols, ncols)
+            total = windows.aggregate(0, spec.columns, len(ds.columns))
             exact = found is None and not walked.passed_over
             result = QueryResult(spec, spec.values(total), total.count if exact or not spec.minmax_only else None,
                                  copy.copy(plan))
         else:
-            result = SeriesResult(series, windows.aggregates(cols, ncols), copy.copy(plan))
+            # A copy: the scan's later parts add into the buckets (the windows, for w = 1).
+            result = SeriesResult(series, windows.copy(), copy.copy(plan))
         result.progress = progress
         return result
 
