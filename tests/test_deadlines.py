@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import datetime
 from fractions import Fraction
 
@@ -17,7 +18,7 @@ import shapely
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 import oracle
-from gridagg import parts
+from gridagg import parts, planner
 from gridagg.aggregate import NULL
 from gridagg.schema import Dataset
 from gridagg.scan import ScanAnswer, ScanRequest
@@ -112,12 +113,29 @@ def decoded(engine, ds, label, value):
     return value
 
 
-@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres, polygon=st.one_of(st.none(), polygons))
-def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, polygon):
+# Grids the walk for the tree's answer alone may open: none (the root bounded whole), a
+# few (cut grids above the leaves bounded whole), and the default (every cut leaf here).
+budgets = st.sampled_from([0, 3, planner.FRONTIER_GRIDS])
+
+
+@contextmanager
+def frontier(budget: int):
+    """The walk for the tree's answer alone opens at most `budget` grids meanwhile."""
+    default = planner.FRONTIER_GRIDS
+    planner.FRONTIER_GRIDS = budget
+    try:
+        yield
+    finally:
+        planner.FRONTIER_GRIDS = default
+
+
+@hsettings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), budget=budgets)
+def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, polygon, budget):
     engine, ds, rows = loaded
     region = None if polygon is None else shapely.geometry.mapping(polygon)
-    result = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0)
+    with frontier(budget):
+        result = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0)
     assert result.plan.round_trips[engine.store.kind] == 0
     body = result.to_json(ds)
     chosen = selected(rows, where, polygon)
@@ -130,14 +148,15 @@ def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, po
         assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
 
 
-@hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]))
-def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width):
+@hsettings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]), budget=budgets)
+def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width, budget):
     engine, ds, rows = loaded
     request = {"where": as_request(where), "aggregates": ["count", "sum:v", "min:v", "avg:v"], "step": f"{step}s",
                "window": f"{step * width}s"}
-    result = engine.series(ds.name, request["where"], request["aggregates"], request["step"], request["window"],
-                           deadline=0)
+    with frontier(budget):
+        result = engine.series(ds.name, request["where"], request["aggregates"], request["step"],
+                               request["window"], deadline=0)
     body = result.to_json(ds)
     chosen = selected(rows, where, None)
     points = oracle.series(TABLE, [], request)["points"]  # the points' windows, read from the request
