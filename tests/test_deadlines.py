@@ -175,6 +175,46 @@ def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width, bu
             assert in_bounds(want, (lo, hi), label in point["may_be_null"]), (k, label, want, lo, hi)
 
 
+@contextmanager
+def stopping_after(engine, share: float):
+    """The engine's store reads as one that stops at a deadline and names what it left
+    unread (HBase's region servers) would: each scan reads the first `share` of its
+    grids and names the rest."""
+    store = engine.store
+    scan, names = store.scan, store.names_unread
+
+    def stopped(ds, request):
+        n = len(request.grids)
+        k = int(share * n)
+        answer = scan(ds, request.part(0, k))
+        answer.stopped, answer.unread = True, np.arange(k, n)
+        return answer
+
+    store.scan, store.names_unread = stopped, True
+    try:
+        yield
+    finally:
+        store.scan, store.names_unread = scan, names
+
+
+@hsettings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), share=st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+def test_a_scan_stopped_naming_what_it_left_narrows_the_bounds(loaded, where, polygon, share):
+    engine, ds, rows = loaded
+    region = None if polygon is None else shapely.geometry.mapping(polygon)
+    with stopping_after(engine, share):
+        body = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=60).to_json(ds)
+    chosen = selected(rows, where, polygon)
+    assert body["exact"] or body["read_share"] < 1
+    for label in AGGREGATES:
+        want = brute(chosen, label)
+        if body["exact"]:
+            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
+            continue
+        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
+        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+
+
 @hsettings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(where=wheres)
 def test_steps_only_narrow_and_end_exact(loaded, where):
