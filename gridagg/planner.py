@@ -331,6 +331,7 @@ class Planner:
         the tree's answer only, no store call). With `every` (seconds), also the tree's
         answer at once (exact where it can be, bounds elsewhere) and one whenever parts of
         the scan have finished `every` seconds after the one before; else the last alone.
+        (That first answer comes from the walk within FRONTIER_GRIDS, as deadline 0's.)
         The leaves to read go to the store in parts, those with the most rows first
         (min/max-only queries: the most promising first), at most settings.scan_threads
         at once; at the deadline the parts not finished are stopped. A store that stops
@@ -338,6 +339,13 @@ class Planner:
         (cut as without a deadline) to stop STOP_MARGIN of the time earlier: what it read
         by then narrows the answer."""
         started = time.perf_counter()
+        shown = None  # when the last answer was given (None: not yet)
+        if every is not None and deadline > 0 and FRONTIER_GRIDS is not None:
+            # The tree's answer at once from the walk within the budget, before the walk to
+            # every cut leaf (milliseconds at 10M rows): its bounds hold those of the cut
+            # leaves, so the answers that follow only narrow them.
+            yield from self.progress(ds, spec, series, limits, explain, 0)
+            shown = time.monotonic()
         plan, trips = QueryPlan(), self._trips()
         alone = deadline <= 0  # nothing is read: the walk may stop above the cut leaves
         walked = self._walked(ds, spec, series, limits, plan, explain, FRONTIER_GRIDS if alone else None)
@@ -353,7 +361,7 @@ class Planner:
         unread[order] = True
         plan.scanned_grids_after = 0
         rows_total = int(walked.tree.aggs.count[walked.scan[order]].sum())
-        rows_read, shown = 0, None  # when the last answer was given (None: not yet)
+        rows_read = 0
 
         def state() -> QueryResult | SeriesResult:
             nonlocal shown
@@ -361,7 +369,7 @@ class Planner:
             self._finish(plan, trips, started)
             return self._bounded(ds, spec, series, walked, unread, rows_read, rows_total, plan)
 
-        if every is not None or alone or not unread.any():
+        if (every is not None and shown is None) or alone or not unread.any():
             yield state()
         if alone or not unread.any():
             return
