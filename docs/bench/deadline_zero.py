@@ -74,8 +74,10 @@ def widths(approx, exact):
 
 
 def summary(w):
-    w = sorted(w)
-    return (statistics.median(w) if w else 0.0), (w[int(0.9 * (len(w) - 1))] if w else 0.0)
+    """(median, 90th percentile) of widths w (0 for none)."""
+    if len(w) < 2:
+        return (w[0], w[0]) if w else (0.0, 0.0)
+    return statistics.median(w), statistics.quantiles(w, n=10, method="inclusive")[-1]
 
 
 def line(label, bodies):
