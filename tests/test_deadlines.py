@@ -148,6 +148,37 @@ def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, po
         assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
 
 
+@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), budget=st.sampled_from([0, 1, 3, 8]))
+def test_the_bounds_over_every_cut_leaf_lie_within_those_of_a_budget(loaded, where, polygon, budget):
+    """What lets a stream begin with the walk within a budget: the bounds over every cut
+    leaf (the walk without one) are never wider."""
+    engine, ds, rows = loaded
+    region = None if polygon is None else shapely.geometry.mapping(polygon)
+    answers = []
+    for b in (budget, None):
+        with frontier(b):
+            answers.append(engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0).to_json(ds))
+    coarse, fine = answers
+    if coarse["exact"]:
+        assert fine["exact"] and fine["results"] == coarse["results"]
+        return
+    for label in AGGREGATES:
+        if fine["exact"]:
+            lo = hi = fine["results"][label]
+        else:
+            lo, hi = fine["bounds"][label]
+        a, b = coarse["bounds"][label]
+        if lo is None and hi is None:  # no value can be selected (or none is)
+            assert label in coarse["may_be_null"], label
+            continue
+        lo, hi, a, b = (None if v is None else decoded(engine, ds, label, v) for v in (lo, hi, a, b))
+        assert (a is None or lo is not None and a <= lo) and (b is None or hi is not None and hi <= b), \
+            (label, (a, b), (lo, hi))
+        if not fine["exact"] and label not in coarse["may_be_null"]:
+            assert label not in fine["may_be_null"], label
+
+
 @hsettings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]), budget=budgets)
 def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width, budget):
@@ -215,12 +246,14 @@ def test_a_scan_stopped_naming_what_it_left_narrows_the_bounds(loaded, where, po
         assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
 
 
-@hsettings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres)
-def test_steps_only_narrow_and_end_exact(loaded, where):
+@hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, budget=budgets)
+def test_steps_only_narrow_and_end_exact(loaded, where, budget):
+    """The first step comes from the walk within a budget, the others over every cut leaf."""
     engine, ds, rows = loaded
-    want = {label: brute(selected(rows, where, None), label) for label in ("count", "sum:v", "max:v")}
-    steps = [r.to_json(ds) for r in engine.query_steps(ds.name, as_request(where), list(want))]
+    want = {label: brute(selected(rows, where, None), label) for label in ("count", "sum:v", "max:v", "avg:v")}
+    with frontier(budget):
+        steps = [r.to_json(ds) for r in engine.query_steps(ds.name, as_request(where), list(want))]
     assert steps[-1]["exact"]
     assert {k: decoded(engine, ds, k, v) for k, v in steps[-1]["results"].items()} == want
     for before, after in zip(steps, steps[1:]):
