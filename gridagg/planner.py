@@ -140,6 +140,7 @@ def _walk(tree, query, out, budget):
     size = 2 * budget + 1 if best_first else 4096  # best first: the root and two children per grid opened
     stack = np.empty(size, np.int64)  # grids waiting (best first: the heap's entries)
     known_inside = np.empty(size, np.bool_)  # the polygon covers the parent, so this grid too
+    # Best first: heap[:top] holds entries of stack, by weight; at first entry 0, the root.
     heap, weight = np.zeros(size if best_first else 0, np.int64), np.zeros(size if best_first else 0, np.int64)
     stack[0], known_inside[0] = tree.root, not polygon
     top, entries, opened, nr, ns = 1, 1, 0, 0, 0
