@@ -226,6 +226,9 @@ class AggArrays:
     def __len__(self) -> int:
         return len(self.count)
 
+    def copy(self) -> "AggArrays":
+        return AggArrays(*(a.copy() for a in (self.count, self.present, self.mins, self.maxs, self.hi, self.lo)))
+
     def take(self, idx) -> "AggArrays":
         return AggArrays(self.count[idx], self.present[idx], self.mins[idx], self.maxs[idx], self.hi[idx], self.lo[idx])
 

@@ -6,7 +6,9 @@ A part is a range [g0, g1) of the request's grids (ScanRequest.part); its answer
 rows it hands back by grid index within the part, so merging shifts them by g0.
 
 A scan read against a deadline (gridagg.planner's progress) goes in small parts instead,
-read in order, a few at once, each counted as it finishes (`chunks`, `read_until`).
+read in order, a few at once, each counted as it finishes (`chunks`, `read_until`); to a
+store that stops at the deadline itself and names what it left unread (HBase), as one
+scan cut as above, whose partial answer arrives by the deadline.
 """
 
 from __future__ import annotations
@@ -73,14 +75,17 @@ def chunks(rows: Sequence[int], most: int) -> list[tuple[int, int]]:
 
 
 def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanRequest], until: float,
-               threads: int) -> Iterator[tuple[int, ScanAnswer]]:
+               threads: int, margin: float = 0.0) -> Iterator[tuple[int, ScanAnswer]]:
     """(i, scan(requests[i])) as each request is answered, in the order they finish;
     `threads` at once, started in order, until every one is answered or
     time.monotonic() reaches `until`. Then requests not started are dropped and those
-    running are told to stop (ScanRequest.stop; HBase gets `deadline`): their answers,
-    and any that says it stopped, are not given."""
+    running are told to stop (ScanRequest.stop): their answers are not given. A store
+    that sees the requests' `deadline` (HBase's region servers) gets `until` less
+    `margin` seconds, so that the answers of scans it stopped there, which name the
+    grids left unread (ScanAnswer.unread), arrive by `until`: those are given too; a
+    stopped answer that names nothing is not."""
     stop = np.zeros(1, np.uint8)
-    wall = time.time() + (until - time.monotonic())
+    wall = time.time() + (until - time.monotonic()) - margin
     for r in requests:
         r.stop, r.deadline = stop, wall
     pool = _executor(threads)
@@ -98,7 +103,7 @@ def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanReq
             for f in done:
                 i = running.pop(f)
                 answer = f.result()
-                if not answer.stopped:
+                if not answer.stopped or answer.unread is not None:
                     yield i, answer
     finally:
         stop[0] = 1  # what still runs stops at its next grid

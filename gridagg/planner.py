@@ -50,6 +50,15 @@ NO_EDGES = np.zeros((0, 4), np.float64)  # a query without a polygon
 # after a deadline, large enough that handing it to a thread (or HBase) costs little.
 CHUNK_ROWS = 32_768
 _NONE = np.zeros(0, np.int64)  # no leaves to read
+# Share of the time left that a store stopping at a deadline itself (HBase's region
+# servers) stops earlier, so that what it read arrives by the caller's deadline.
+STOP_MARGIN = 0.25
+# Grids the walk for the tree's answer alone (deadline 0) opens, heaviest first, before it
+# bounds each cut grid still waiting whole (None: every cut leaf, however many). Bounds
+# over every cut leaf took 4-7 ms for questions cutting most of a 10M-row tree's 16,172
+# leaves; within this budget they take well under a millisecond at any size, and are
+# wider where exact grids lie deeper than the walk went (docs/bench/deadline-10m.md).
+FRONTIER_GRIDS: int | None = 512
 
 
 @numba.njit(cache=True, nogil=True)
@@ -115,21 +124,33 @@ class WalkResult(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(tree, query, out):
+def _walk(tree, query, out, budget):
     """The walk of the module docstring over a gridagg.tree.WalkTree for a WalkQuery, filling a
-    WalkResult. Returns (number reused, number to read)."""
+    WalkResult, depth first (budget < 0). With a budget >= 0, for the tree's answer
+    alone: the grids are taken heaviest first (rows times buckets their rows span), at
+    most `budget` are opened, and a cut grid met after that is listed to read whole, as
+    a leaf (its own aggregate and data bounds bound its rows). Returns (number reused,
+    number to read)."""
     lo, hi, left, right, leaves_below = tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below
     qlo, qhi, edges = query.qlo, query.qhi, query.edges
     reused, scan, tally, region_leaves = out.reused, out.scan, out.tally, out.region_leaves
     ndim = qlo.shape[0]
     polygon = edges.shape[0] > 0
-    stack = np.empty(4096, np.int64)
-    known_inside = np.empty(4096, np.bool_)  # the polygon covers the parent, so this grid too
+    best_first = budget >= 0
+    size = 2 * budget + 1 if best_first else 4096  # best first: the root and two children per grid opened
+    stack = np.empty(size, np.int64)  # grids waiting (best first: the heap's entries)
+    known_inside = np.empty(size, np.bool_)  # the polygon covers the parent, so this grid too
+    # Best first: heap[:top] holds entries of stack, by weight; at first entry 0, the root.
+    heap, weight = np.zeros(size if best_first else 0, np.int64), np.zeros(size if best_first else 0, np.int64)
     stack[0], known_inside[0] = tree.root, not polygon
-    top, nr, ns = 1, 0, 0
+    top, entries, opened, nr, ns = 1, 1, 0, 0, 0
     while top > 0:
-        top -= 1
-        i, state_known = stack[top], known_inside[top]
+        if best_first:
+            e, top = _heap_pop(heap, top, weight)
+        else:
+            top -= 1
+            e = top
+        i, state_known = stack[e], known_inside[e]
         touches = True
         inside = True
         for d in range(ndim):
@@ -148,7 +169,6 @@ def _walk(tree, query, out):
             if state == 0:
                 region_leaves[2] += leaves_below[i]
                 continue
-        leaf = left[i] < 0
         if inside and state == 2:
             b0, b1 = 0, 0
             if query.t_axis >= 0:
@@ -160,10 +180,10 @@ def _walk(tree, query, out):
                 region_leaves[0] += leaves_below[i]
                 tally[0] += leaves_below[i]
                 continue
-        if leaf:
+        if left[i] < 0 or opened == budget:
             kind = SPANNING if (inside and state == 2) else (EDGE if state == 1 else CUT)
-            tally[1 + kind] += 1
-            region_leaves[0 if state == 2 else 1] += 1
+            tally[1 + kind] += leaves_below[i]
+            region_leaves[0 if state == 2 else 1] += leaves_below[i]
             if tree.count[i] == 0:
                 continue
             scan[ns] = i
@@ -171,6 +191,18 @@ def _walk(tree, query, out):
             for d in range(ndim):
                 out.tested[ns, d] = tree.split_lo[i, d] < qlo[d] or tree.split_hi[i, d] > qhi[d]
             ns += 1
+            continue
+        opened += 1
+        if best_first:
+            for child in (left[i], right[i]):
+                stack[entries], known_inside[entries] = child, state == 2
+                weight[entries] = tree.count[child]
+                if query.t_axis >= 0:  # the buckets its rows may fall in
+                    t = query.t_axis
+                    span = (min(hi[child, t], qhi[t]) - max(lo[child, t], qlo[t])) // query.step + 1
+                    weight[entries] *= max(span, 1)
+                top = _heap_push(heap, top, weight, entries)
+                entries += 1
             continue
         if top + 2 > stack.shape[0]:
             grown = np.empty(2 * stack.shape[0], np.int64)
@@ -183,6 +215,40 @@ def _walk(tree, query, out):
         known_inside[top] = known_inside[top + 1] = state == 2
         top += 2
     return nr, ns
+
+
+@numba.njit(cache=True, nogil=True, inline="always")  # called per grid
+def _heap_push(heap, n, key, e):
+    """Add entry e to the max-heap heap[:n] ordered by key[entry]; returns its new size."""
+    heap[n] = e
+    c = n
+    while c > 0:
+        p = (c - 1) // 2
+        if key[heap[p]] >= key[heap[c]]:
+            break
+        heap[p], heap[c] = heap[c], heap[p]
+        c = p
+    return n + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")  # called per grid
+def _heap_pop(heap, n, key):
+    """(the entry of greatest key, the new size) of the max-heap heap[:n]."""
+    top = heap[0]
+    n -= 1
+    heap[0] = heap[n]
+    c = 0
+    while True:
+        m = 2 * c + 1
+        if m >= n:
+            break
+        if m + 1 < n and key[heap[m + 1]] > key[heap[m]]:
+            m += 1
+        if key[heap[c]] >= key[heap[m]]:
+            break
+        heap[c], heap[m] = heap[m], heap[c]
+        c = m
+    return top, n
 
 
 @dataclass
@@ -253,9 +319,8 @@ class Planner:
         else:
             buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
-        cols, ncols = series.query.columns, len(ds.columns)
         self._finish(plan, trips, started)
-        result = SeriesResult(series, windows.aggregates(cols, ncols), plan)
+        result = SeriesResult(series, windows, plan)
         if deadline is not None:  # the rollup's answer is exact at once
             result.progress = Progress.exact()
         return result
@@ -267,26 +332,37 @@ class Planner:
         the tree's answer only, no store call). With `every` (seconds), also the tree's
         answer at once (exact where it can be, bounds elsewhere) and one whenever parts of
         the scan have finished `every` seconds after the one before; else the last alone.
+        (That first answer comes from the walk within FRONTIER_GRIDS, as deadline 0's.)
         The leaves to read go to the store in parts, those with the most rows first
         (min/max-only queries: the most promising first), at most settings.scan_threads
-        at once; at the deadline the parts not finished are stopped."""
+        at once; at the deadline the parts not finished are stopped. A store that stops
+        at a deadline itself and names what it left unread (HBase) gets them as one scan
+        (cut as without a deadline) to stop STOP_MARGIN of the time earlier: what it read
+        by then narrows the answer."""
         started = time.perf_counter()
+        shown = None  # when the last answer was given (None: not yet)
+        if every is not None and deadline > 0 and FRONTIER_GRIDS is not None:
+            # The tree's answer at once from the walk within the budget, before the walk to
+            # every cut leaf (milliseconds at 10M rows): its bounds hold those of the cut
+            # leaves, so the answers that follow only narrow them.
+            yield from self.progress(ds, spec, series, limits, explain, 0)
+            shown = time.monotonic()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        walked = self._walked(ds, spec, series, limits, plan, explain)
+        alone = deadline <= 0  # nothing is read: the walk may stop above the cut leaves
+        walked = self._walked(ds, spec, series, limits, plan, explain, FRONTIER_GRIDS if alone else None)
         engine = self.engine
         order, skip = np.arange(len(walked.scan)), None
         if walked.skips(spec, series):
             skip, order = _skip(spec, walked.cols, walked.tree.aggs, walked.scan, walked.out)
             walked.passed_over = len(walked.scan) - len(order)
-        else:
+        elif not alone:
             self._check_rows(walked, limits)
             order = np.argsort(-walked.tree.aggs.count[walked.scan], kind="stable")
         unread = np.zeros(len(walked.scan), np.bool_)
         unread[order] = True
-        chunks = parts.chunks(walked.tree.aggs.count[walked.scan][order], CHUNK_ROWS)
         plan.scanned_grids_after = 0
         rows_total = int(walked.tree.aggs.count[walked.scan[order]].sum())
-        rows_read, shown = 0, None  # when the last answer was given (None: not yet)
+        rows_read = 0
 
         def state() -> QueryResult | SeriesResult:
             nonlocal shown
@@ -294,22 +370,31 @@ class Planner:
             self._finish(plan, trips, started)
             return self._bounded(ds, spec, series, walked, unread, rows_read, rows_total, plan)
 
-        if every is not None or deadline <= 0 or not unread.any():
+        if (every is not None and shown is None) or alone or not unread.any():
             yield state()
-        if deadline <= 0 or not unread.any():
+        if alone or not unread.any():
             return
+        rows = walked.tree.aggs.count[walked.scan][order]
+        # A store that stops at the deadline and names what it left (HBase) gets one scan,
+        # cut into parts as without a deadline; the others small parts, a few at once.
+        whole = engine.store.names_unread
+        chunks = [(0, len(order))] if whole else parts.chunks(rows, CHUNK_ROWS)
         requests = []
         for c0, c1 in chunks:
             pos = order[c0:c1]
             part_skip = None if skip is None else Skip(skip.specs, skip.bounds[c0:c1], skip.best)
             requests.append(self._request(ds, spec, series, walked, pos, part_skip))
-        until = time.monotonic() + deadline - (time.perf_counter() - started)
+        left = deadline - (time.perf_counter() - started)
+        until = time.monotonic() + left
         changed = False
         for i, answer in parts.read_until(lambda r: engine.store.scan(ds, r), requests, until,
-                                          engine.store.scan_threads):
+                                          engine.store.scan_threads, STOP_MARGIN * left if whole else 0.0):
             pos = order[chunks[i][0]:chunks[i][1]]
             self._merge(walked, answer, plan)
             unread[pos] = False
+            if answer.stopped:  # the grids it names stay unread; every other was read whole
+                unread[pos[answer.unread]] = True
+                pos = pos[~unread[pos]]
             rows_read += int(walked.tree.aggs.count[walked.scan[pos]].sum())
             changed = True
             if every is not None and unread.any() and time.monotonic() - shown >= every:
@@ -345,9 +430,11 @@ class Planner:
         return walked.out, not (answer.grids_skipped or walked.passed_over)
 
     def _walked(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits, plan: QueryPlan,
-                explain: bool) -> "_Walked":
+                explain: bool, budget: int | None = None) -> "_Walked":
         """The walk of one query: the grids it reuses added up (per bucket), the leaves
-        left to read, and the plan's counts so far."""
+        left to read, and the plan's counts so far. With a budget (grids to open), the
+        walk for the tree's answer alone (see _walk): what is left to read may be cut
+        grids above the leaves, each bounded whole."""
         cols = spec.columns
         nbuckets = series.buckets if series is not None else 1
         tree = self.engine.trees.tree(ds)
@@ -360,7 +447,7 @@ class Planner:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
             return walked
-        reused, rbucket, scan, kind, tested, region_leaves, tally = self._walk(tree, ds, spec, series, region)
+        reused, rbucket, scan, kind, tested, region_leaves, tally = self._walk(tree, ds, spec, series, region, budget)
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
@@ -441,19 +528,19 @@ class Planner:
         plan.bounds = {"exact_grids": plan.reused_grids_after + int((~unread).sum()), "bounded_grids": len(leaves),
                        "rows_read": rows_read, "rows_bounded": rows_total - rows_read}
         progress = Progress(found, rows_read / rows_total if rows_total else 1.0)
-        cols, ncols = spec.columns, len(ds.columns)
         if series is None:
-            total = windows.aggregate(0, cols, ncols)
+            total = windows.aggregate(0, spec.columns, len(ds.columns))
             exact = found is None and not walked.passed_over
             result = QueryResult(spec, spec.values(total), total.count if exact or not spec.minmax_only else None,
                                  copy.copy(plan))
         else:
-            result = SeriesResult(series, windows.aggregates(cols, ncols), copy.copy(plan))
+            # A copy: the scan's later parts add into the buckets (the windows, for w = 1).
+            result = SeriesResult(series, windows.copy(), copy.copy(plan))
         result.progress = progress
         return result
 
     def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
-              region: Region | None):
+              region: Region | None, budget: int | None):
         n = tree.n
         out = WalkResult(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
                          np.empty((n, len(spec.box)), np.bool_), np.zeros(3, np.int64), np.zeros(4, np.int64))
@@ -463,7 +550,7 @@ class Planner:
             region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
             ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1)
-        nr, ns = _walk(tree.walk, query, out)
+        nr, ns = _walk(tree.walk, query, out, -1 if budget is None else budget)
         return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
                 out.region_leaves, out.tally)
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .aggregate import PartialAggregate
+from .aggregate import AggArrays, PartialAggregate
 from .errors import InvalidInput, WorkLimitExceeded
 from .grid import Box
 from .regions import Region
@@ -59,6 +59,24 @@ class Aggregate:
         if self.func == "max":
             return agg.maxs[self.col]
         return Fraction(agg.sums[self.col], agg.present[self.col])
+
+    def values(self, aggs: AggArrays, columns: list[int]) -> list:
+        """value() of every row of `aggs` (AggArrays over `columns`), a column at a time:
+        a series has thousands of rows, and a PartialAggregate per row costs a
+        microsecond."""
+        if self.col is None:
+            return aggs.count.tolist()
+        j = columns.index(self.col)
+        present = aggs.present[:, j].tolist()
+        if self.func == "count":
+            return present
+        if self.func in ("min", "max"):
+            ends = (aggs.mins if self.func == "min" else aggs.maxs)[:, j].tolist()
+            return [v if n else None for v, n in zip(ends, present)]
+        sums = [(h << 32) + low for h, low in zip(aggs.hi[:, j].tolist(), aggs.lo[:, j].tolist())]
+        if self.func == "sum":
+            return sums
+        return [Fraction(v, n) if n else None for v, n in zip(sums, present)]
 
     def decode(self, ds: Dataset, value):
         """A stored-integer answer in user units; a sum of timestamps beyond the calendar
@@ -315,12 +333,22 @@ class QueryResult:
 
 @dataclass
 class SeriesResult:
-    """windows[i]: the aggregate of point i's window."""
+    """windows: the aggregate of each point's window, a row per point over the columns
+    spec.query.columns."""
 
     spec: SeriesSpec
-    windows: list[PartialAggregate]
+    windows: AggArrays
     plan: QueryPlan
     progress: Progress | None = None  # as QueryResult's; bounds per point
+
+    def values(self) -> list[dict]:
+        """Each point's stored-integer answers, label -> value (as QuerySpec.values)."""
+        q = self.spec.query
+        out: list[dict] = [{} for _ in range(len(self.windows))]
+        for a in q.aggregates:
+            for point, v in zip(out, a.values(self.windows, q.columns)):
+                point[a.label] = v
+        return out
 
     def to_json(self, ds: Dataset) -> dict:
         """The HTTP API's answer: {"step", "window", "points", "plan"}, and with a
@@ -330,8 +358,9 @@ class SeriesResult:
         tcol = ds.dimensions[ds.time_axis]
         steps = np.arange(len(self.windows), dtype=np.int64) * s.step
         times, firsts, lasts = (tcol.decode_times(t + steps) for t in (s.start, s.base, s.start + s.step - 1))
-        points = [{"time": times[i], "window": [firsts[i], lasts[i]], "count": agg.count,
-                   "results": q.decode(ds, q.values(agg))} for i, agg in enumerate(self.windows)]
+        points = [{"time": times[i], "window": [firsts[i], lasts[i]], "count": count,
+                   "results": q.decode(ds, values)}
+                  for i, (count, values) in enumerate(zip(self.windows.count.tolist(), self.values()))]
         selected = self.plan.rows_in_reused_grids + self.plan.rows_matched_by_scans
         plan = self.plan.to_json(selected)
         plan["buckets"] = s.buckets

@@ -164,6 +164,7 @@ class _CopiedSegments:
 
     kind = "copied"
     scan_threads = 1
+    names_unread = False
 
     def __init__(self, store: EmbeddedStore):
         self.store = store

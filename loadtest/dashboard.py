@@ -80,7 +80,7 @@ def ask(engine, name: str, q: Question):
 def values_of(result) -> list[dict]:
     """Stored-integer answers: one dict per point (one for a plain query)."""
     if hasattr(result, "windows"):
-        return [result.spec.query.values(w) for w in result.windows]
+        return result.values()
     return [result.values]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import datetime
 from fractions import Fraction
 
@@ -17,7 +18,7 @@ import shapely
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 import oracle
-from gridagg import parts
+from gridagg import parts, planner
 from gridagg.aggregate import NULL
 from gridagg.schema import Dataset
 from gridagg.scan import ScanAnswer, ScanRequest
@@ -112,12 +113,29 @@ def decoded(engine, ds, label, value):
     return value
 
 
-@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres, polygon=st.one_of(st.none(), polygons))
-def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, polygon):
+# Grids the walk for the tree's answer alone may open: none (the root bounded whole), a
+# few (cut grids above the leaves bounded whole), and the default (every cut leaf here).
+budgets = st.sampled_from([0, 3, planner.FRONTIER_GRIDS])
+
+
+@contextmanager
+def frontier(budget: int):
+    """The walk for the tree's answer alone opens at most `budget` grids meanwhile."""
+    default = planner.FRONTIER_GRIDS
+    planner.FRONTIER_GRIDS = budget
+    try:
+        yield
+    finally:
+        planner.FRONTIER_GRIDS = default
+
+
+@hsettings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), budget=budgets)
+def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, polygon, budget):
     engine, ds, rows = loaded
     region = None if polygon is None else shapely.geometry.mapping(polygon)
-    result = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0)
+    with frontier(budget):
+        result = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0)
     assert result.plan.round_trips[engine.store.kind] == 0
     body = result.to_json(ds)
     chosen = selected(rows, where, polygon)
@@ -130,14 +148,46 @@ def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, po
         assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
 
 
-@hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]))
-def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width):
+@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), budget=st.sampled_from([0, 1, 3, 8]))
+def test_the_bounds_over_every_cut_leaf_lie_within_those_of_a_budget(loaded, where, polygon, budget):
+    """What lets a stream begin with the walk within a budget: the bounds over every cut
+    leaf (the walk without one) are never wider."""
+    engine, ds, rows = loaded
+    region = None if polygon is None else shapely.geometry.mapping(polygon)
+    answers = []
+    for b in (budget, None):
+        with frontier(b):
+            answers.append(engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=0).to_json(ds))
+    coarse, fine = answers
+    if coarse["exact"]:
+        assert fine["exact"] and fine["results"] == coarse["results"]
+        return
+    for label in AGGREGATES:
+        if fine["exact"]:
+            lo = hi = fine["results"][label]
+        else:
+            lo, hi = fine["bounds"][label]
+        a, b = coarse["bounds"][label]
+        if lo is None and hi is None:  # no value can be selected (or none is)
+            assert label in coarse["may_be_null"], label
+            continue
+        lo, hi, a, b = (None if v is None else decoded(engine, ds, label, v) for v in (lo, hi, a, b))
+        assert (a is None or lo is not None and a <= lo) and (b is None or hi is not None and hi <= b), \
+            (label, (a, b), (lo, hi))
+        if not fine["exact"] and label not in coarse["may_be_null"]:
+            assert label not in fine["may_be_null"], label
+
+
+@hsettings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, step=st.sampled_from([60, 600]), width=st.sampled_from([1, 3]), budget=budgets)
+def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width, budget):
     engine, ds, rows = loaded
     request = {"where": as_request(where), "aggregates": ["count", "sum:v", "min:v", "avg:v"], "step": f"{step}s",
                "window": f"{step * width}s"}
-    result = engine.series(ds.name, request["where"], request["aggregates"], request["step"], request["window"],
-                           deadline=0)
+    with frontier(budget):
+        result = engine.series(ds.name, request["where"], request["aggregates"], request["step"],
+                               request["window"], deadline=0)
     body = result.to_json(ds)
     chosen = selected(rows, where, None)
     points = oracle.series(TABLE, [], request)["points"]  # the points' windows, read from the request
@@ -156,12 +206,54 @@ def test_a_series_bounds_hold_every_points_answer(loaded, where, step, width):
             assert in_bounds(want, (lo, hi), label in point["may_be_null"]), (k, label, want, lo, hi)
 
 
-@hsettings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
-@given(where=wheres)
-def test_steps_only_narrow_and_end_exact(loaded, where):
+@contextmanager
+def stopping_after(engine, share: float):
+    """The engine's store reads as one that stops at a deadline and names what it left
+    unread (HBase's region servers) would: each scan reads the first `share` of its
+    grids and names the rest."""
+    store = engine.store
+    scan, names = store.scan, store.names_unread
+
+    def stopped(ds, request):
+        n = len(request.grids)
+        k = int(share * n)
+        answer = scan(ds, request.part(0, k))
+        answer.stopped, answer.unread = True, np.arange(k, n)
+        return answer
+
+    store.scan, store.names_unread = stopped, True
+    try:
+        yield
+    finally:
+        store.scan, store.names_unread = scan, names
+
+
+@hsettings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, polygon=st.one_of(st.none(), polygons), share=st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+def test_a_scan_stopped_naming_what_it_left_narrows_the_bounds(loaded, where, polygon, share):
     engine, ds, rows = loaded
-    want = {label: brute(selected(rows, where, None), label) for label in ("count", "sum:v", "max:v")}
-    steps = [r.to_json(ds) for r in engine.query_steps(ds.name, as_request(where), list(want))]
+    region = None if polygon is None else shapely.geometry.mapping(polygon)
+    with stopping_after(engine, share):
+        body = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=60).to_json(ds)
+    chosen = selected(rows, where, polygon)
+    assert body["exact"] or body["read_share"] < 1
+    for label in AGGREGATES:
+        want = brute(chosen, label)
+        if body["exact"]:
+            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
+            continue
+        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
+        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+
+
+@hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=wheres, budget=budgets)
+def test_steps_only_narrow_and_end_exact(loaded, where, budget):
+    """The first step comes from the walk within a budget, the others over every cut leaf."""
+    engine, ds, rows = loaded
+    want = {label: brute(selected(rows, where, None), label) for label in ("count", "sum:v", "max:v", "avg:v")}
+    with frontier(budget):
+        steps = [r.to_json(ds) for r in engine.query_steps(ds.name, as_request(where), list(want))]
     assert steps[-1]["exact"]
     assert {k: decoded(engine, ds, k, v) for k, v in steps[-1]["results"].items()} == want
     for before, after in zip(steps, steps[1:]):

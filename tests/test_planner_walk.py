@@ -69,8 +69,11 @@ def touches(b, q):
 
 
 @settings(max_examples=400, deadline=None)
-@given(trees(), boxes, st.one_of(st.none(), polygons), st.one_of(st.none(), st.integers(1, 400)))
-def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
+@given(trees(), boxes, st.one_of(st.none(), polygons), st.one_of(st.none(), st.integers(1, 400)),
+       st.one_of(st.just(-1), st.integers(0, 12)))
+def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step, budget):
+    """Depth first (budget -1), or best first opening at most `budget` grids: then a grid
+    listed to read may stand above leaves, each of them settled through it."""
     tree, leaves = tree_leaves
     if polygon is not None and (polygon.is_empty or polygon.area == 0):
         polygon = None
@@ -81,13 +84,15 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
     n = tree.n
     out = WalkResult(*(np.empty(n, np.int64) for _ in range(4)), np.empty((n, len(q)), np.bool_),
                      np.zeros(3, np.int64), np.zeros(4, np.int64))
-    rows = (np.arange(n) % 3 != 0).astype(np.int64)  # every third grid holds no rows
+    # Every third leaf holds no rows; a grid holds its leaves' rows.
+    held = {g: int(k % 3 != 0) for k, g in enumerate(sorted(leaves))}
+    rows = np.array([sum(r for g, r in held.items() if g.startswith(tree.ids[i])) for i in range(n)], np.int64)
     base = q[0][0]
     # The data bounds are the split boxes here.
     walked = WalkTree(tree.lo, tree.hi, tree.lo, tree.hi, tree.left, tree.right, tree.leaves_below, rows, tree.root)
     query = WalkQuery(np.array([a for a, _ in q]), np.array([b for _, b in q]), edges, 1, 2, 10.0, 10.0, EPSILON,
                       0 if step else -1, base, step or 1)
-    nr, ns = _walk(walked, query, out)
+    nr, ns = _walk(walked, query, out, budget)
     reused, rb, scan, kind, tested, _, tally = out
     assert tally[0] == tree.leaves_below[reused[:nr]].sum()
     bucket = (lambda v: (v - base) // step) if step else (lambda v: 0)
@@ -104,8 +109,8 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
                 settled[leaf] = "reused"
     for i, k, t in zip(scan[:ns].tolist(), kind[:ns].tolist(), tested[:ns].tolist()):
         g = tree.ids[i]
-        assert g in leaves and g not in settled and rows[i] > 0
-        box = tuple(map(tuple, leaves[g]))
+        assert (g in leaves or budget >= 0) and rows[i] > 0
+        box = tuple(zip(tree.lo[i], tree.hi[i]))
         assert touches(box, q)
         assert t == [not (ql <= lo and hi <= qh) for (lo, hi), (ql, qh) in zip(box, q)]
         if k == SPANNING:
@@ -116,7 +121,10 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
             assert not inside(box, q)
         else:
             assert k == EDGE and polygon is not None
-        settled[g] = "scan"
+        for leaf in leaves:
+            if leaf.startswith(g):
+                assert leaf not in settled
+                settled[leaf] = "scan"
     empty = 0  # leaves reached to read that hold no rows: counted, not read
     for g, box in leaves.items():
         box = tuple(map(tuple, box))
@@ -125,8 +133,8 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step):
             empty += 1
         elif wanted:
             assert g in settled, g
-        elif g in settled:  # conservative: on the polygon's edge by the compiled test
-            assert settled[g] == "scan" and polygon is not None
-    # Conservative leaves are reached too, empty or not: only a polygon makes them.
+        elif g in settled:  # conservative: on the polygon's edge by the compiled test, or under a cut grid
+            assert settled[g] == "scan" and (polygon is not None or budget >= 0)
+    # Conservative leaves are reached too, empty or not: only a polygon (or a budget) makes them.
     reached = int(tally[1:].sum())
-    assert reached >= ns + empty and (polygon is not None or reached == ns + empty)
+    assert reached >= ns + empty and (polygon is not None or budget >= 0 or reached == ns + empty)

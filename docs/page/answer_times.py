@@ -13,9 +13,10 @@ turn first: the page as it is (answers as they improve, NDJSON) and the page wit
 requests' Accept header made application/json (one exact answer each). For each it
 takes the time from the change (the change event or the click) to the frame after the
 answer table or the series plot is drawn (a MutationObserver sees the page replace it,
-then the next animation frame and a task after it: the frame is painted), and to the
-first byte of the answer to /query and to /series (Resource Timing: what the server and
-the network take of it), and prints medians and 90th percentiles in ms, side by side.
+then the next animation frame and a task after it: the frame is painted), to the page
+replacing it, and to the request for the answer to /query and to /series and its first
+byte (Resource Timing: what the page, the server and the network take of it), and prints
+medians and 90th percentiles in ms, side by side.
 Both modes' requests pass through a Playwright route (it rewrites the Accept header of
 one), which adds a trip through this script to each; --improving-only times the page as
 it is alone, without the route.
@@ -130,15 +131,18 @@ REQUESTS = """(since) => performance.getEntriesByType("resource").filter((e) => 
 def times_of(marks: list[dict], requests: list, changed: float) -> dict:
     """{(view, "first" | "exact"): ms from the change to its frame} for the first drawing of
     each view (its bounds, or its exact values when they came at once) and its first
-    exact one; (view, "at once"): 1 when the first was exact; (view, "byte"): ms to the
-    first byte of its answer."""
+    exact one; (view, "at once"): 1 when the first was exact; (view, "sent"), (view,
+    "byte"): ms to the request of its answer and to its first byte; (view, "replaced"):
+    ms to the page replacing the view (the first drawing, before its frame)."""
     out = {}
     for view, _, path in VIEWS:
         drawn = [m for m in marks if m["id"] == view]
         out[view, "first"] = drawn[0]["painted"] - changed
+        out[view, "replaced"] = drawn[0]["at"] - changed
         out[view, "at once"] = int(drawn[0]["exact"] == "true")
         out[view, "exact"] = next(m["painted"] for m in drawn if m["exact"] == "true") - changed
-        out[view, "byte"] = next(r[2] for r in requests if r[0] == path) - changed
+        sent, byte = next(r[1:] for r in requests if r[0] == path)
+        out[view, "sent"], out[view, "byte"] = sent - changed, byte - changed
     return out
 
 
@@ -198,7 +202,8 @@ def main() -> None:
         for view, name, _ in VIEWS:
             med = lambda runs, key: statistics.median(r[view, key] for r in runs)  # noqa: E731
             both = lambda runs, key: f"{med(runs, key):5.0f} / {p90([r[view, key] for r in runs]):5.0f}"  # noqa: E731
-            line = (f"    {name}: as it improves: first byte {both(improving, 'byte')}, first drawn "
+            line = (f"    {name}: as it improves: sent {both(improving, 'sent')}, first byte "
+                    f"{both(improving, 'byte')}, replaced {both(improving, 'replaced')}, first drawn "
                     f"{both(improving, 'first')} ({sum(r[view, 'at once'] for r in improving)} of {len(improving)} "
                     f"exact at once), exact {both(improving, 'exact')}")
             if not args.improving_only:

@@ -73,6 +73,9 @@ class CellStore(ABC):
     board = None
     # Parts of one query's scan read at once (settings.scan_threads).
     scan_threads = 1
+    # Whether a scan stopped at its deadline names the grids it left unread (its answer
+    # counts every other grid whole: gridagg.scan), so one scan may run to the deadline.
+    names_unread = False
 
     def __init__(self):
         self.round_trips = TripCounter()

@@ -76,6 +76,7 @@ class HBaseStore(CellStore):
         super().__init__()
         self.settings = settings
         self.scan_threads = settings.scan_threads
+        self.names_unread = True  # the region servers stop at a deadline and name what they left
         self.pool = Gateway(settings, pool_size)
         # A pool of its own: a call holding a connection of `pool` may wait for these,
         # never the other way round.
