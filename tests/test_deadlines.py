@@ -113,6 +113,18 @@ def decoded(engine, ds, label, value):
     return value
 
 
+def holds_brute_force(engine, ds, body: dict, chosen: np.ndarray) -> None:
+    """An answer (the API's JSON) is brute force over the chosen rows where it says it is
+    exact, and its bounds hold brute force where it is not."""
+    for label in AGGREGATES:
+        want = brute(chosen, label)
+        if body["exact"]:
+            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
+            continue
+        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
+        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+
+
 # Grids the walk for the tree's answer alone may open: none (the root bounded whole), a
 # few (cut grids above the leaves bounded whole), and the default (every cut leaf here).
 budgets = st.sampled_from([0, 3, planner.FRONTIER_GRIDS])
@@ -139,13 +151,7 @@ def test_the_trees_bounds_hold_the_answer_without_a_store_call(loaded, where, po
     assert result.plan.round_trips[engine.store.kind] == 0
     body = result.to_json(ds)
     chosen = selected(rows, where, polygon)
-    for label in AGGREGATES:
-        want = brute(chosen, label)
-        if body["exact"]:
-            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
-            continue
-        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
-        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+    holds_brute_force(engine, ds, body, chosen)
 
 
 @hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -237,13 +243,7 @@ def test_a_scan_stopped_naming_what_it_left_narrows_the_bounds(loaded, where, po
         body = engine.query(ds.name, as_request(where), AGGREGATES, region, deadline=60).to_json(ds)
     chosen = selected(rows, where, polygon)
     assert body["exact"] or body["read_share"] < 1
-    for label in AGGREGATES:
-        want = brute(chosen, label)
-        if body["exact"]:
-            assert decoded(engine, ds, label, body["results"][label]) == want or want is None
-            continue
-        lo, hi = (None if v is None else decoded(engine, ds, label, v) for v in body["bounds"][label])
-        assert in_bounds(want, (lo, hi), label in body["may_be_null"]), (label, want, lo, hi)
+    holds_brute_force(engine, ds, body, chosen)
 
 
 @hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
