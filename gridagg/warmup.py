@@ -25,10 +25,12 @@ dataset would otherwise wait for.
 
 from __future__ import annotations
 
+import pickle
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -94,6 +96,8 @@ def warm() -> Warmed:
     the dataset lives in a temporary embedded store, gone on return."""
     started = time.perf_counter()
     before = _cache_counts()
+    if before[2]:
+        drop_unreadable_cache(Path(before[2]))
     with tempfile.TemporaryDirectory(prefix="gridagg-warmup-") as path:
         store = EmbeddedStore(path)
         try:
@@ -102,6 +106,26 @@ def warm() -> Warmed:
             store.close()
     after = _cache_counts()
     return Warmed(time.perf_counter() - started, after[0] - before[0], after[1] - before[1], after[2])
+
+
+def drop_unreadable_cache(cache: Path) -> list[Path]:
+    """Remove the entries of numba's cache directory whose index no longer unpickles (it
+    names a class that moved since, after an upgrade in place); returns the indexes
+    removed. numba names an index by function and line and unpickles it before it checks
+    the source's stamp, so a stale one made every query of its function fail ("Can't
+    get attribute 'WalkTree' on gridagg.planner") instead of compiling again."""
+    dropped = []
+    for index in sorted(cache.glob("*.nbi")):
+        try:
+            with open(index, "rb") as f:
+                pickle.load(f)  # numba's version, then the pickled (stamp, overloads)
+                pickle.loads(f.read())
+        except Exception:  # noqa: BLE001 - whatever makes it unreadable, numba's load would fail the same way
+            for data in cache.glob(index.name.removesuffix(".nbi") + ".*.nbc"):
+                data.unlink(missing_ok=True)
+            index.unlink(missing_ok=True)
+            dropped.append(index)
+    return dropped
 
 
 def load_trees(engine) -> int:

@@ -168,3 +168,19 @@ def test_a_worker_is_warm_only_when_every_worker_of_its_server_is(tmp_path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / f"{MARKER}{int(gone.stdout)}-x").touch()
     assert Warming(None, tmp_path).done
+
+
+def test_unreadable_cache_indexes_are_dropped_and_readable_ones_kept(tmp_path):
+    """An index naming a class that moved (after an upgrade in place) goes with its data,
+    so numba compiles again instead of failing every call; a readable one stays."""
+    import pickle
+
+    from gridagg.warmup import drop_unreadable_cache
+
+    good, bad = tmp_path / "kernels.f-10.py311.nbi", tmp_path / "planner._walk-126.py311.nbi"
+    good.write_bytes(pickle.dumps("0.61") + pickle.dumps((1.0, {})))
+    bad.write_bytes(pickle.dumps("0.61") + b"cgridagg.planner\nNoSuchClass\n.")
+    for index in (good, bad):
+        index.with_name(index.name.replace(".nbi", ".1.nbc")).write_bytes(b"code")
+    assert drop_unreadable_cache(tmp_path) == [bad]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kernels.f-10.py311.1.nbc", "kernels.f-10.py311.nbi"]
