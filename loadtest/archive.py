@@ -31,9 +31,11 @@ def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations
     return path
 
 
-def encode_archive(spark, files: list[str], workdir: Path, cfg) -> Path:
+def encode_archive(spark, files: list[str], workdir: Path, cfg, ordered: bool = True) -> Path:
     """The archive's `files` encoded for the data space of ingest config `cfg`, as the
-    Parquet directory workdir/encoded (see build_archive)."""
+    Parquet directory workdir/encoded (see build_archive); in time order unless not
+    `ordered` (for peers that sort what they load themselves: a sort of 100M rows here
+    took minutes)."""
     from pyspark.sql import functions as F
 
     from gridagg_ingest.encode import encode
@@ -50,8 +52,9 @@ def encode_archive(spark, files: list[str], workdir: Path, cfg) -> Path:
     if bad:
         raise RuntimeError(f"the archive has rows the data space refuses, e.g. {bad}")
     path = workdir / "encoded"
-    # In time order across its files: the peers read it a slice at a time (encoded_batches).
-    rows.select("_eid", *cols).orderBy("c0").write.mode("overwrite").parquet(str(path))
+    # Ordered, in time order across its files: the peers read it a slice at a time (encoded_batches).
+    rows = rows.select("_eid", *cols)
+    (rows.orderBy("c0") if ordered else rows).write.mode("overwrite").parquet(str(path))
     shutil.rmtree(staged)
     return path
 
@@ -64,10 +67,11 @@ def encoded_count(path: Path) -> int:
 
 
 def encoded_batches(path: Path, size: int):
-    """(element IDs, encoded rows) of an encoded Parquet directory in time order (as an
-    archive arrives, and the peers' best case: PostgreSQL's heap in time order), `size`
-    rows at a time, read as they are asked for: memory holds one slice, whatever the
-    archive's size (a 100M-row archive as Python lists and arrays took over 10 GB)."""
+    """(element IDs, encoded rows) of an encoded Parquet directory in its files' order
+    (time order when encode_archive wrote it ordered: as an archive arrives, and the
+    peers' best case, PostgreSQL's heap in time order), `size` rows at a time, read as
+    they are asked for: memory holds one slice, whatever the archive's size (a 100M-row
+    archive as Python lists and arrays took over 10 GB)."""
     import pyarrow.parquet as pq
 
     for f in _parts(path):
