@@ -12,7 +12,11 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    illuminance): in process, p50 of --repeat runs after a warm-up, each peer at each of
    its thread settings, and every answer checked against every peer's, exactly;
 3. asks gridagg the same over HTTP (p50 of 5 requests to `gridagg serve`'s server);
-4. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
+4. with --clients, serves gridagg (each store) and every in-process peer as `gridagg
+   bench` does (runs.Bench: the same shapes offered to all, each at its fastest shape
+   and knobs, prewarmed, warmed up, its answers to check queries compared) and drives
+   the paper's min and sum queries at each client count;
+5. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
    OUT: each question's p50 against rows, per system, log-log.
 
     python -m gridagg_loadtest.scale --archive /data/net-100m --config net100.toml \\
@@ -34,13 +38,18 @@ from gridagg.config import Settings
 
 from . import dashboard, workload
 from .archive import encode_archive, encoded_batches, encoded_count
+from .bench import SHAPES, shape
 from .log import log
 from .peers import IN_PROCESS, clickhouse, duck, open_peer
+from .peers.registry import PeerRegistry
 from .report import machine
+from .runs import Bench, disagreements
 from .servers import Server, Shape
 from .systems import System, engine_of
 
 PAPER_BOXES = 5  # boxes of the paper's workload, each asked for sum and for min
+CHECK_QUERIES = 5  # boxes whose served answers (min and sum) every system must agree on
+SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms")
 # The served datasets' GRIDAGG_MAX_GRIDS and GRIDAGG_MAX_SCAN_ROWS: the defaults (16,000
 # and 50M) refuse the dashboard's questions over all years at 100M rows (20,195 leaves;
 # the polygon over most stations would scan 81M rows).
@@ -132,6 +141,8 @@ def run(settings: Settings, args) -> dict:
             result["systems"][store] = [
                 {"question": m["question"], "agree": m["agree"], "gridagg_ms": m["gridagg_ms"], "http_ms": http[m["question"]],
                  "peers": m["peers"], "rows_scanned": m["plan"].rows_in_scanned_grids} for m in measured]
+        if args.clients:
+            result["served"], result["disagreements"] = served_runs(settings, args, ds, datasets, result["loads"])
     finally:
         for peer, _ in peers.values():
             if not args.keep:
@@ -143,6 +154,55 @@ def run(settings: Settings, args) -> dict:
     (out / f"scale-{rows}.json").write_text(json.dumps(result, indent=1))
     write_report(out)
     return result
+
+
+def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: list[dict]) -> tuple[list[dict], list[str]]:
+    """Step 4: gridagg's datasets (store -> name) and the loaded peers (`loads`, each
+    registered for the bench's app as dataset ds) served and driven at args.clients
+    (runs.Bench.measure). Returns the runs and the check queries the systems disagree on."""
+    served = settings.with_(max_grids=SERVED_MAX_GRIDS, max_scan_rows=SERVED_MAX_SCAN_ROWS)
+    systems = [System(f"gridagg-{store}", name, "gridagg", store) for store, name in datasets.items()]
+    reg = PeerRegistry(settings.effective_pg_url)
+    try:
+        for p in loads:
+            reg.register(p["kind"], ds, p["rows"], p["seconds"])
+            systems.append(System(p["system"], ds.name, p["kind"], rows=p["rows"], load_seconds=p["seconds"]))
+        knobs = argparse.Namespace(clients=args.clients, aggs=["min", "sum"], requests=args.requests,
+                                   seconds=args.seconds, seed=args.seed, warmup_runs=args.warmup_runs,
+                                   warmup_seconds=min(5, args.seconds), tune_seconds=min(5, args.seconds))
+        bench = Bench(served, knobs, Path(args.out).resolve())
+        check = workload.paper_queries(CHECK_QUERIES, args.seed + 7)
+        runs = [r for s in systems for r in bench.measure(s, args.shapes, check)]
+        for s in systems:
+            log(f"{s.label} served at {s.stats.get('setting')}")
+        return [{k: r[k] for k in SERVED_FIELDS} for r in runs], disagreements(systems)
+    finally:
+        for p in loads:
+            reg.unregister(p["kind"], ds.name)
+        reg.close()
+
+
+def served_table(r: dict) -> list[str]:
+    """scale.md's lines for a run's served throughput: q/s (p50 ms) of every system at
+    each aggregate and client count, and gridagg's ratio to each peer."""
+    runs = r.get("served")
+    if not runs:
+        return []
+    systems = list(dict.fromkeys(x["system"] for x in runs))
+    peers = [s for s in systems if not s.startswith("gridagg")]
+    rate = {(x["system"], x["agg"], x["clients"]): x for x in runs}
+    lines = ["", "Served (queries/s, p50 ms in parentheses; every answer inside a run's window counted):", "",
+             "| aggregate | clients | " + " | ".join(systems) + " | " +
+             " | ".join(f"{g} / {p}" for g in systems if g.startswith("gridagg") for p in peers) + " |",
+             "|---" * (2 + len(systems) + (len(systems) - len(peers)) * len(peers)) + "|"]
+    for agg, clients in dict.fromkeys((x["agg"], x["clients"]) for x in runs):
+        cells = [f"{rate[s, agg, clients]['rps']:.1f} ({rate[s, agg, clients]['p50_ms']:.0f})" for s in systems]
+        ratios = [f"{rate[g, agg, clients]['rps'] / rate[p, agg, clients]['rps']:.1f}x"
+                  for g in systems if g.startswith("gridagg") for p in peers]
+        lines.append(f"| {agg} | {clients} | " + " | ".join(cells + ratios) + " |")
+    if r.get("disagreements"):
+        lines += ["", f"DISAGREEMENTS: {r['disagreements']}"]
+    return lines
 
 
 def write_report(out: Path) -> None:
@@ -166,6 +226,7 @@ def write_report(out: Path) -> None:
                 ms = m["peers"][best] if best else float("nan")
                 lines.append(f"| {m['question']} | {m['gridagg_ms']:.2f} ({m['http_ms']:.1f}) | {best} | {ms:.2f} | "
                              f"{ms / m['gridagg_ms']:.1f} | {'equal' if m['agree'] else 'DIFFER'} |")
+        lines += served_table(r)
         lines.append("")
     (out / "scale.md").write_text("\n".join(lines))
     plot(out, runs)
@@ -215,6 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", nargs="*", default=list(IN_PROCESS), choices=list(IN_PROCESS))
     p.add_argument("--repeat", type=int, default=5, help="runs per p50 in process (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
+    p.add_argument("--clients", type=int, nargs="*", default=[],
+                   help="serve every system and drive the paper's min and sum at these client counts "
+                        "(default: none, no served runs)")
+    p.add_argument("--shapes", nargs="+", type=shape, default=SHAPES, metavar="WxT",
+                   help=f"server shapes (workers x threads) offered to every served system "
+                        f"(default {' '.join(map(str, SHAPES))})")
+    p.add_argument("--requests", type=int, default=5000, help="most answers counted per served run (default 5000)")
+    p.add_argument("--seconds", type=float, default=15, help="most seconds per served run (default 15)")
+    p.add_argument("--warmup-runs", type=int, default=40, help="most warm-up runs per served system and aggregate")
     p.add_argument("--out", default="docs/bench/scale", help="where the JSON, report and plot go")
     p.add_argument("--keep", action="store_true", help="keep the peers' copies (default: dropped once measured)")
     args = p.parse_args(argv)

@@ -13,13 +13,17 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from gridagg_loadtest import archive, bench, cpu, driver, report, runs, systems, tuning, workload
+from gridagg_loadtest import archive, bench, cpu, driver, report, runs, scale, systems, tuning, workload
 from gridagg_loadtest.cli import register
 from gridagg_loadtest.peers import KINDS
 from gridagg_loadtest.servers import Shape
+
+ROOT = Path(__file__).resolve().parents[1]
+WEATHER = ROOT.parent / "shared" / "data" / "weather"
 
 
 def test_bench_cli_parses_and_defaults_follow_the_paper():
@@ -139,6 +143,39 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
     for peer in ("DuckDB, 1 thread", "DuckDB, 2 threads", "ClickHouse (chDB), 1 thread", "ClickHouse (chDB), 2 threads"):
         assert f"| {peer} (ms) |" in text
     assert text.count("| equal |") == 8 and "gridagg / best peer" in text
+
+
+def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name):
+    """`python -m gridagg_loadtest.scale` on a small generated archive loaded by `gridagg
+    ingest`: every question answered alike by gridagg and DuckDB, and with --clients the
+    paper's boxes served and driven for each, min and sum, without a failure."""
+    from gridagg.engine import GridEngine
+    from gridagg_ingest.generate import generate
+
+    generate([str(WEATHER)], 20000, str(tmp_path / "archive"), "parquet", seed=2, stations=10)
+    example = (ROOT / "ingest" / "examples" / "weather_generated.toml").read_text()
+    config = tmp_path / "net.toml"
+    config.write_text(example.replace('name = "weather_gen"', f'name = "{unique_name}"')
+                      .replace("n_size = 1000", "n_size = 200").replace('format = "csv"', 'format = "parquet"'))
+    loaded = subprocess.run([sys.executable, "-m", "gridagg.cli", "ingest", str(config), str(tmp_path / "archive")],
+                            capture_output=True, text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    out = tmp_path / "scale"
+    try:
+        scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
+                    f"embedded={unique_name}", "--peers", "duckdb", "--repeat", "1", "--clients", "2",
+                    "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
+    finally:
+        with GridEngine.open(settings) as engine:
+            engine.drop_dataset(unique_name)
+    result = json.loads((out / "scale-20000.json").read_text())
+    assert all(m["agree"] for m in result["systems"]["embedded"])
+    assert result["disagreements"] == []
+    served = {(r["system"], r["agg"]) for r in result["served"]}
+    assert served == {(s, a) for s in ("gridagg-embedded", "DuckDB") for a in ("min", "sum")}
+    assert all(r["failures"] == 0 and r["requests"] > 0 for r in result["served"]), result["served"]
+    text = (out / "scale.md").read_text()
+    assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
