@@ -127,6 +127,7 @@ class GridEngine:
         self._datasets.pop(name, None)
         self.trees.forget(name)
         self.planner.rollups.forget(name)
+        self.planner.sample.forget(name)
 
     def dataset(self, name: str) -> Dataset:
         """The definition of a dataset (cached: definitions never change)."""

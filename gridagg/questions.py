@@ -69,6 +69,10 @@ class QuestionSample:
         """Datasets with questions offered since their last take."""
         return [n for n, r in list(self._by_name.items()) if r.seen]
 
+    def forget(self, name: str) -> None:
+        """Drop what was sampled of dataset `name` (dropped)."""
+        self._by_name.pop(name, None)
+
     def take(self, name: str) -> list[Question]:
         """The sample of dataset `name` (a list of Questions); sampling starts anew."""
         r = self._by_name.pop(name, None)
