@@ -12,22 +12,33 @@ never wait for it: it takes no lock they take, and the writer lock only a batch 
 changes at a time (gridagg.adapt.CHANGES_PER_WRITE), waiting at most WRITER_WAIT for it
 (a round that cannot have it tries again next time). A round that fails is logged and
 the next one runs as usual.
+
+Each sample a round takes is also kept in the data dir (SAMPLES/<store>/<dataset>.json,
+the last one per dataset, of any dataset), for `gridagg tune NAME` in another process.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
+from pathlib import Path
+
+import numpy as np
 
 from . import costmodel
 from .adapt import Adapted, adapt
 from .errors import UnknownDataset
+from .planner import WalkQuery
+from .questions import Question
 
 log = logging.getLogger("gridagg.online")
 
 # Fewer questions since the last round say too little about what is asked: the sample
 # keeps growing until the next round.
 MIN_QUESTIONS = 32
+SAMPLES = "questions"  # the folder of the data dir the samples are kept in
 # Seconds a round waits for a dataset's writer lock (held by an insert or a bulk load).
 WRITER_WAIT = 5.0
 
@@ -70,6 +81,7 @@ class OnlineTuner:
                 continue
             questions = sample.take(name)
             try:
+                save_sample(self.data_dir, self.engine.store.kind, name, questions)
                 if self.engine.dataset(name).grid.chosen is None:
                     continue  # its definition gave its n_size: its leaves stay as asked
                 done = adapt(self.engine, name, model, questions, wait=WRITER_WAIT)
@@ -92,3 +104,33 @@ def start(engine, settings) -> OnlineTuner | None:
     if not settings.tune_every:
         return None
     return OnlineTuner(engine, settings.data_dir, settings.tune_every).start()
+
+
+def sample_path(data_dir, store: str, name: str) -> Path:
+    return Path(data_dir) / SAMPLES / store / f"{name}.json"
+
+
+def save_sample(data_dir, store: str, name: str, questions: list[Question]) -> Path:
+    """Keep `questions`, a sample of dataset `name` on `store`, in the data dir (written
+    whole, then renamed)."""
+    p = sample_path(data_dir, store, name)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"query": {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in q.query._asdict().items()},
+             "cut": q.cut, "rows": q.rows} for q in questions]
+    tmp = p.with_name(f".{p.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(rows))
+    os.replace(tmp, p)
+    return p
+
+
+def load_sample(data_dir, store: str, name: str) -> list[Question]:
+    """The last sample of dataset `name` on `store` a serving process kept ([] when none,
+    or unreadable)."""
+    try:
+        rows = json.loads(sample_path(data_dir, store, name).read_text())
+        arrays = {"qlo": np.int64, "qhi": np.int64, "edges": np.float64}
+        return [Question(WalkQuery(**{k: np.array(v, arrays[k]).reshape(-1, 4) if k == "edges" else
+                                      np.array(v, arrays[k]) if k in arrays else v
+                                      for k, v in r["query"].items()}), r["cut"], r["rows"]) for r in rows]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
