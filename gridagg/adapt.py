@@ -16,9 +16,11 @@ before and after:
   at once): every question paid what it paid at the grids below G; after, what it
   would pay at G as one leaf. Of the merges worth making, those saving most in all are
   chosen (a grid's own merge, or the best of its children's, from the leaves up).
-A change is made when it saves more than MARGIN of what its questions paid before, so
-that noise in the sample does not swing the tree back and forth. Only the questions
-cut decide: a part of the tree no question reads is left as it is.
+A change is made when it saves more than MARGIN of what its questions paid before and
+more than WORTH of what the whole sample costs, so that noise in the
+sample does not swing the tree back and forth, nor changes that save next to nothing
+keep it moving. Only the questions cut decide: a part of the tree no question reads is
+left as it is.
 
 Planning reads the rows of the leaves it may split without the writer lock; the changes
 are then made under it, a batch per write, each checked first against the tree as it is
@@ -40,8 +42,11 @@ from .questions import Question
 from .split import split_rows
 from .tree import TreeState
 
-# A change must save more than this share of what its questions paid before.
+# A change must save more than this share of what its questions paid before,
 MARGIN = 0.1
+# and more than this share of what the sample's questions cost in all (predicted):
+# changes worth less than that only churn.
+WORTH = 0.001
 # Changes per write: each a few store calls and a directory switch; a writer waiting for
 # the lock waits for one batch, not the whole round.
 CHANGES_PER_WRITE = 16
@@ -120,9 +125,10 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
         np.add.at(paid, reused, model.per_reused)
         for i in scan.tolist():
             readers.setdefault(i, []).append(k)
-    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired)}
+    floor = WORTH * (paid.sum() + model.per_query * len(questions))
+    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired, floor)}
     merges = []
-    for m in _plan_merges(tree, model, ds, questions, paid, retired):
+    for m in _plan_merges(tree, model, ds, questions, paid, retired, floor):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
         inside = [g for g in m.leaves if g in splits]
         if m.gain > sum(splits[g].gain for g in inside):
@@ -133,7 +139,7 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
 
 
 def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
-                 readers: dict[int, list[int]], retired: set[str]) -> list[Change]:
+                 readers: dict[int, list[int]], retired: set[str], floor: float) -> list[Change]:
     count = tree.aggs.count
     leaves = [i for i in readers if count[i] >= 2 and not any(r.startswith(tree.ids[i]) for r in retired)]
     leaves.sort(key=lambda i: -paid[i])
@@ -159,13 +165,13 @@ def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[
             after = sum(float(prices(model, questions[q].query, lo, hi, rows).sum()) for q in readers[i])
             if best is None or after < best[0]:
                 best = (after, limit, len(done.leaves))
-        if best is not None and paid[i] - best[0] > MARGIN * paid[i]:
+        if best is not None and paid[i] - best[0] > max(MARGIN * paid[i], floor):
             out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2]))
     return out
 
 
 def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], paid: np.ndarray,
-                 retired: set[str]) -> list[Change]:
+                 retired: set[str], floor: float) -> list[Change]:
     count = tree.aggs.count
     deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
     below = paid.copy()  # what the questions paid at each grid and every grid below it
@@ -179,7 +185,7 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
     for q in questions:
         after += prices(model, q.query, tree.dlo[candidates], tree.dhi[candidates], count[candidates])
     gain = np.full(tree.n, -np.inf)  # what merging grid i saves (-inf: not to be merged)
-    worth = below[candidates] - after > MARGIN * below[candidates]
+    worth = below[candidates] - after > np.maximum(MARGIN * below[candidates], floor)
     gain[candidates[worth]] = (below[candidates] - after)[worth]
     # The best set of merges below each grid: its own merge or its children's best.
     best = np.zeros(tree.n)

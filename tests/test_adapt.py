@@ -34,7 +34,7 @@ SPEC = {
 AGGS = ["count", "sum:v", "min:v", "max:v"]
 # A store on which a cut grid costs as much as 2 rows: leaves that small boxes cut are
 # worth splitting.
-CHEAP_GRIDS = CostModel("test", 0.1, 2e-6, 1e-6, 0.0)
+CHEAP_GRIDS = CostModel("test", 0.0, 2e-6, 1e-6, 0.0)
 
 
 def brute(rows: np.ndarray, box) -> list:
@@ -203,7 +203,7 @@ SPLITTER = textwrap.dedent("""
     for x, y in np.random.default_rng(7).integers(0, 950, (40, 2)).tolist():
         engine.query(sys.argv[1], {"x": [x, x + 30], "y": [y, y + 30]}, ["count"])
     faults.arm({sys.argv[4]: "kill"})
-    adapt(engine, sys.argv[1], CostModel("test", 0.1, 2e-6, 1e-6, 0.0), engine.planner.sample.take(sys.argv[1]))
+    adapt(engine, sys.argv[1], CostModel("test", 0.0, 2e-6, 1e-6, 0.0), engine.planner.sample.take(sys.argv[1]))
     print("not killed", flush=True)
 """)
 
