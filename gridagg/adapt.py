@@ -17,10 +17,10 @@ before and after:
   would pay at G as one leaf. Of the merges worth making, those saving most in all are
   chosen (a grid's own merge, or the best of its children's, from the leaves up).
 A change is made when it saves more than MARGIN of what its questions paid before and
-more than WORTH of what the whole sample costs, so that noise in the
-sample does not swing the tree back and forth, nor changes that save next to nothing
-keep it moving. Only the questions cut decide: a part of the tree no question reads is
-left as it is.
+more than WORTH of what the whole sample costs, so that noise in the sample does not
+swing the tree back and forth, nor changes that save next to nothing keep it moving. A
+merge and splits of leaves below it are alternatives: the larger gain wins. Only the
+questions cut decide: a part of the tree no question reads is left as it is.
 
 Planning reads the rows of the leaves it may split without the writer lock; the changes
 are then made under it, a batch per write, each checked first against the tree as it is
