@@ -18,6 +18,9 @@ For each dataset (--dataset STORE=NAME):
    read per question and the rows in them (from the answers' plans: no noise), the
    tree's leaves and version are recorded.
 
+Datasets given an n_size (--reference STORE=NAME, e.g. a manual sweep of n_size) are
+then probed with both workloads, and the tuned trees compared with the best of them.
+
 Printed per phase: the probes before and after; leaves read per question, the rows in
 them and the windows' mean in the first and the last window; seconds until the tree
 stood still and until the windows' mean came within 10% of the last window's; leaves
@@ -99,6 +102,18 @@ def serve(engine, name: str, questions: list, references: list, every: float, wi
             "leaves_before": leaves_before, "leaves_after": windows[-1]["leaves"], "asked": asked, "wrong": wrong}
 
 
+def warm_up(engine, name: str, questions: list, seconds: float) -> None:
+    """Ask `questions` round robin for `seconds` (HBase's region servers compile their
+    scans as they run), leaving no sample behind."""
+    log(f"{name}: warming up ({seconds:g} s, no tuner)")
+    until = time.monotonic() + seconds
+    for q in itertools.cycle(questions):
+        if time.monotonic() > until:
+            break
+        dashboard.ask(engine, name, q)
+    engine.planner.sample.take(name)
+
+
 def probe(engine, name: str, questions: list, repeat: int) -> float:
     """Each question's p50 over `repeat` runs (after one), averaged over the questions: the
     tree's speed with no tuner at work."""
@@ -113,12 +128,7 @@ def run(settings: Settings, args) -> dict:
         with engine_of(settings, store) as engine:
             log(f"{name} on {store}: reference answers before any tuning")
             refs = {id(q): dashboard.values_of(dashboard.ask(engine, name, q)) for q in paper + dashboard.QUESTIONS}
-            log(f"{name} on {store}: warming up ({args.warmup:g} s of both workloads, no tuner)")
-            until = time.monotonic() + args.warmup
-            for q in itertools.cycle(paper + dashboard.QUESTIONS):
-                if time.monotonic() > until:
-                    break
-                dashboard.ask(engine, name, q)
+            warm_up(engine, name, paper + dashboard.QUESTIONS, args.warmup)
             run_ = {"store": store, "dataset": name, "n_size": engine.dataset(name).grid.n_size}
             for phase, questions in (("paper", paper), ("dashboard", dashboard.QUESTIONS)):
                 before = probe(engine, name, questions, args.repeat)
@@ -133,6 +143,17 @@ def run(settings: Settings, args) -> dict:
                 run_[phase].update(p50_before=before, p50_after=probe(engine, name, questions, args.repeat))
                 log(f"{name} on {store}: {phase} p50 {before:.3f} -> {run_[phase]['p50_after']:.3f} ms per question")
             out["runs"].append(run_)
+    out["references"] = []
+    for spec in args.reference:
+        store, name = spec.split("=", 1)
+        with engine_of(settings, store) as engine:
+            warm_up(engine, name, paper + dashboard.QUESTIONS, args.warmup)
+            ref = {"store": store, "dataset": name, "n_size": engine.dataset(name).grid.n_size,
+                   "paper": probe(engine, name, paper, args.repeat),
+                   "dashboard": probe(engine, name, dashboard.QUESTIONS, args.repeat)}
+            log(f"{name} on {store} (n_size {ref['n_size']}): paper {ref['paper']:.3f}, dashboard "
+                f"{ref['dashboard']:.3f} ms per question")
+            out["references"].append(ref)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return out
@@ -154,6 +175,20 @@ def report(out: dict) -> str:
                          f"{p['last_rows']:,.0f} | {p['first_ms']:.3f} -> {p['last_ms']:.3f} | {still} | "
                          f"{p['arrived_s']:g} s | {p['leaves_before']:,} -> {p['leaves_after']:,} | {p['asked']:,} | "
                          f"{p['wrong']} |")
+    if out["references"]:
+        lines += ["", "the same questions on datasets given an n_size (not tuned), p50 ms per question (tuner idle), "
+                      "and the tuned tree's after each phase against the best of them",
+                  "| store | n_size | paper | dashboard |", "|---|---|---|---|"]
+        for r in out["references"]:
+            lines.append(f"| {r['store']} | {r['n_size']} | {r['paper']:.3f} | {r['dashboard']:.3f} |")
+        for r in out["runs"]:
+            refs = [x for x in out["references"] if x["store"] == r["store"]]
+            if refs:
+                best = {ph: min(x[ph] for x in refs) for ph in ("paper", "dashboard")}
+                lines.append(f"| {r['store']} | tuned online | {r['paper']['p50_after']:.3f} "
+                             f"({r['paper']['p50_after'] / best['paper']:.2f}x the best) | "
+                             f"{r['dashboard']['p50_after']:.3f} "
+                             f"({r['dashboard']['p50_after'] / best['dashboard']:.2f}x the best) |")
     return "\n".join(lines)
 
 
@@ -163,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", action="append", required=True, metavar="STORE=NAME",
                    help="a dataset loaded with `gridagg ingest` from a config without n_size, and its store "
                         "(embedded or hbase); repeatable. Its tree is changed: load it anew for each run")
+    p.add_argument("--reference", action="append", default=[], metavar="STORE=NAME",
+                   help="a dataset of the same archive given an n_size, probed with both workloads for comparison "
+                        "(after the tuned runs); repeatable")
     p.add_argument("--every", type=float, default=10.0, help="seconds between tuning rounds (default 10)")
     p.add_argument("--min-questions", type=int, default=32, help="questions a round needs (default 32)")
     p.add_argument("--window", type=float, default=5.0, help="seconds per measured window (default 5)")
