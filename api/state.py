@@ -3,7 +3,8 @@
 Lazily, so that each server worker process opens its own connection pools and LMDB
 handles, and so that a server that is down at start answers 503 and recovers by itself:
 the next request tries again. Once built, the pools (psycopg_pool, happybase) reconnect
-on their own.
+on their own. An engine built here also gets its process's online tuner
+(gridagg.online, as GRIDAGG_TUNE_EVERY says); one handed in is the caller's to tune.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 
 from flask import current_app
 
+from gridagg import online
 from gridagg.engine import GridEngine
 
 from .config import ApiConfig
@@ -22,7 +24,7 @@ class EngineHolder:
         self.config = config
         self._engine = engine
         self._lock = threading.Lock()
-
+        self.tuner: online.OnlineTuner | None = None
 
     @property
     def built(self) -> bool:
@@ -34,6 +36,7 @@ class EngineHolder:
         with self._lock:
             if self._engine is None:
                 self._engine = GridEngine.open(self.config.settings)
+                self.tuner = online.start(self._engine, self.config.settings)
         return self._engine
 
 

@@ -51,21 +51,65 @@ def _tune(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
+    from .adapt import adapt
     from .engine import GridEngine
     from .merge import tune
+    from .online import load_sample, sample_path
 
     model = costmodel.load(settings.data_dir, settings.store)
     if model is None:
         print(f"gridagg: error: no cost model of the {settings.store} store on this machine: "
               "gridagg tune --calibrate", file=sys.stderr)
         return 1
+    questions = load_sample(settings.data_dir, settings.store, name)
     with GridEngine.open(settings) as engine:
-        merges, target = tune(engine, name, model, apply)
+        if questions:
+            adapted = adapt(engine, name, model, questions, apply)
+        else:
+            merges, target = tune(engine, name, model, apply)
     print(model.describe())
+    if questions:
+        print(f"{name}: priced on {len(questions)} questions a serving process sampled "
+              f"({sample_path(settings.data_dir, settings.store, name)})")
+        _print_adapted(name, adapted, apply)
+        return 0
+    print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
+          "GRIDAGG_TUNE_EVERY): merging by the leaves' sizes alone")
+    _print_merges(name, model, merges, target, apply)
+    return 0
+
+
+def _print_adapted(name: str, adapted, apply: bool) -> None:
+    from .adapt import MARGIN
+
+    changes = adapted.changes
+    if not changes:
+        print(f"{name}: nothing to change (no split or merge saves more than "
+              f"{MARGIN:.0%} of what the sampled questions spend on its grids)")
+        return
+    splits = [c for c in changes if c.kind == "split"]
+    merges = [c for c in changes if c.kind == "merge"]
+    if splits:
+        print(f"{name}: {'split' if apply else 'would split'} {len(splits):,} leaves into "
+              f"{sum(c.new_leaves for c in splits):,}")
+    if merges:
+        print(f"{name}: {'merged' if apply else 'would merge'} {sum(len(c.leaves) for c in merges):,} leaves "
+              f"into {len(merges):,}")
+    for c in changes[:20]:
+        into = f"into {c.new_leaves} leaves" if c.kind == "split" else f"{len(c.leaves)} leaves into one"
+        print(f"  {c.kind} {c.grid_id}: {c.rows:,} rows, {into}; its questions {c.before:.3f} -> {c.after:.3f} ms")
+    if len(changes) > 20:
+        print(f"  ... {len(changes) - 20} more")
+    print(f"predicted gain: {adapted.gain_per_question():.4f} ms per question of the sample "
+          f"({sum(c.before for c in changes):.3f} -> {sum(c.after for c in changes):.3f} ms over the "
+          f"{adapted.questions} questions, at the grids changed)")
+
+
+def _print_merges(name: str, model, merges, target: int, apply: bool) -> None:
     if not merges:
         print(f"{name}: no leaves to merge (no inner grid holds at most {target:,} rows, what a cut grid costs "
               "in rows here)")
-        return 0
+        return
     before = sum(len(m.leaves) for m in merges)
     saved = (before - len(merges)) * model.per_grid
     print(f"{name}: {'merged' if apply else 'would merge'} {before:,} leaves into {len(merges):,} "
@@ -77,12 +121,11 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
     print(f"predicted gain: a question cutting every merged grid saves up to {saved:.3f} ms "
           f"({before - len(merges):,} cut grids fewer at {model.per_grid * 1000:.2f} us each); one cutting a "
           "single old leaf reads the rest of its merged grid's rows too")
-    return 0
 
 
 def add_tune(sub) -> None:
     p = sub.add_parser(
-        "tune", help="measure (--calibrate) or show the stores' cost models; merge a dataset's small leaves",
+        "tune", help="measure (--calibrate) or show the stores' cost models; split or merge a dataset's leaves",
         description="A store's cost model says what a query costs on this machine: per query, per cut grid "
                     "(a leaf whose rows are read), per row read and per reused aggregate, fitted to timed "
                     "queries over two scratch datasets (gridagg/calibrate.py). Without --calibrate the stored "
@@ -90,10 +133,13 @@ def add_tune(sub) -> None:
                     "created without an n_size get one chosen with these models.",
         epilog=config.help_text("servers", "store"))
     p.add_argument("dataset", nargs="?",
-                   help="merge this dataset's leaves in place where the model says they are too small: inner "
+                   help="split and merge this dataset's leaves in place where the model says the questions a "
+                        "serving process sampled (its online tuner keeps them in the data dir) would cost less "
+                        "(gridagg/adapt.py); without sampled questions, merge where leaves are too small: inner "
                         "grids holding at most what a cut grid costs in rows (and at most n_threshold) become "
-                        "leaves, under the writer lock with the crash protocol of splits (gridagg/merge.py)")
-    p.add_argument("--dry-run", action="store_true", help="with a dataset: say what would be merged, change nothing")
+                        "leaves (gridagg/merge.py); under the writer lock with the crash protocol of splits")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
                    help="measure the models now (a scratch dataset per store, about 10 s each) and store them "
                         f"in the data dir ({costmodel.FILE})")

@@ -99,6 +99,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _seconds_or_off(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"must be a number of seconds (0: off), not {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"must be 0 (off) or a positive number of seconds, not {text!r}")
+    return value
+
+
 def _quarter_of_memory() -> str:
     """A quarter of this machine's memory, between 2g and 32g, as a JVM memory size."""
     try:
@@ -194,6 +204,10 @@ class Settings:
         os.cpu_count() or 1, "threads one large scan in this process may use (the embedded store's "
                              "kernel; on HBase, concurrent calls to the region servers)", _positive,
         topic="store", shown="the machine's cores")
+    tune_every: float = _setting(
+        60.0, "seconds between rounds of a serving process's online tuner, which splits and merges leaves in "
+              "place for the questions it served (README: Tuning the tree online); `0` turns it off",
+        _seconds_or_off, topic="http")
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(

@@ -20,21 +20,11 @@ from . import writes
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
 from .errors import InvalidInput, StoreUnavailable, UnknownDataset, WorkLimitExceeded
-from .grid import (
-    Grid,
-    ancestors,
-    choose_cut,
-    element_of,
-    grid_of,
-    grid_prefix,
-    prefix_range,
-    presplit,
-    row_key,
-)
+from .grid import Grid, ancestors, grid_of, presplit, row_key
+from .leafsplit import split_leaf
 from .planner import Planner, rollup_answers
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .schema import REFUSE, Dataset
-from .split import split_rows
 from .store import CellStore, open_store
 from .tree import DatasetReplaced, TreeCache
 
@@ -137,6 +127,7 @@ class GridEngine:
         self._datasets.pop(name, None)
         self.trees.forget(name)
         self.planner.rollups.forget(name)
+        self.planner.sample.forget(name)
 
     def dataset(self, name: str) -> Dataset:
         """The definition of a dataset (cached: definitions never change)."""
@@ -224,40 +215,10 @@ class GridEngine:
     # -- Algorithm 2: split ------------------------------------------------------------
 
     def _split(self, write: writes.Write, grid_id: str, agg: PartialAggregate) -> int:
-        """Split leaf grid_id (gridagg.split), recursing while a child holds more than
-        N_size rows, as part of `write`. Returns the number of grids split (0 when every
-        row is the same point)."""
-        ds = write.ds
-        grid = self.directory.grid(ds, grid_id)
-        if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
-            return 0
-        if any(r.startswith(grid_id) for r in self.directory.retired_before(ds.name, 0)):
-            # A leaf merged in place not long ago (gridagg.merge): the old leaves' rows below
-            # it are still read by queries holding the tree from before; it splits once
-            # they are purged, at a later write.
-            return 0
-        # Rows a split that died earlier left under this leaf's descendants would be
-        # counted twice once a child with that ID exists: clear them first.
-        writes.clear_subtree(self.store, ds, grid_id, write.stamps)
-        keys: list[bytes] = []
-        parts: list[np.ndarray] = []
-        for k, v in self.store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
-            keys.extend(k)
-            parts.append(v)
-        values = np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)
-        done = split_rows(grid, values, agg, ds.grid.n_threshold, ds.grid.n_size, ds.ndim)
-
-        new_keys = [b""] * len(values)
-        for leaf, idx, _ in done.leaves:
-            for i in idx.tolist():
-                new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
-        # New rows and aggregates first, then the directory switch; the old rows stay
-        # for queries that still see the old leaf, and are purged later.
-        write.intend([*done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
-        write.put_rows(new_keys, values)
-        write.put_aggregates({**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
-        write.switch([grid_id], [leaf for leaf, _, _ in done.leaves])
-        return done.splits
+        """Split leaf grid_id past N_threshold (gridagg.leafsplit), recursing while a child
+        holds more than N_size rows, as part of `write`. Returns the number of grids split
+        (0 when every row is the same point)."""
+        return split_leaf(write, grid_id, agg, write.ds.grid.n_threshold, write.ds.grid.n_size)
 
     # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
 

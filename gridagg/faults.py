@@ -21,7 +21,7 @@ import signal
 # The steps of the write protocol (gridagg.writes), for each kind of write.
 POINTS = {
     f"{kind}.{step}": f"{what} {meaning}"
-    for kind, what in (("insert", "an insert"), ("ingest", "a bulk load"), ("tune", "a merge in place"))
+    for kind, what in (("insert", "an insert"), ("ingest", "a bulk load"), ("tune", "a merge or split in place"))
     for step, meaning in (
         ("rows_written", "has written rows, not yet their aggregates"),
         ("switching", "has written the rows and aggregates of its new grids, not yet switched the directory"),

@@ -65,7 +65,7 @@ def plan_merges(tree: TreeState, target: int, retired: set[str]) -> list[Merge]:
             continue
         g = tree.ids[i]
         if int(tree.aggs.count[i]) <= target and g not in retired:
-            leaves = _leaves_below(tree, i)
+            leaves = leaves_below(tree, i)
             if not retired.intersection(leaves):
                 out.append(Merge(g, leaves, int(tree.aggs.count[i])))
                 continue
@@ -120,7 +120,8 @@ def _axis(tree: TreeState, i: int) -> int:
     return int(np.flatnonzero(tree.hi[a] < tree.lo[b])[0])
 
 
-def _leaves_below(tree: TreeState, i: int) -> list[str]:
+def leaves_below(tree: TreeState, i: int) -> list[str]:
+    """The IDs of the leaves below grid i of `tree` (row i), sorted."""
     out, stack = [], [i]
     while stack:
         j = stack.pop()

@@ -34,6 +34,7 @@ from .aggregate import AggArrays
 from .errors import WorkLimitExceeded
 from .kernels import even_odd
 from .query import Limits, Progress, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from .questions import QuestionSample
 from .regions import EPSILON, Region
 from .rollups import DAY, DayRollups
 from .scan import Buckets, RangeCondition, ScanAnswer, ScanRequest, Skip
@@ -62,7 +63,7 @@ FRONTIER_GRIDS: int | None = 512
 
 
 @numba.njit(cache=True, nogil=True)
-def _face(xlo, xhi, ylo, yhi, edges, eps):
+def face(xlo, xhi, ylo, yhi, edges, eps):
     """0: the rectangle lies outside the polygon, 2: inside, 1: an edge of the polygon
     comes within eps of it (or the test cannot tell)."""
     xl, xh, yl, yh = xlo - eps, xhi + eps, ylo - eps, yhi + eps
@@ -163,7 +164,7 @@ def _walk(tree, query, out, budget):
             continue
         state = 2
         if not state_known:
-            state = _face(lo[i, query.lon_axis] / query.lon_scale, hi[i, query.lon_axis] / query.lon_scale,
+            state = face(lo[i, query.lon_axis] / query.lon_scale, hi[i, query.lon_axis] / query.lon_scale,
                           lo[i, query.lat_axis] / query.lat_scale, hi[i, query.lat_axis] / query.lat_scale,
                           edges, query.eps)
             if state == 0:
@@ -282,6 +283,7 @@ class Planner:
     def __init__(self, engine):
         self.engine = engine
         self.rollups = DayRollups(engine.store)
+        self.sample = QuestionSample()  # the questions walked, for the online tuner (gridagg.online)
 
     def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False,
               deadline: float | None = None) -> QueryResult:
@@ -447,7 +449,10 @@ class Planner:
             plan.region = {"leaves_inside": 0, "leaves_on_edge": 0, "leaves_outside": 0}
         if spec.empty:
             return walked
-        reused, rbucket, scan, kind, tested, region_leaves, tally = self._walk(tree, ds, spec, series, region, budget)
+        query = self._walk_query(ds, spec, series, region)
+        reused, rbucket, scan, kind, tested, region_leaves, tally = walk(tree, query, budget)
+        if budget is None:  # a whole walk: the question is offered to the tuner's sample
+            self.sample.offer(ds.name, query, len(scan), int(tree.aggs.count[scan].sum()))
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
@@ -539,20 +544,15 @@ class Planner:
         result.progress = progress
         return result
 
-    def _walk(self, tree: TreeState, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None,
-              region: Region | None, budget: int | None):
-        n = tree.n
-        out = WalkResult(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
-                         np.empty((n, len(spec.box)), np.bool_), np.zeros(3, np.int64), np.zeros(4, np.int64))
+    @staticmethod
+    def _walk_query(ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, region: Region | None) -> WalkQuery:
+        """What the walk selects for this question, in stored integers."""
         box = np.array(spec.box, np.int64)
-        query = WalkQuery(
+        return WalkQuery(
             box[:, 0], box[:, 1], region.edges if region is not None else NO_EDGES,
             region.lon_axis if region else 0, region.lat_axis if region else 0,
             float(region.lon_scale) if region else 1.0, float(region.lat_scale) if region else 1.0, EPSILON,
             ds.time_axis if series is not None else -1, series.base if series else 0, series.step if series else 1)
-        nr, ns = _walk(tree.walk, query, out, -1 if budget is None else budget)
-        return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
-                out.region_leaves, out.tally)
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -566,6 +566,19 @@ class Planner:
                             engine.store.kind: engine.store.round_trips() - trips[1]}
         plan.store_calls = engine.store.round_trips.since(trips[2], engine.store.round_trips.labelled()) or None
         plan.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+
+
+def walk(tree: TreeState, query: WalkQuery, budget: int | None = None):
+    """The walk (_walk) of `query` over `tree`: (reused grids, their buckets, leaves to
+    read, their kinds, their tested dimensions, [leaves inside, on the edge of, outside
+    the polygon], tally), each array of rows of the tree; budget as for _walk (None: the
+    whole walk)."""
+    n = tree.n
+    out = WalkResult(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                     np.empty((n, len(query.qlo)), np.bool_), np.zeros(3, np.int64), np.zeros(4, np.int64))
+    nr, ns = _walk(tree.walk, query, out, -1 if budget is None else budget)
+    return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
+            out.region_leaves, out.tally)
 
 
 def rollup_answers(ds: Dataset, series: SeriesSpec) -> bool:

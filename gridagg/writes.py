@@ -25,7 +25,7 @@ Fault points (gridagg.faults) sit at the same steps for every kind of write:
 "<kind>.rows_written" (rows written, aggregates not), "<kind>.switching" (a split's or
 load's new grids written, directory not switched) and "<kind>.switched" (directory
 switched, intent not ended), where kind is "insert", "ingest" or "tune" (merges in
-place: gridagg.merge).
+place: gridagg.merge; splits in place: gridagg.adapt).
 """
 
 from __future__ import annotations

@@ -1,0 +1,248 @@
+"""The tree adapted to the questions asked: from a sample of the questions served
+(gridagg.questions) and the store's cost model (gridagg.costmodel), leaves too large for
+the questions that cut them are split in place (gridagg.leafsplit) and small leaves the
+questions cut together are merged in place (gridagg.merge), as writes of kind "tune" of
+at most CHANGES_PER_WRITE changes each.
+
+Pricing. Each sampled question is walked over the tree as the planner walks it
+(gridagg.planner.walk): a leaf it reads costs per_grid + per_row x its rows, a grid it
+answers from its aggregate per_reused. A change is priced on the questions it concerns,
+before and after:
+- a split of leaf L (cut at the limits L/2, L/4, ... as gridagg.split cuts; the best
+  limit wins): the questions that read L paid its read; after, each pays, for each
+  leaf the split makes (with its data bounds, from L's rows), what the walk would pay
+  there: a read, a reused aggregate or nothing;
+- a merge of inner grid G holding at most N_threshold rows (so that no insert splits it
+  at once): every question paid what it paid at the grids below G; after, what it
+  would pay at G as one leaf. Of the merges worth making, those saving most in all are
+  chosen (a grid's own merge, or the best of its children's, from the leaves up).
+A change is made when it saves more than MARGIN of what its questions paid before and
+more than WORTH of what the whole sample costs, so that noise in the sample does not
+swing the tree back and forth, nor changes that save next to nothing keep it moving. A
+merge and splits of leaves below it are alternatives: the larger gain wins. Only the
+questions cut decide: a part of the tree no question reads is left as it is.
+
+Planning reads the rows of the leaves it may split without the writer lock; the changes
+are then made under it, a batch per write, each checked first against the tree as it is
+then (another writer may have changed it in between: such a change is left for the next
+round).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .costmodel import CostModel
+from .leafsplit import leaf_rows, split_leaf
+from .merge import Merge, leaves_below, merge
+from .planner import face, walk
+from .questions import Question
+from .split import split_rows
+from .tree import TreeState
+
+# A change must save more than this share of what its questions paid before,
+MARGIN = 0.1
+# and more than this share of what the sample's questions cost in all (predicted):
+# changes worth less than that only churn.
+WORTH = 0.001
+# Changes per write: each a few store calls and a directory switch; a writer waiting for
+# the lock waits for one batch, not the whole round.
+CHANGES_PER_WRITE = 16
+# Leaves a round may price for a split (their rows are read to price it), the dearest
+# first.
+SPLIT_CANDIDATES = 64
+# Limits tried for a split: a leaf's rows halved up to this many times.
+SPLIT_DEPTH = 6
+
+
+@dataclass
+class Change:
+    """One change in place: kind "split" (leaf `grid_id` cut while a grid holds more than
+    `limit` rows, into `new_leaves` leaves) or "merge" (inner grid `grid_id` made one leaf
+    in place of `leaves`); `rows` in it; `before` and `after`, the predicted milliseconds
+    its sampled questions spend on these grids."""
+
+    kind: str
+    grid_id: str
+    rows: int
+    before: float
+    after: float
+    leaves: list[str] = field(default_factory=list)
+    limit: int = 0
+    new_leaves: int = 0
+
+    @property
+    def gain(self) -> float:
+        return self.before - self.after
+
+
+@dataclass
+class Adapted:
+    """A round's changes (planned, and made when applied: those still valid under the
+    lock) and the number of sampled questions they were priced on."""
+
+    changes: list[Change]
+    questions: int
+
+    def gain_per_question(self) -> float:
+        """Predicted milliseconds saved per question of the sample."""
+        return sum(c.gain for c in self.changes) / self.questions if self.questions else 0.0
+
+
+def prices(model: CostModel, q, lo: np.ndarray, hi: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """What question `q` (a gridagg.planner.WalkQuery) would pay, in predicted ms, at each
+    of these grids were it a leaf the walk reached: data bounds lo/hi ((g, ndim)), rows
+    `count` ((g,)). A read where the box or polygon cuts it (or its rows span buckets of a
+    series), the reuse of its aggregate where it lies inside, nothing outside."""
+    touches = np.all((lo <= q.qhi) & (hi >= q.qlo), axis=1)
+    inside = np.all((lo >= q.qlo) & (hi <= q.qhi), axis=1)
+    if q.edges.shape[0]:
+        for i in np.flatnonzero(touches).tolist():
+            state = face(lo[i, q.lon_axis] / q.lon_scale, hi[i, q.lon_axis] / q.lon_scale,
+                          lo[i, q.lat_axis] / q.lat_scale, hi[i, q.lat_axis] / q.lat_scale, q.edges, q.eps)
+            touches[i] = state > 0
+            inside[i] &= state == 2
+    if q.t_axis >= 0:
+        t = q.t_axis
+        inside &= (lo[:, t] - q.base) // q.step == (hi[:, t] - q.base) // q.step
+    read = touches & ~inside & (count > 0)
+    return np.where(read, model.per_grid + model.per_row * count, np.where(touches, model.per_reused, 0.0))
+
+
+def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question],
+         retired: set[str]) -> list[Change]:
+    """The changes `questions` ask for in dataset `ds`'s `tree` (splits first, then
+    merges; none of them touching a grid in `retired`), priced with `model`. Reads the
+    rows of the leaves it prices for a split from engine.store."""
+    paid = np.zeros(tree.n)  # what the questions paid at each grid
+    readers: dict[int, list[int]] = {}  # leaf -> the questions that read it
+    cost = model.per_grid + model.per_row * tree.aggs.count
+    for k, q in enumerate(questions):
+        reused, _, scan, *_ = walk(tree, q.query)
+        np.add.at(paid, scan, cost[scan])
+        np.add.at(paid, reused, model.per_reused)
+        for i in scan.tolist():
+            readers.setdefault(i, []).append(k)
+    floor = WORTH * (paid.sum() + model.per_query * len(questions))
+    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired, floor)}
+    merges = []
+    for m in _plan_merges(tree, model, ds, questions, paid, retired, floor):
+        # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
+        inside = [g for g in m.leaves if g in splits]
+        if m.gain > sum(splits[g].gain for g in inside):
+            merges.append(m)
+            for g in inside:
+                del splits[g]
+    return list(splits.values()) + merges
+
+
+def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
+                 readers: dict[int, list[int]], retired: set[str], floor: float) -> list[Change]:
+    count = tree.aggs.count
+    leaves = [i for i in readers if count[i] >= 2 and not any(r.startswith(tree.ids[i]) for r in retired)]
+    leaves.sort(key=lambda i: -paid[i])
+    out = []
+    for i in leaves[:SPLIT_CANDIDATES]:
+        g = tree.ids[i]
+        grid = engine.directory.grid(ds, g)
+        _, values = leaf_rows(engine.store, ds, g)
+        if len(values) < 2:
+            continue
+        agg = engine.store.get_aggregates(ds, [g])[g]
+        best = None
+        for k in range(1, SPLIT_DEPTH + 1):
+            limit = len(values) >> k
+            if limit < 1:
+                break
+            done = split_rows(grid, values, agg, limit, limit, ds.ndim)
+            if not done.splits:
+                break
+            lo = np.array([values[ix, :ds.ndim].min(axis=0) for _, ix, _ in done.leaves if len(ix)])
+            hi = np.array([values[ix, :ds.ndim].max(axis=0) for _, ix, _ in done.leaves if len(ix)])
+            rows = np.array([len(ix) for _, ix, _ in done.leaves if len(ix)])
+            after = sum(float(prices(model, questions[q].query, lo, hi, rows).sum()) for q in readers[i])
+            if best is None or after < best[0]:
+                best = (after, limit, len(done.leaves))
+        if best is not None and paid[i] - best[0] > max(MARGIN * paid[i], floor):
+            out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2]))
+    return out
+
+
+def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], paid: np.ndarray,
+                 retired: set[str], floor: float) -> list[Change]:
+    count = tree.aggs.count
+    deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
+    below = paid.copy()  # what the questions paid at each grid and every grid below it
+    for i in deepest_first:
+        if tree.parent[i] >= 0:
+            below[tree.parent[i]] += below[i]
+    candidates = np.flatnonzero((tree.left >= 0) & (count <= ds.grid.n_threshold) & (below > 0))
+    if not len(candidates):
+        return []
+    after = np.zeros(len(candidates))
+    for q in questions:
+        after += prices(model, q.query, tree.dlo[candidates], tree.dhi[candidates], count[candidates])
+    gain = np.full(tree.n, -np.inf)  # what merging grid i saves (-inf: not to be merged)
+    worth = below[candidates] - after > np.maximum(MARGIN * below[candidates], floor)
+    gain[candidates[worth]] = (below[candidates] - after)[worth]
+    # The best set of merges below each grid: its own merge or its children's best.
+    best = np.zeros(tree.n)
+    for i in deepest_first:
+        if tree.left[i] >= 0:
+            best[i] = max(gain[i], best[tree.left[i]] + best[tree.right[i]])
+    after_of = dict(zip(candidates.tolist(), after.tolist()))
+    out, stack = [], [tree.root]
+    while stack:
+        i = stack.pop()
+        if tree.left[i] < 0 or best[i] <= 0:
+            continue
+        g = tree.ids[i]
+        if gain[i] >= best[i] and g not in retired:
+            leaves = leaves_below(tree, i)
+            if not retired.intersection(leaves):
+                out.append(Change("merge", g, int(count[i]), float(below[i]), after_of[i], leaves=leaves))
+                continue
+        stack += [int(tree.left[i]), int(tree.right[i])]
+    return sorted(out, key=lambda c: c.grid_id)
+
+
+def adapt(engine, name: str, model: CostModel, questions: list[Question], apply: bool = True,
+          wait: float | None = None) -> Adapted:
+    """The changes `questions` (a sample of dataset `name`'s) ask for, priced with `model`,
+    made in place when `apply` (writes of kind "tune" through engine.writing, waiting
+    `wait` seconds for the writer lock, None: as long as it takes); returns those made
+    (all those planned when not applying)."""
+    ds = engine.dataset(name)
+    tree = engine.trees.tree(ds)
+    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)))
+    if not apply:
+        return Adapted(planned, len(questions))
+    made = []
+    for start in range(0, len(planned), CHANGES_PER_WRITE):
+        batch = planned[start:start + CHANGES_PER_WRITE]
+        with engine.writing(ds, "tune", wait) as write:
+            now = engine.trees.tree(ds)
+            done = [c for c in batch if _make(write, now, c)]
+            if done:
+                write.end([c.grid_id for c in done])
+        made += done
+    return Adapted(made, len(questions))
+
+
+def _make(write, tree: TreeState, c: Change) -> bool:
+    """Make change `c` as steps of `write` if the tree still is as it was planned on."""
+    i = tree.index.get(c.grid_id)
+    if i is None or int(tree.aggs.count[i]) != c.rows:
+        return False
+    if c.kind == "split":
+        if tree.left[i] >= 0:
+            return False
+        agg = write.store.get_aggregates(write.ds, [c.grid_id])[c.grid_id]
+        return split_leaf(write, c.grid_id, agg, c.limit, c.limit) > 0
+    if tree.left[i] < 0 or leaves_below(tree, i) != c.leaves:
+        return False
+    merge(write, tree, Merge(c.grid_id, c.leaves, c.rows))
+    return True
+

@@ -1,0 +1,61 @@
+"""A leaf split in place, as steps of a write (gridagg.writes): the insert path's split of
+a leaf past N_threshold (gridagg.engine) and the tuner's split of a leaf too large for
+the questions asked (gridagg.adapt) are this one function with other limits.
+
+The steps: the children's rows (under their new keys) and aggregates first, then one
+directory switch; the old leaf's rows stay for queries that still hold it, and are
+purged later (gridagg.writes.purge_retired). The cut is gridagg.split's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import writes
+from .aggregate import PartialAggregate
+from .grid import choose_cut, element_of, grid_prefix, prefix_range, row_key
+from .split import split_rows
+
+
+def split_leaf(write: writes.Write, grid_id: str, agg: PartialAggregate, limit: int, n_size: int) -> int:
+    """Split leaf `grid_id` of write.ds (whose aggregate is `agg`) as part of `write`: cut
+    when it holds more than `limit` rows, each child again while it holds more than
+    `n_size` (gridagg.split.split_rows). Returns the number of grids cut (0 when every
+    row is the same point, or when grids below it still hold rows a merge retired)."""
+    ds, store = write.ds, write.store
+    grid = write.directory.grid(ds, grid_id)
+    if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
+        return 0
+    if any(r.startswith(grid_id) for r in write.directory.retired_before(ds.name, 0)):
+        # A leaf merged in place not long ago (gridagg.merge): the old leaves' rows below
+        # it are still read by queries holding the tree from before; it splits once
+        # they are purged, at a later write.
+        return 0
+    # Rows a split that died earlier left under this leaf's descendants would be
+    # counted twice once a child with that ID exists: clear them first.
+    writes.clear_subtree(store, ds, grid_id, write.stamps)
+    keys, values = leaf_rows(store, ds, grid_id)
+    done = split_rows(grid, values, agg, limit, n_size, ds.ndim)
+    if not done.splits:
+        return 0
+    new_keys = [b""] * len(values)
+    for leaf, idx, _ in done.leaves:
+        for i in idx.tolist():
+            new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
+    # The leaf itself is intended too (an insert did so already): a writer dying before
+    # the switch leaves it sealed and its aggregate rebuilt, and the new grids cleared.
+    write.intend([grid_id, *done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
+    write.put_rows(new_keys, values)
+    write.put_aggregates({**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
+    write.switch([grid_id], [leaf for leaf, _, _ in done.leaves])
+    return done.splits
+
+
+def leaf_rows(store, ds, grid_id: str) -> tuple[list[bytes], np.ndarray]:
+    """(row keys, (m, ncols) int64 values) of the rows stored under grid `grid_id` itself."""
+    keys: list[bytes] = []
+    parts: list[np.ndarray] = []
+    for k, v in store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
+        keys.extend(k)
+        parts.append(v)
+    return keys, np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)

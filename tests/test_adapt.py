@@ -1,0 +1,300 @@
+"""The tree adapted to the questions asked (gridagg.questions, gridagg.adapt,
+gridagg.online): splits in place keep every answer exact on both stores with a reader
+and a writer at work all along; a split in place dying or killed at any step of the
+write protocol is recovered by the next writer; the online tuner moves the tree where
+the questions go."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from engine_support import check_tree
+from gridagg import costmodel, faults
+from gridagg.adapt import adapt
+from gridagg.costmodel import CostModel
+from gridagg.online import OnlineTuner
+from gridagg.questions import QuestionSample
+from gridagg.schema import Dataset
+
+SPEC = {
+    "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],
+    "measures": [{"name": "v", "min": -1000, "max": 1000}],
+    "grid": {"n_size": 40, "n_threshold": 400},
+}
+AGGS = ["count", "sum:v", "min:v", "max:v"]
+# A store on which a cut grid costs as much as 2 rows: leaves that small boxes cut are
+# worth splitting.
+CHEAP_GRIDS = CostModel("test", 0.0, 2e-6, 1e-6, 0.0)
+
+
+def brute(rows: np.ndarray, box) -> list:
+    (x0, x1), (y0, y1) = box
+    v = rows[(rows[:, 0] >= x0) & (rows[:, 0] <= x1) & (rows[:, 1] >= y0) & (rows[:, 1] <= y1), 2]
+    return [len(v), int(v.sum()), int(v.min()) if len(v) else None, int(v.max()) if len(v) else None]
+
+
+def answer(engine, name: str, box) -> list:
+    got = engine.query(name, {"x": list(box[0]), "y": list(box[1])}, AGGS).values
+    return [None if got[a] is None else int(got[a]) for a in AGGS]
+
+
+def insert(engine, ds, rows: np.ndarray, prefix: str) -> None:
+    engine.insert_encoded(ds, [f"{prefix}{i}".encode() for i in range(len(rows))], rows.astype(np.int64))
+
+
+def random_rows(rng, n: int) -> np.ndarray:
+    return np.stack([rng.integers(0, 1001, n), rng.integers(0, 1001, n), rng.integers(-1000, 1001, n)], 1)
+
+
+def leaves_in(engine, name: str, box) -> int:
+    """Leaves whose split box meets `box`."""
+    (x0, x1), (y0, y1) = box
+    return sum(1 for g, _ in engine.leaves(name)
+               if g.box[0][0] <= x1 and g.box[0][1] >= x0 and g.box[1][0] <= y1 and g.box[1][1] >= y0)
+
+
+def test_the_sample_is_uniform_and_bounded():
+    sample = QuestionSample(size=50)
+    for i in range(5000):
+        sample.offer("a", i, 1, 10)
+    assert sample.seen("a") == 5000 and sample.names() == ["a"]
+    kept = [q.query for q in sample.take("a")]
+    assert len(kept) == 50 and len(set(kept)) == 50
+    assert 1000 < np.mean(kept) < 4000  # spread over all questions offered, not the first ones
+    assert sample.seen("a") == 0 and sample.take("a") == []  # a take starts anew
+
+
+points = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(-1000, 1000)),
+                  min_size=100, max_size=400)
+ranges = st.tuples(st.integers(0, 1000), st.integers(0, 60)).map(lambda r: (r[0], min(1000, r[0] + r[1])))
+boxes = st.lists(st.tuples(ranges, ranges), min_size=3, max_size=8)
+
+
+@hsettings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(points, boxes, points)
+def test_splits_in_place_keep_every_answer_exact_with_a_reader_and_a_writer(engine, unique_name, data, qs, more):
+    ds = engine.create_dataset(Dataset.from_json({"name": f"{unique_name}_{len(data)}_{len(more)}", **SPEC}))
+    try:
+        rows = np.array(data, dtype=np.int64)
+        insert(engine, ds, rows, "a")
+        for box in qs:  # the questions asked: small boxes, which cut leaves worth splitting
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        questions = engine.planner.sample.take(ds.name)
+        assert len(questions) == len(qs)
+        extra = np.array(more, dtype=np.int64)
+        batches = np.array_split(extra, 4)
+        # Every state a reader may see: the rows after 0, 1, ... of the writer's batches.
+        states = [np.vstack([rows, *batches[:k]]) for k in range(len(batches) + 1)]
+        wrong, stop = [], threading.Event()
+
+        def reader():
+            while not stop.is_set():
+                for box in qs:
+                    got = answer(engine, ds.name, box)
+                    if all(got != brute(s, box) for s in states):
+                        wrong.append((box, got))
+
+        def writer():
+            for k, batch in enumerate(batches):
+                insert(engine, ds, batch, f"b{k}_")
+
+        threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+        for t in threads:
+            t.start()
+        try:
+            done = adapt(engine, ds.name, CHEAP_GRIDS, questions)
+        finally:
+            threads[1].join()
+            stop.set()
+            threads[0].join()
+        assert wrong == []
+        assert all(c.kind == "split" for c in done.changes)
+        rows = states[-1]
+        check_tree(engine, ds.name, rows)
+        assert engine.check(ds.name) == []
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_small_boxes_split_the_leaves_they_cut_and_a_plan_changes_nothing(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(5)
+        rows = random_rows(rng, 800)
+        insert(engine, ds, rows, "a")
+        qs = [((x, x + 30), (y, y + 30)) for x, y in rng.integers(0, 300, (40, 2)).tolist()]
+        for box in qs:
+            answer(engine, ds.name, box)
+        questions = engine.planner.sample.take(ds.name)
+        leaves = len(engine.leaves(ds.name))
+        planned = adapt(engine, ds.name, CHEAP_GRIDS, questions, apply=False)
+        assert planned.changes and len(engine.leaves(ds.name)) == leaves  # only looked
+        made = adapt(engine, ds.name, CHEAP_GRIDS, questions)
+        assert {c.grid_id for c in made.changes} == {c.grid_id for c in planned.changes}
+        assert made.gain_per_question() > 0
+        assert len(engine.leaves(ds.name)) == leaves + sum(c.new_leaves - 1 for c in made.changes)
+        # Where no question went, nothing changed.
+        assert leaves_in(engine, ds.name, ((500, 1000), (500, 1000))) < 0.2 * len(engine.leaves(ds.name))
+        for box in qs:
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        assert engine.check(ds.name) == []
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def split_questions(engine, ds, rng) -> list:
+    for x, y in rng.integers(0, 950, (40, 2)).tolist():
+        answer(engine, ds.name, ((x, x + 30), (y, y + 30)))
+    return engine.planner.sample.take(ds.name)
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_split_in_place_dying_at_any_step_is_recovered_by_the_next_writer(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(6)
+        rows = random_rows(rng, 600)
+        insert(engine, ds, rows, "a")
+        questions = split_questions(engine, ds, rng)
+        with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
+            adapt(engine, ds.name, CHEAP_GRIDS, questions)
+        assert engine.directory.pending_intents(ds.name), "the dying split left no intent"
+        later = random_rows(rng, 10)
+        insert(engine, ds, later, "b")  # the next writer recovers first
+        rows = np.vstack([rows, later])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+        assert adapt(engine, ds.name, CHEAP_GRIDS, questions).changes  # and splitting again works
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+SPLITTER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from gridagg import faults
+    from gridagg.adapt import adapt
+    from gridagg.config import Settings
+    from gridagg.costmodel import CostModel
+    from gridagg.directory import GridDirectory
+    from gridagg.engine import GridEngine
+    from gridagg.store import open_store
+    from gridagg.store.embedded import EmbeddedStore
+    settings = Settings.from_env()
+    store = EmbeddedStore(sys.argv[3]) if sys.argv[2] == "embedded" else open_store(settings.with_(store="hbase"))
+    engine = GridEngine(GridDirectory(settings.effective_pg_url), store)
+    for x, y in np.random.default_rng(7).integers(0, 950, (40, 2)).tolist():
+        engine.query(sys.argv[1], {"x": [x, x + 30], "y": [y, y + 30]}, ["count"])
+    faults.arm({sys.argv[4]: "kill"})
+    adapt(engine, sys.argv[1], CostModel("test", 0.0, 2e-6, 1e-6, 0.0), engine.planner.sample.take(sys.argv[1]))
+    print("not killed", flush=True)
+""")
+
+
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("tune.")])
+def test_a_split_in_place_killed_at_any_step_is_recovered(engine, unique_name, point):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rows = random_rows(np.random.default_rng(8), 600)
+        insert(engine, ds, rows, "a")
+        store_path = engine.store.env.path() if engine.store.kind == "embedded" else ""
+        out = subprocess.run([sys.executable, "-c", SPLITTER, ds.name, engine.store.kind, store_path, point],
+                             capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+        assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
+        assert engine.directory.pending_intents(ds.name), "the killed split left no intent"
+        insert(engine, ds, rows[:5], "b")  # the next writer recovers first
+        rows = np.vstack([rows, rows[:5]])
+        assert not engine.directory.pending_intents(ds.name)
+        assert engine.check(ds.name) == []
+        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+            assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_the_online_tuner_moves_the_tree_where_the_questions_go(engine, unique_name, tmp_path):
+    costmodel.save(tmp_path, CostModel(engine.store.kind, *(CHEAP_GRIDS.per_query, CHEAP_GRIDS.per_grid,
+                                                            CHEAP_GRIDS.per_row, CHEAP_GRIDS.per_reused)))
+    chosen = {**SPEC, "grid": {**SPEC["grid"], "chosen": "by the test"}}  # only such datasets are tuned online
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **chosen}))
+    given = engine.create_dataset(Dataset.from_json({"name": unique_name + "_given", **SPEC}))
+    tuner = OnlineTuner(engine, tmp_path, every=0.2, min_questions=20).start()
+    try:
+        rng = np.random.default_rng(9)
+        rows = random_rows(rng, 1000)
+        insert(engine, ds, rows, "a")
+        insert(engine, given, rows, "a")
+        leaves_given = len(engine.leaves(given.name))
+        low, high = ((0, 400), (0, 400)), ((600, 1000), (600, 1000))
+        before_low, before_high = leaves_in(engine, ds.name, low), leaves_in(engine, ds.name, high)
+
+        def ask(area, until) -> None:
+            """Small boxes in `area`, every answer exact, until `until()` holds (at most 60 s)."""
+            (x0, x1), (y0, y1) = area
+            deadline = time.monotonic() + 60
+            while not until():
+                assert time.monotonic() < deadline, "the tree did not move"
+                for _ in range(20):
+                    x, y = int(rng.integers(x0, x1 - 30)), int(rng.integers(y0, y1 - 30))
+                    box = ((x, x + 30), (y, y + 30))
+                    assert answer(engine, ds.name, box) == brute(rows, box)
+                    answer(engine, given.name, box)
+
+        ask(low, lambda: leaves_in(engine, ds.name, low) > 2 * before_low)
+        assert leaves_in(engine, ds.name, high) == before_high  # no question went there yet
+        ask(high, lambda: leaves_in(engine, ds.name, high) > 2 * before_high)
+        tuner.stop()  # check() reads every row: no write may be under way
+        assert engine.check(ds.name) == []
+        assert len(engine.leaves(given.name)) == leaves_given  # its n_size was given: left alone
+    finally:
+        tuner.stop()
+        engine.drop_dataset(ds.name)
+        engine.drop_dataset(given.name)
+
+
+def test_gridagg_tune_prices_the_sampled_questions_and_prints_what_it_split(settings, services, unique_name):
+    from gridagg.engine import GridEngine
+    from gridagg.online import sample_path, save_sample
+
+    one_leaf = {**SPEC, "grid": {"n_size": 5000, "n_threshold": 50000}}
+    with GridEngine.open(settings.with_(store="embedded")) as engine:
+        ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **one_leaf}))
+        try:
+            rng = np.random.default_rng(10)
+            rows = random_rows(rng, 5000)
+            insert(engine, ds, rows, "a")
+            for x, y in rng.integers(0, 950, (40, 2)).tolist():
+                answer(engine, ds.name, ((x, x + 30), (y, y + 30)))
+            save_sample(settings.data_dir, "embedded", ds.name, engine.planner.sample.take(ds.name))
+            env = settings.with_(store="embedded").environ()
+            tune = [sys.executable, "-m", "gridagg.cli", "tune", ds.name]
+            looked = subprocess.run([*tune, "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
+            assert looked.returncode == 0, looked.stderr
+            assert "priced on 40 questions" in looked.stdout and "would split 1 leaves into" in looked.stdout
+            assert len(engine.leaves(ds.name)) == 1
+            done = subprocess.run(tune, capture_output=True, text=True, env=env, timeout=120)
+            assert done.returncode == 0, done.stderr
+            assert "split 1 leaves into" in done.stdout and "predicted gain" in done.stdout
+            assert len(engine.leaves(ds.name)) > 1
+            for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+                assert answer(engine, ds.name, box) == brute(rows, box)
+        finally:
+            engine.drop_dataset(ds.name)
+            sample_path(settings.data_dir, "embedded", ds.name).unlink(missing_ok=True)
