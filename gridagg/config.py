@@ -168,8 +168,8 @@ class Settings:
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     hbase_heap: str = _setting(
         "4g", "heap of the local HBase's master and region server JVM (with several region servers: of "
-              "each region server); 40% of it is the block cache, which should hold the datasets queries "
-              "read (a 10M-row dataset is about 600 MB)",
+              "each region server); 60% of it is the block cache, which should hold the datasets queries "
+              "read (a 10M-row dataset is about 600 MB, 100M rows 6.4 GB: a heap of 11g)",
         _jvm_memory, topic="servers")
     hbase_region_servers: int | None = _setting(
         None, "region servers of the local HBase: `0` = standalone (one JVM); `1`-`9` = distributed on "

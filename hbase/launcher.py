@@ -311,6 +311,13 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         "hbase.thrift.info.port": "-1",
         # Master and region server RPC on ephemeral ports: no clash with other HBases.
         "hbase.localcluster.assign.random.ports": "true",
+        # gridagg's tables are read-mostly (bulk-loaded; inserts are small), and a table larger
+        # than the block cache is decoded again from the page cache at every read: at 100M
+        # rows a served sum box cost the region server 60 ms of CPU with 40% of a 4g heap
+        # caching a 6.4 GB table, 10 ms with the table cached (docs/bench/scale). Most of
+        # the heap caches blocks; HBase allows cache + memstore up to 0.8 of it.
+        "hfile.block.cache.size": "0.6",
+        "hbase.regionserver.global.memstore.size": "0.2",
         # A 2-core machine: few handler threads.
         "hbase.regionserver.handler.count": "8",
         "hbase.master.handler.count": "8",
