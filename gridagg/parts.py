@@ -111,8 +111,6 @@ def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanReq
                     yield i, answer
     finally:
         stop[0] = 1  # what still runs stops at its next grid
-        for f in running:  # and what has not started never does
-            f.cancel()
 
 
 def _executor(use: str, threads: int) -> ThreadPoolExecutor:
