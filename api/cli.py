@@ -28,11 +28,14 @@ def default_workers() -> int:
 
 def default_threads(store: str) -> int:
     """Requests one worker answers at once, by cell store. Embedded-store queries are CPU
-    work inside the worker, where more threads only take turns on the GIL: one (2 workers
-    x 1 thread answered about a fifth more queries per second than 2 x 4 on the 10M-row
-    benchmark data). HBase queries mostly wait on Thrift round trips, which threads
-    overlap: four."""
-    return 1 if store == "embedded" else 4
+    work inside the worker, where more threads only take turns on the GIL (2 workers x 1
+    thread answered about a fifth more queries per second than 2 x 4 on the 10M-row
+    benchmark data), but an answer streamed as it improves holds its thread until exact:
+    with one thread, the page's second request of a change (it asks /query and /series at
+    once) waited for the first's whole scan whenever both came to one worker (25 of 40
+    changes, a median 36 ms at 10M rows; docs/page/answer-times-10m.md): two. HBase
+    queries mostly wait on Thrift round trips, which threads overlap: four."""
+    return 2 if store == "embedded" else 4
 
 
 def server_argv(host: str, port: int, workers: int, threads: int, log_level: str = "info",
@@ -123,10 +126,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="worker processes (default 1 per core, 2..8: %(default)s here)")
     p.add_argument("--threads", type=int,
-                   help="requests one worker answers at once (default 1 on the embedded store, whose "
-                        "queries are CPU work where threads contend for the GIL; 4 on HBase, whose "
-                        "queries wait on round trips). Raise it, or --workers, when a few slow "
-                        "queries must not hold up quick ones")
+                   help="requests one worker answers at once (default 2 on the embedded store, whose "
+                        "queries are CPU work where threads contend for the GIL, but a streamed answer "
+                        "holds its thread until exact; 4 on HBase, whose queries wait on round trips). "
+                        "Raise it, or --workers, when a few slow queries must not hold up quick ones")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="server log level (default info)")
     p.add_argument("--no-access-log", action="store_true",

@@ -84,23 +84,40 @@ class Intervals:
     def of(self, func: str, k: int, j: int | None):
         """(lo, hi, may be null) of aggregate func over wanted column j (None: rows) at
         point k, stored integers (Fractions for avg), None for an open end."""
-        if self.open[k]:
-            return None, None, func in ("min", "max", "avg")
+        lo, lo_den, hi, hi_den, null = self.ends(func, [k], j)
+        if func != "avg":
+            return lo[0], hi[0], null[0]
+        mean = lambda v, d: None if v is None else Fraction(v, d)  # noqa: E731
+        return mean(lo[0], lo_den[0]), mean(hi[0], hi_den[0]), null[0]
+
+    def ends(self, func: str, ks: list[int], j: int | None) -> tuple[list, list | None, list, list | None, list]:
+        """of() at each point of ks, an array at a time (a series bounds hundreds):
+        (lows, their denominators, highs, theirs, may be null), lists of Python values;
+        the denominators are None but for avg, whose ends are lows[i] / lows' dens[i]."""
+        ks = np.asarray(ks, np.int64)
+        shut = self.open[ks]  # open points: both ends None
+        dens = None
         if func == "count":
-            if j is None:
-                return int(self.count_lo[k]), int(self.count_hi[k]), False
-            return int(self.present_lo[k, j]), int(self.present_hi[k, j]), False
-        if func == "sum":
-            return int(self.sum_lo[k, j]), int(self.sum_hi[k, j]), False
-        null = bool(self.may_be_null[k, j])
-        if self.present_hi[k, j] == 0:  # no value can be selected
-            return None, None, True
-        if func == "min":
-            return int(self.min_lo[k, j]), int(self.min_hi[k, j]), null
-        if func == "max":
-            return int(self.max_lo[k, j]), int(self.max_hi[k, j]), null
-        num, den, hnum, hden = (int(v) for v in self.avg[:, k, j])
-        return (Fraction(num, den) if den else None), (Fraction(hnum, hden) if hden else None), null
+            lo, hi = (self.count_lo[ks], self.count_hi[ks]) if j is None else (self.present_lo[ks, j],
+                                                                               self.present_hi[ks, j])
+            null = np.zeros(len(ks), np.bool_)
+        elif func == "sum":
+            lo, hi, null = self.sum_lo[ks, j], self.sum_hi[ks, j], np.zeros(len(ks), np.bool_)
+        else:
+            none = self.present_hi[ks, j] == 0  # no value can be selected
+            shut = shut | none
+            null = self.may_be_null[ks, j] | shut
+            if func == "min":
+                lo, hi = self.min_lo[ks, j], self.min_hi[ks, j]
+            elif func == "max":
+                lo, hi = self.max_lo[ks, j], self.max_hi[ks, j]
+            else:
+                lo, lo_den, hi, hi_den = self.avg[:, ks, j]
+                dens = lo_den.tolist(), hi_den.tolist()
+        lows, highs = ([None if s else v for v, s in zip(end.tolist(), shut.tolist())] for end in (lo, hi))
+        if dens is not None:  # a denominator 0: no such average
+            lows, highs = ([None if d == 0 else v for v, d in zip(end, den)] for end, den in zip((lows, highs), dens))
+        return lows, None if dens is None else dens[0], highs, None if dens is None else dens[1], null.tolist()
 
 
 def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread, columns: list[int],

@@ -26,7 +26,11 @@ from .scan import ScanAnswer, ScanRequest
 # costs more than it saves).
 PARALLEL_ROWS = 200_000
 
-_pool: ThreadPoolExecutor | None = None
+# Thread pools by use: a scan read against a deadline (read_until) runs in one, and a part
+# of a scan cut in parts (answer_in_parts: HBase's, inside such a scan) in another. With
+# one pool for both, two scans holding its threads waited for their parts queued behind
+# them, for ever: every later read timed out.
+_pools: dict[str, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()
 
 
@@ -50,7 +54,7 @@ def answer_in_parts(parts: list[tuple[int, int]], answer: Callable[[int, int], S
                     threads: int) -> ScanAnswer:
     """answer(g0, g1) of every part, the first in the calling thread and the others in a
     pool of `threads`, merged into one answer of the whole request."""
-    futures = [(g0, _executor(threads).submit(answer, g0, g1)) for g0, g1 in parts[1:]]
+    futures = [(g0, _executor("scan-part", threads).submit(answer, g0, g1)) for g0, g1 in parts[1:]]
     try:
         out = answer(*parts[0])
     finally:
@@ -88,7 +92,7 @@ def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanReq
     wall = time.time() + (until - time.monotonic()) - margin
     for r in requests:
         r.stop, r.deadline = stop, wall
-    pool = _executor(threads)
+    pool = _executor("scan-read", threads)
     waiting = list(enumerate(requests))
     running: dict = {}
     try:
@@ -109,9 +113,10 @@ def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanReq
         stop[0] = 1  # what still runs stops at its next grid
 
 
-def _executor(threads: int) -> ThreadPoolExecutor:
-    global _pool
+def _executor(use: str, threads: int) -> ThreadPoolExecutor:
+    """The pool of `use` (its threads' name), with at least `threads` threads."""
     with _pool_lock:
-        if _pool is None or _pool._max_workers < threads:
-            _pool = ThreadPoolExecutor(threads, thread_name_prefix="scan-part")
-        return _pool
+        pool = _pools.get(use)
+        if pool is None or pool._max_workers < threads:
+            pool = _pools[use] = ThreadPoolExecutor(threads, thread_name_prefix=use)
+        return pool

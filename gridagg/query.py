@@ -9,6 +9,7 @@ any column. A series adds a time step (and a moving window): one answer per buck
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -64,27 +65,51 @@ class Aggregate:
         """value() of every row of `aggs` (AggArrays over `columns`), a column at a time:
         a series has thousands of rows, and a PartialAggregate per row costs a
         microsecond."""
+        nums, dens = self._stored(aggs, columns)
+        return nums if dens is None else [None if v is None else Fraction(v, n) for v, n in zip(nums, dens)]
+
+    def decoded(self, ds: Dataset, aggs: AggArrays, columns: list[int]) -> list:
+        """decode() of every row's value(), as values() reads them, without a Fraction per
+        average (a series' answer decodes thousands)."""
+        return self.decode_many(ds, *self._stored(aggs, columns))
+
+    def _stored(self, aggs: AggArrays, columns: list[int]) -> tuple[list, list | None]:
+        """Every row's stored answer, None where no value is selected: (values, None), or
+        for avg (sums, values present)."""
         if self.col is None:
-            return aggs.count.tolist()
+            return aggs.count.tolist(), None
         j = columns.index(self.col)
         present = aggs.present[:, j].tolist()
         if self.func == "count":
-            return present
+            return present, None
         if self.func in ("min", "max"):
             ends = (aggs.mins if self.func == "min" else aggs.maxs)[:, j].tolist()
-            return [v if n else None for v, n in zip(ends, present)]
+            return [v if n else None for v, n in zip(ends, present)], None
         sums = [(h << 32) + low for h, low in zip(aggs.hi[:, j].tolist(), aggs.lo[:, j].tolist())]
         if self.func == "sum":
-            return sums
-        return [Fraction(v, n) if n else None for v, n in zip(sums, present)]
+            return sums, None
+        return [v if n else None for v, n in zip(sums, present)], present
 
     def decode(self, ds: Dataset, value):
         """A stored-integer answer in user units; a sum of timestamps beyond the calendar
         has none and is refused."""
         if self.func == "count":
             return value
-        try:
+        with self._representable():
             return ds.columns[self.col].decode(value)
+
+    def decode_many(self, ds: Dataset, nums: list, dens: list | None = None) -> list:
+        """decode() of many stored answers (Column.decode_many: nums, or the means nums[i]
+        / dens[i] when dens are given; None stays None)."""
+        if self.func == "count":
+            return nums
+        with self._representable():
+            return ds.columns[self.col].decode_many(nums, dens)
+
+    @contextmanager
+    def _representable(self):
+        try:
+            yield
         except (OverflowError, ValueError):
             raise InvalidInput(f"{self.label}: the answer is not a representable timestamp; "
                                "sum over a time column is rarely meaningful", field="aggregates") from None
@@ -286,17 +311,19 @@ class Progress:
         """Whether point k's answer is exact (no unread leaf's rows may fall in it)."""
         return self.found is None or not self.found.touched[k]
 
-    def bounds(self, ds: Dataset, spec: QuerySpec, k: int) -> tuple[dict, list[str]]:
-        """({label: [lo, hi]} in user units, labels whose answer may also be null) at point
-        k, which is not exact."""
-        out, null = {}, []
+    def bounds(self, ds: Dataset, spec: QuerySpec, ks: list[int]) -> list[tuple[dict, list[str]]]:
+        """For each point k of ks, none exact: ({label: [lo, hi]} in user units, labels
+        whose answer may also be null), an aggregate at a time."""
+        out: list[tuple[dict, list[str]]] = [({}, []) for _ in ks]
         for a in spec.aggregates:
             j = None if a.col is None else spec.columns.index(a.col)
-            lo, hi, maybe = self.found.of(a.func, k, j)
-            out[a.label] = [None if v is None else a.decode(ds, v) for v in (lo, hi)]
-            if maybe:
-                null.append(a.label)
-        return out, null
+            lo, lo_dens, hi, hi_dens, maybe = self.found.ends(a.func, ks, j)
+            for (bounds, null), low, high, may in zip(out, a.decode_many(ds, lo, lo_dens),
+                                                       a.decode_many(ds, hi, hi_dens), maybe):
+                bounds[a.label] = [low, high]
+                if may:
+                    null.append(a.label)
+        return out
 
     def to_json(self) -> dict:
         return {"exact": self.is_exact, "read_share": self.read_share}
@@ -327,7 +354,7 @@ class QueryResult:
             out.update(self.progress.to_json())
             if not self.progress.exact_at(0):
                 out["count"] = None
-                out["bounds"], out["may_be_null"] = self.progress.bounds(ds, self.spec, 0)
+                out["bounds"], out["may_be_null"] = self.progress.bounds(ds, self.spec, [0])[0]
         return out
 
 
@@ -358,9 +385,12 @@ class SeriesResult:
         tcol = ds.dimensions[ds.time_axis]
         steps = np.arange(len(self.windows), dtype=np.int64) * s.step
         times, firsts, lasts = (tcol.decode_times(t + steps) for t in (s.start, s.base, s.start + s.step - 1))
+        # Decoded an aggregate at a time: a call per value was most of a streamed series'
+        # first line (the tree's answer).
+        decoded = [(a.label, a.decoded(ds, self.windows, q.columns)) for a in q.aggregates]
         points = [{"time": times[i], "window": [firsts[i], lasts[i]], "count": count,
-                   "results": q.decode(ds, values)}
-                  for i, (count, values) in enumerate(zip(self.windows.count.tolist(), self.values()))]
+                   "results": {label: values[i] for label, values in decoded}}
+                  for i, count in enumerate(self.windows.count.tolist())]
         selected = self.plan.rows_in_reused_grids + self.plan.rows_matched_by_scans
         plan = self.plan.to_json(selected)
         plan["buckets"] = s.buckets
@@ -368,8 +398,9 @@ class SeriesResult:
         if self.progress is not None:
             out.update(self.progress.to_json())
             if not self.progress.is_exact:
-                for k in np.flatnonzero(self.progress.found.touched).tolist():
+                bounded = np.flatnonzero(self.progress.found.touched).tolist()
+                for k, (bounds, null) in zip(bounded, self.progress.bounds(ds, q, bounded)):
                     point = points[k]
                     point["exact"] = False
-                    point["bounds"], point["may_be_null"] = self.progress.bounds(ds, q, k)
+                    point["bounds"], point["may_be_null"] = bounds, null
         return out

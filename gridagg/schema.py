@@ -283,6 +283,21 @@ class Column:
         # int / int rounds correctly, as float(Fraction) does, without Fraction arithmetic
         return value.numerator / (value.denominator * 10**self.scale)
 
+    def decode_many(self, nums: list, dens: list | None = None) -> list:
+        """decode() of many stored values at once, as a series' points need: nums[i] (None
+        stays None), or the means nums[i] / dens[i] when dens are given. The same numbers
+        as decode() gives (int / int is correctly rounded, as is its Fraction's), without a
+        Fraction or a call per value."""
+        if self.kind == "time":
+            return [self.decode(n if dens is None or n is None else Fraction(n, d))
+                    for n, d in zip(nums, dens or nums)]
+        unit = 10**self.scale
+        if dens is None:
+            return list(nums) if self.scale == 0 else [None if n is None else n / unit for n in nums]
+        if self.scale == 0:  # a whole mean stays an integer, as decode() gives it
+            return [None if n is None else n // d if n % d == 0 else n / d for n, d in zip(nums, dens)]
+        return [None if n is None else n / (d * unit) for n, d in zip(nums, dens)]
+
     def decode_times(self, enc: np.ndarray) -> list[str]:
         """decode() of many stored times (int64 seconds) at once, as a series' points need."""
         if self.epoch.microsecond:  # numpy's whole-second text would drop them

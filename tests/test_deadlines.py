@@ -375,6 +375,9 @@ def test_the_api_streams_an_answer_as_it_improves(client):
     assert len(points) == 1 and points[0]["exact"] is False
     assert any("bounds" in p for p in points[0]["points"])
     assert all(("bounds" in p) == (p.get("exact") is False) for p in points[0]["points"])
+    for streamed in (r, series):  # the server's time to the first line, for a browser's Resource Timing
+        name, took, desc = streamed.headers["Server-Timing"].split(";")
+        assert name == "first" and float(took.removeprefix("dur=")) >= 0 and desc == 'desc="first line"'
 
 
 def test_a_deadline_that_is_no_duration_is_refused_by_name(client):

@@ -33,3 +33,38 @@ def test_answers_of_parts_merge_with_their_rows_keyed_in_the_whole_request():
     merged = parts.answer_in_parts([(0, 3), (3, 5), (5, 9)], answer, 3)
     assert (int(merged.aggs.count[0]), merged.rows_visited) == (9, 9)
     assert {g: int(r[0, 0]) for g, r in merged.rows.items()} == {0: 0, 3: 3, 5: 5}
+
+
+def test_scans_read_against_a_deadline_get_their_parts_answered_while_they_hold_every_thread():
+    """Two scans read at once (read_until, 2 threads), each cut in parts as HBase's are
+    (answer_in_parts): while both hold a reading thread, their parts still run. With one
+    pool for both, each waited for its part queued behind the other: neither answered."""
+    import threading
+    import time
+
+    from gridagg.aggregate import AggArrays
+    from gridagg.scan import ScanAnswer, ScanRequest
+
+    both_reading = threading.Barrier(2, timeout=30)
+
+    def part(g0: int, g1: int) -> ScanAnswer:
+        out = ScanAnswer(AggArrays.empty(1, 1))
+        out.aggs.count[0] = g1 - g0
+        return out
+
+    def scan(_: ScanRequest) -> ScanAnswer:
+        both_reading.wait()  # both reading threads are taken now
+        return parts.answer_in_parts([(0, 1), (1, 3)], part, 2)
+
+    got = []
+
+    def read():
+        request = ScanRequest.__new__(ScanRequest)  # read_until only sets its stop and deadline
+        got.extend(int(a.aggs.count[0]) for _, a in parts.read_until(scan, [request], time.monotonic() + 30, 2))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(60)
+    assert got == [3, 3]

@@ -123,26 +123,31 @@ def draw_box(page, corners: list[float]) -> float:
     return page.evaluate("() => window.answerTimes.clicked")
 
 
-# The requests made since `since` (performance.now()): [path end, startTime, responseStart].
+# The requests made since `since` (performance.now()): [path end, startTime, responseStart,
+# the server's time to its first line (its Server-Timing "first", ms)].
 REQUESTS = """(since) => performance.getEntriesByType("resource").filter((e) => e.startTime >= since)
-  .map((e) => [e.name.slice(e.name.lastIndexOf("/")), e.startTime, e.responseStart])"""
+  .map((e) => [e.name.slice(e.name.lastIndexOf("/")), e.startTime, e.responseStart,
+    (e.serverTiming.find((t) => t.name === "first") || { duration: NaN }).duration])"""
 
 
 def times_of(marks: list[dict], requests: list, changed: float) -> dict:
     """{(view, "first" | "exact"): ms from the change to its frame} for the first drawing of
     each view (its bounds, or its exact values when they came at once) and its first
-    exact one; (view, "at once"): 1 when the first was exact; (view, "sent"), (view,
-    "byte"): ms to the request of its answer and to its first byte; (view, "replaced"):
-    ms to the page replacing the view (the first drawing, before its frame)."""
+    exact one (None: the stream ended bounded); (view, "at once"): 1 when the first was
+    exact; (view, "sent"), (view, "byte"): ms to the request of its answer and to its
+    first byte; (view, "server"): of that wait, the ms the server took from its view's
+    start to the first line (its Server-Timing); (view, "replaced"): ms to the page
+    replacing the view (the first drawing, before its frame)."""
     out = {}
     for view, _, path in VIEWS:
         drawn = [m for m in marks if m["id"] == view]
         out[view, "first"] = drawn[0]["painted"] - changed
         out[view, "replaced"] = drawn[0]["at"] - changed
         out[view, "at once"] = int(drawn[0]["exact"] == "true")
-        out[view, "exact"] = next(m["painted"] for m in drawn if m["exact"] == "true") - changed
-        sent, byte = next(r[1:] for r in requests if r[0] == path)
-        out[view, "sent"], out[view, "byte"] = sent - changed, byte - changed
+        exact = next((m["painted"] for m in drawn if m["exact"] == "true"), None)  # None: the stream ended bounded
+        out[view, "exact"] = None if exact is None else exact - changed
+        sent, byte, server = next(r[1:] for r in requests if r[0] == path)
+        out[view, "sent"], out[view, "byte"], out[view, "server"] = sent - changed, byte - changed, server
     return out
 
 
@@ -200,12 +205,13 @@ def main() -> None:
         improving = found[kind, MODES[0]]
         print(f"  {kind}:")
         for view, name, _ in VIEWS:
-            med = lambda runs, key: statistics.median(r[view, key] for r in runs)  # noqa: E731
-            both = lambda runs, key: f"{med(runs, key):5.0f} / {p90([r[view, key] for r in runs]):5.0f}"  # noqa: E731
+            got = lambda runs, key: [r[view, key] for r in runs if r[view, key] is not None]  # noqa: E731
+            med = lambda runs, key: statistics.median(got(runs, key))  # noqa: E731
+            both = lambda runs, key: f"{med(runs, key):5.0f} / {p90(got(runs, key)):5.0f}"  # noqa: E731
             line = (f"    {name}: as it improves: sent {both(improving, 'sent')}, first byte "
-                    f"{both(improving, 'byte')}, replaced {both(improving, 'replaced')}, first drawn "
+                    f"{both(improving, 'byte')} (server's first line {both(improving, 'server')}), replaced {both(improving, 'replaced')}, first drawn "
                     f"{both(improving, 'first')} ({sum(r[view, 'at once'] for r in improving)} of {len(improving)} "
-                    f"exact at once), exact {both(improving, 'exact')}")
+                    f"exact at once), exact {both(improving, 'exact')} ({len(got(improving, 'exact'))} exact)")
             if not args.improving_only:
                 once = found[kind, MODES[1]]
                 line += (f"; exact once: first byte {both(once, 'byte')}, drawn {both(once, 'exact')}; first drawn "
