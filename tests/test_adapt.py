@@ -6,8 +6,6 @@ the questions go."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from engine_support import check_tree
+from tune_support import (
+    BOXES,
+    DIMENSIONS,
+    MEASURES,
+    answer,
+    brute,
+    insert,
+    kill_child_at,
+    random_rows,
+    recovered_by_next_writer,
+)
 from gridagg import costmodel, faults
 from gridagg.adapt import adapt
 from gridagg.costmodel import CostModel
@@ -26,34 +35,10 @@ from gridagg.online import OnlineTuner
 from gridagg.questions import QuestionSample
 from gridagg.schema import Dataset
 
-SPEC = {
-    "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],
-    "measures": [{"name": "v", "min": -1000, "max": 1000}],
-    "grid": {"n_size": 40, "n_threshold": 400},
-}
-AGGS = ["count", "sum:v", "min:v", "max:v"]
+SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 40, "n_threshold": 400}}
 # A store on which a cut grid costs as much as 2 rows: leaves that small boxes cut are
 # worth splitting.
 CHEAP_GRIDS = CostModel("test", 0.0, 2e-6, 1e-6, 0.0)
-
-
-def brute(rows: np.ndarray, box) -> list:
-    (x0, x1), (y0, y1) = box
-    v = rows[(rows[:, 0] >= x0) & (rows[:, 0] <= x1) & (rows[:, 1] >= y0) & (rows[:, 1] <= y1), 2]
-    return [len(v), int(v.sum()), int(v.min()) if len(v) else None, int(v.max()) if len(v) else None]
-
-
-def answer(engine, name: str, box) -> list:
-    got = engine.query(name, {"x": list(box[0]), "y": list(box[1])}, AGGS).values
-    return [None if got[a] is None else int(got[a]) for a in AGGS]
-
-
-def insert(engine, ds, rows: np.ndarray, prefix: str) -> None:
-    engine.insert_encoded(ds, [f"{prefix}{i}".encode() for i in range(len(rows))], rows.astype(np.int64))
-
-
-def random_rows(rng, n: int) -> np.ndarray:
-    return np.stack([rng.integers(0, 1001, n), rng.integers(0, 1001, n), rng.integers(-1000, 1001, n)], 1)
 
 
 def leaves_in(engine, name: str, box) -> int:
@@ -171,35 +156,18 @@ def test_a_split_in_place_dying_at_any_step_is_recovered_by_the_next_writer(engi
         with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
             adapt(engine, ds.name, CHEAP_GRIDS, questions)
         assert engine.directory.pending_intents(ds.name), "the dying split left no intent"
-        later = random_rows(rng, 10)
-        insert(engine, ds, later, "b")  # the next writer recovers first
-        rows = np.vstack([rows, later])
-        assert not engine.directory.pending_intents(ds.name)
-        assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        rows = recovered_by_next_writer(engine, ds, rows, random_rows(rng, 10))
         assert adapt(engine, ds.name, CHEAP_GRIDS, questions).changes  # and splitting again works
         assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+        for box in BOXES:
             assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
 
 
 SPLITTER = textwrap.dedent("""
-    import sys
     import numpy as np
-    from gridagg import faults
     from gridagg.adapt import adapt
-    from gridagg.config import Settings
-    from gridagg.costmodel import CostModel
-    from gridagg.directory import GridDirectory
-    from gridagg.engine import GridEngine
-    from gridagg.store import open_store
-    from gridagg.store.embedded import EmbeddedStore
-    settings = Settings.from_env()
-    store = EmbeddedStore(sys.argv[3]) if sys.argv[2] == "embedded" else open_store(settings.with_(store="hbase"))
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), store)
     for x, y in np.random.default_rng(7).integers(0, 950, (40, 2)).tolist():
         engine.query(sys.argv[1], {"x": [x, x + 30], "y": [y, y + 30]}, ["count"])
     faults.arm({sys.argv[4]: "kill"})
@@ -214,17 +182,8 @@ def test_a_split_in_place_killed_at_any_step_is_recovered(engine, unique_name, p
     try:
         rows = random_rows(np.random.default_rng(8), 600)
         insert(engine, ds, rows, "a")
-        store_path = engine.store.env.path() if engine.store.kind == "embedded" else ""
-        out = subprocess.run([sys.executable, "-c", SPLITTER, ds.name, engine.store.kind, store_path, point],
-                             capture_output=True, text=True, env=os.environ.copy(), timeout=120)
-        assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
-        assert engine.directory.pending_intents(ds.name), "the killed split left no intent"
-        insert(engine, ds, rows[:5], "b")  # the next writer recovers first
-        rows = np.vstack([rows, rows[:5]])
-        assert not engine.directory.pending_intents(ds.name)
-        assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        kill_child_at(SPLITTER, engine, ds, point)
+        recovered_by_next_writer(engine, ds, rows, rows[:5])
     finally:
         engine.drop_dataset(ds.name)
 

@@ -4,10 +4,6 @@ any step of the write protocol is recovered like a split; the tree stays exact."
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -16,37 +12,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from engine_support import check_tree
+from tune_support import (
+    BOXES,
+    DIMENSIONS,
+    MEASURES,
+    answer,
+    brute,
+    insert,
+    kill_child_at,
+    random_rows,
+    recovered_by_next_writer,
+)
 from gridagg import faults
 from gridagg.costmodel import CostModel
 from gridagg.merge import tune
 from gridagg.schema import Dataset
 
-SPEC = {
-    "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],
-    "measures": [{"name": "v", "min": -1000, "max": 1000}],
-    "grid": {"n_size": 4, "n_threshold": 40},
-}
-AGGS = ["count", "sum:v", "min:v", "max:v"]
+SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
 
 
 def model_merging_up_to(rows: int) -> CostModel:
     """A cost model in which a cut grid costs as much as `rows` rows."""
     return CostModel("test", 0.1, rows * 1e-6, 1e-6, 0.0)
-
-
-def brute(rows: np.ndarray, box) -> list:
-    (x0, x1), (y0, y1) = box
-    v = rows[(rows[:, 0] >= x0) & (rows[:, 0] <= x1) & (rows[:, 1] >= y0) & (rows[:, 1] <= y1), 2]
-    return [len(v), int(v.sum()), int(v.min()) if len(v) else None, int(v.max()) if len(v) else None]
-
-
-def answer(engine, name: str, box) -> list:
-    got = engine.query(name, {"x": list(box[0]), "y": list(box[1])}, AGGS).values
-    return [None if got[a] is None else int(got[a]) for a in AGGS]
-
-
-def insert(engine, ds, rows: np.ndarray, prefix: str) -> None:
-    engine.insert_encoded(ds, [f"{prefix}{i}".encode() for i in range(len(rows))], rows.astype(np.int64))
 
 
 points = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(-1000, 1000)),
@@ -101,38 +88,21 @@ def test_a_merge_dying_at_any_step_is_recovered_by_the_next_writer(engine, uniqu
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
         rng = np.random.default_rng(8)
-        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        rows = random_rows(rng, 120)
         insert(engine, ds, rows, "a")
         with faults.armed(f"{point}=raise"), pytest.raises(faults.FaultInjected):
             tune(engine, ds.name, model_merging_up_to(30))
         assert engine.directory.pending_intents(ds.name), "the dying merge left no intent"
-        later = np.stack([rng.integers(0, 1001, 10), rng.integers(0, 1001, 10), rng.integers(-1000, 1001, 10)], 1)
-        insert(engine, ds, later, "b")  # the next writer recovers first
-        rows = np.vstack([rows, later])
-        assert not engine.directory.pending_intents(ds.name)
-        assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        rows = recovered_by_next_writer(engine, ds, rows, random_rows(rng, 10))
         tune(engine, ds.name, model_merging_up_to(30))  # and merging again works
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
+        for box in BOXES:
             assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
 
 
 MERGER = textwrap.dedent("""
-    import sys
-    from gridagg import faults
-    from gridagg.config import Settings
-    from gridagg.costmodel import CostModel
-    from gridagg.directory import GridDirectory
-    from gridagg.engine import GridEngine
     from gridagg.merge import tune
-    from gridagg.store import open_store
-    from gridagg.store.embedded import EmbeddedStore
-    settings = Settings.from_env()
-    store = EmbeddedStore(sys.argv[3]) if sys.argv[2] == "embedded" else open_store(settings.with_(store="hbase"))
-    engine = GridEngine(GridDirectory(settings.effective_pg_url), store)
     faults.arm({sys.argv[4]: "kill"})
     tune(engine, sys.argv[1], CostModel("test", 0.1, 30e-6, 1e-6, 0.0))
     print("not killed", flush=True)
@@ -144,19 +114,10 @@ def test_a_merge_killed_at_any_step_is_recovered_like_a_split(engine, unique_nam
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
         rng = np.random.default_rng(9)
-        rows = np.stack([rng.integers(0, 1001, 120), rng.integers(0, 1001, 120), rng.integers(-1000, 1001, 120)], 1)
+        rows = random_rows(rng, 120)
         insert(engine, ds, rows, "a")
-        store_path = engine.store.env.path() if engine.store.kind == "embedded" else ""
-        out = subprocess.run([sys.executable, "-c", MERGER, ds.name, engine.store.kind, store_path, point],
-                             capture_output=True, text=True, env=os.environ.copy(), timeout=120)
-        assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
-        assert engine.directory.pending_intents(ds.name), "the killed merge left no intent"
-        insert(engine, ds, rows[:5], "b")  # the next writer recovers first
-        rows = np.vstack([rows, rows[:5]])
-        assert not engine.directory.pending_intents(ds.name)
-        assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        kill_child_at(MERGER, engine, ds, point)
+        recovered_by_next_writer(engine, ds, rows, rows[:5])
     finally:
         engine.drop_dataset(ds.name)
 
@@ -165,7 +126,7 @@ def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_i
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
         rng = np.random.default_rng(10)
-        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        rows = random_rows(rng, 150)
         insert(engine, ds, rows, "a")
         merges, _ = tune(engine, ds.name, model_merging_up_to(40))
         assert merges
@@ -173,7 +134,7 @@ def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_i
         try:
             # Rows into the merged grids until they pass N_threshold: they split at this
             # write only once the old leaves' rows are purged (which it does first).
-            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            more = random_rows(rng, 400)
             insert(engine, ds, more, "b")
         finally:
             engine.max_query_seconds = 60.0
@@ -181,7 +142,7 @@ def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_i
         assert not set(engine.directory.retired_before(ds.name, 0)) & {g for m in merges for g in m.leaves}
         check_tree(engine, ds.name, rows)  # no leaf past N_threshold: the merged grids split again
         assert engine.check(ds.name) == []
-        for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300))):
+        for box in BOXES:
             assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
@@ -193,14 +154,14 @@ def test_a_tree_held_from_before_merges_and_splits_again_is_rebuilt(engine, uniq
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
         rng = np.random.default_rng(12)
-        rows = np.stack([rng.integers(0, 1001, 150), rng.integers(0, 1001, 150), rng.integers(-1000, 1001, 150)], 1)
+        rows = random_rows(rng, 150)
         insert(engine, ds, rows, "a")
         held = TreeCache(engine.directory, engine.store)  # another reader's tree, from before
         held.tree(ds)
         assert tune(engine, ds.name, model_merging_up_to(40))[0]
         engine.max_query_seconds = 0.0
         try:  # the merged leaves split again, under the IDs of the leaves they replaced
-            more = np.stack([rng.integers(0, 1001, 400), rng.integers(0, 1001, 400), rng.integers(-1000, 1001, 400)], 1)
+            more = random_rows(rng, 400)
             insert(engine, ds, more, "b")
         finally:
             engine.max_query_seconds = 60.0
