@@ -257,7 +257,7 @@ class _Walked:
     """One query's walk: the tree it used, the aggregates it has so far (per bucket, over
     the wanted columns `cols`), the polygon (None: none, or a rectangle read as a box),
     the series' buckets; the leaves left to read (`scan`, rows of the tree) with their
-    kind and tested conditions, how many lie on the polygon's edge, and how many a
+    kind, tested conditions and rows in all, how many lie on the polygon's edge, and how many a
     min/max-only query passed over."""
 
     tree: TreeState
@@ -268,6 +268,7 @@ class _Walked:
     scan: np.ndarray = field(default_factory=lambda: _NONE)
     kind: np.ndarray = field(default_factory=lambda: _NONE)
     tested: np.ndarray = field(default_factory=lambda: _NONE)
+    scan_rows: int = 0  # rows in the leaves of scan
     edges: int = 0
     passed_over: int = 0
 
@@ -451,9 +452,10 @@ class Planner:
             return walked
         query = self._walk_query(ds, spec, series, region)
         reused, rbucket, scan, kind, tested, region_leaves, tally = walk(tree, query, budget)
-        if budget is None:  # a whole walk: the question is offered to the tuner's sample
-            self.sample.offer(ds.name, query, len(scan), int(tree.aggs.count[scan].sum()))
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
+        walked.scan_rows = int(tree.aggs.count[scan].sum())
+        if budget is None:  # a whole walk: the question is offered to the tuner's sample
+            self.sample.offer(ds.name, query, len(scan), walked.scan_rows)
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
             plan.region = dict(zip(("leaves_inside", "leaves_on_edge", "leaves_outside"),
@@ -476,7 +478,7 @@ class Planner:
 
     @staticmethod
     def _check_rows(walked: "_Walked", limits: Limits) -> None:
-        rows = int(walked.tree.aggs.count[walked.scan].sum())
+        rows = walked.scan_rows
         if limits.max_scan_rows is not None and rows > limits.max_scan_rows:
             raise WorkLimitExceeded(f"the query would scan {rows} rows, more than the limit of "
                                     f"{limits.max_scan_rows}; narrow it")
