@@ -34,14 +34,19 @@ function setBusy(delta) {
   if (busy > 0) $("status").textContent = "running…";
 }
 
-/** call() (or with onAnswer, stream()) with the busy indicator on until it is over. */
-async function request(path, body, signal, onAnswer) {
+/** promise, with the busy indicator on until it settles. */
+async function busyWhile(promise) {
   setBusy(1);
   try {
-    return await (onAnswer ? stream(path, body, signal, onAnswer) : call(path, body, signal));
+    return await promise;
   } finally {
     setBusy(-1);
   }
+}
+
+/** call() (or with onAnswer, stream()) with the busy indicator on until it is over. */
+function request(path, body, signal, onAnswer) {
+  return busyWhile(onAnswer ? stream(path, body, signal, onAnswer) : call(path, body, signal));
 }
 
 function showMessages(lines) {
@@ -196,13 +201,17 @@ function gridMarks(plan) {
 
 // ---------------------------------------------------------------- one run
 
+/** Resolves once the frame after this moment is painted. */
+const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)));
+
 let mapLeaves = []; // projected onto lon/lat: the data view and the grid on the map
 let plotLeaves = []; // projected onto the grid view's other dimensions, when it has them
 
 /** Ask for the state's answer, series and leaves, and draw each as it comes: an answer
  * or series as soon as its first (bounded) version arrives, replaced as better ones do;
- * the leaves, asked once both have a first answer (a server answers a few requests at
- * once: the answers go first), with the grid marks of the query's. A run started
+ * the leaves, asked once both first answers are on screen (a server answers a few
+ * requests at once, and drawing a thousand leaves holds up the next frame: the answers
+ * go first), with the grid marks of the query's. A run started
  * meanwhile aborts this one. No deadline is sent: the page wants the exact values, and a
  * stream without one ends exact (or at the server's time limit, with bounds). */
 async function run() {
@@ -244,7 +253,7 @@ async function run() {
   // Leaves in view: those the selection touches on every dimension but the two drawn.
   const leavesOn = (axes) => request(`${dsPath()}/leaves`, {
     axes, where: Object.fromEntries(Object.entries(sel.where).filter(([k]) => !axes.includes(k))) }, signal);
-  const leaves = Promise.all(firstAnswers).then(() => Promise.allSettled([
+  const leaves = Promise.all(firstAnswers).then(() => busyWhile(painted())).then(() => Promise.allSettled([
     lonlat() ? leavesOn(lonlat()) : Promise.resolve(null),
     gridOnMap() ? Promise.resolve(null) : leavesOn(gridAxes()),
   ])).then((settled) => {
