@@ -12,17 +12,19 @@ from .config import Settings
 STORES = ("embedded", "hbase")
 
 
-def calibrate_stores(settings: Settings, stores, out=print) -> list[costmodel.CostModel]:
-    """Calibrate each of `stores` (a scratch dataset on each, dropped after), store its
-    model in the data dir and print it with `out`; returns the models."""
-    from .calibrate import calibrate
+def calibrate_stores(settings: Settings, stores, out=print, rows: int | None = None) -> list[costmodel.CostModel]:
+    """Calibrate each of `stores` (scratch datasets of `rows` rows on each, by default
+    the store's gridagg.calibrate.ROWS, dropped after), store its model in the data dir
+    and print it with `out`; returns the models."""
+    from .calibrate import ROWS, calibrate
     from .engine import GridEngine
 
     models = []
     for store in stores:
-        out(f"calibrating the {store} store (a scratch dataset, about 10 s)")
+        n = rows or ROWS[store]
+        out(f"calibrating the {store} store (two scratch datasets of {n:,} rows, about {n // 6000} s)")
         with GridEngine.open(settings.with_(store=store)) as engine:
-            model = calibrate(engine, lambda m: out(f"  {m}"))
+            model = calibrate(engine, lambda m: out(f"  {m}"), nrows=n)
         where = costmodel.save(settings.data_dir, model)
         out(f"  {model.describe()}")
         out(f"  stored in {where}")
@@ -32,7 +34,7 @@ def calibrate_stores(settings: Settings, stores, out=print) -> list[costmodel.Co
 
 def _tune(settings: Settings, args: argparse.Namespace) -> int:
     if args.calibrate:
-        calibrate_stores(settings, args.stores)
+        calibrate_stores(settings, args.stores, rows=args.rows)
         return 0
     if args.dataset:
         return _tune_dataset(settings, args.dataset, not args.dry_run)
@@ -123,6 +125,13 @@ def _print_merges(name: str, model, merges, target: int, apply: bool) -> None:
           "single old leaf reads the rest of its merged grid's rows too")
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1000:
+        raise argparse.ArgumentTypeError(f"--rows must be at least 1000, not {text}")
+    return value
+
+
 def add_tune(sub) -> None:
     p = sub.add_parser(
         "tune", help="measure (--calibrate) or show the stores' cost models; split or merge a dataset's leaves",
@@ -141,8 +150,13 @@ def add_tune(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
-                   help="measure the models now (a scratch dataset per store, about 10 s each) and store them "
+                   help="measure the models now (scratch datasets per store: about 3 minutes on the embedded store, "
+                        "15 s on HBase) and store them "
                         f"in the data dir ({costmodel.FILE})")
+    p.add_argument("--rows", type=_positive, default=None, metavar="N",
+                   help="rows of each scratch dataset (default: 1,000,000 on the embedded store, about 3 minutes; "
+                        "100,000 on HBase). A cut grid costs more as the data outgrows the CPU's caches: on the "
+                        "embedded store 0.48 us at 100,000 rows, 0.91 us at 1,000,000 (docs/bench/online-10m.md)")
     p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
                    help="the stores to measure or show (default both; hbase needs the HBase of "
                         "`gridagg services up`)")

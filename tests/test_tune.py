@@ -6,6 +6,8 @@ stated factor: the machine is shared)."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -63,3 +65,13 @@ def test_a_calibrated_model_predicts_another_dataset_within_a_factor(engine, uni
         engine.drop_dataset(ds.name)
     ratios = [model.predict(grids, rows, reused) / ms for grids, rows, reused, ms in measured]
     assert 1 / FACTOR <= statistics.median(ratios) <= FACTOR, (model.describe(), ratios)
+
+
+def test_calibrate_refuses_scratch_datasets_too_small_to_time(settings):
+    env = settings.environ()
+    out = subprocess.run([sys.executable, "-m", "gridagg.cli", "tune", "--calibrate", "--rows", "500"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 2 and "--rows must be at least 1000, not 500" in out.stderr
+    shown = subprocess.run([sys.executable, "-m", "gridagg.cli", "tune", "--help"], capture_output=True, text=True,
+                           env=env, timeout=60)
+    assert "--rows N" in shown.stdout and "1,000,000" in shown.stdout
