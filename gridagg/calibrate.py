@@ -1,4 +1,4 @@
-"""A short calibration of a store's cost model (gridagg.costmodel) on this machine:
+"""A calibration of a store's cost model (gridagg.costmodel) on this machine:
 `gridagg tune --calibrate`, and `gridagg services up` once when no model is stored.
 
 Two scratch datasets of the same random rows (3 dimensions, one measure), one with small
