@@ -125,8 +125,12 @@ def _print_merges(name: str, model, merges, target: int, apply: bool) -> None:
           "single old leaf reads the rest of its merged grid's rows too")
 
 
-def _positive(text: str) -> int:
-    value = int(text)
+def _calibration_rows(text: str) -> int:
+    """--rows: a whole number of at least 1,000 (fewer rows time nothing but the call)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--rows must be a whole number, not {text!r}") from None
     if value < 1000:
         raise argparse.ArgumentTypeError(f"--rows must be at least 1000, not {text}")
     return value
@@ -153,7 +157,7 @@ def add_tune(sub) -> None:
                    help="measure the models now (scratch datasets per store: about 3 minutes on the embedded store, "
                         "15 s on HBase) and store them "
                         f"in the data dir ({costmodel.FILE})")
-    p.add_argument("--rows", type=_positive, default=None, metavar="N",
+    p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
                    help="rows of each scratch dataset (default: 1,000,000 on the embedded store, about 3 minutes; "
                         "100,000 on HBase). A cut grid costs more as the data outgrows the CPU's caches: on the "
                         "embedded store 0.48 us at 100,000 rows, 0.91 us at 1,000,000 (docs/bench/online-10m.md)")
