@@ -30,6 +30,10 @@ export function createMap(element, onSelect) {
   map.createPane("outlines").style.zIndex = 300;
   const outlines = L.layerGroup().addTo(map);
   const outlineRenderer = L.canvas({ pane: "outlines" }); // thousands of vertices: canvas, not SVG
+  // The leaves (a thousand paths) in an SVG of their own, under the drawn selection's:
+  // drawing a box then lays out and paints only the small one.
+  map.createPane("leaves").style.zIndex = 350;
+  const leafRenderer = L.svg({ pane: "leaves" });
   const dataLayer = L.layerGroup();
   const gridLayer = L.layerGroup();
   let selection = null;
@@ -109,7 +113,7 @@ export function createMap(element, onSelect) {
       for (const { data: [[x0, x1], [y0, y1]], count, leaves: n } of groups.values()) {
         const s = shade(count, max);
         const opts = { className: "rows", color: "#1f5fa8", weight: 1, fillColor: "#1f5fa8",
-          fillOpacity: 0.06 + 0.4 * s, pmIgnore: true };
+          fillOpacity: 0.06 + 0.4 * s, pmIgnore: true, renderer: leafRenderer };
         const layer = x0 === x1 && y0 === y1
           ? L.circleMarker([y0, x0], { ...opts, radius: 4 + 8 * s })
           : L.rectangle([[y0, x0], [y1, x1]], opts);
@@ -129,7 +133,7 @@ export function createMap(element, onSelect) {
         const color = mark === "scanned" ? "#d9480f" : mark === "reused" ? "#2b8a3e" : "#5f3dc4";
         const layer = L.rectangle([[y0, x0], [y1, x1]], {
           className: `leaf ${mark}`.trim(), color, weight: mark ? 2 : 0.7, opacity: mark ? 0.9 : 0.5,
-          fillColor: "#6741d9", fillOpacity: fill(leaf), pmIgnore: true,
+          fillColor: "#6741d9", fillOpacity: fill(leaf), pmIgnore: true, renderer: leafRenderer,
         });
         layer.bindTooltip(`grid ${leaf.id}: ${leaf.count.toLocaleString()} rows${mark ? `, ${mark}` : ""}`);
         gridLayer.addLayer(layer);
