@@ -113,6 +113,37 @@ def read_until(scan: Callable[[ScanRequest], ScanAnswer], requests: list[ScanReq
         stop[0] = 1  # what still runs stops at its next grid
 
 
+class Lead:
+    """How much sooner than a caller's deadline reading stops, learned from the answers
+    given against one: making the answer from what was read (merging, bounding the rest)
+    takes time after reading stops, and a store's answer can arrive after the time it
+    was told to stop (HBase's region servers: 1.3-1.8 ms at the median). An answer is
+    aimed to be made AIM of its deadline early, for the caller's own work after it (the
+    result's values, its JSON). One later than that sets the lead to the one it ran with
+    plus its lateness; one that came earlier gives back RELAX of its spare time, so a
+    lead that one stalled answer raised falls again, even while every read finishes in
+    time. At 100M rows and 5 ms, 6-14% of answers then came late where 91-98% did
+    (docs/bench/deadline-100m.md). Shared by the threads of a process: a lost update
+    only delays the learning."""
+
+    AIM = 0.05
+    RELAX = 0.1
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def before(self, deadline: float) -> float:
+        """The lead (seconds) to stop reading by, for a deadline of `deadline` seconds:
+        at most half of it."""
+        return min(self.seconds, deadline / 2)
+
+    def learn(self, used: float, took: float, deadline: float) -> None:
+        """After an answer that read rows against a deadline: `used`, the lead it ran with
+        (from before()); `took`, the seconds it took against `deadline`."""
+        late = took - deadline * (1 - self.AIM)
+        self.seconds = used + late if late > 0 else max(0.0, used + self.RELAX * late)
+
+
 def _executor(use: str, threads: int) -> ThreadPoolExecutor:
     """The pool of `use` (its threads' name), with at least `threads` threads."""
     with _pool_lock:

@@ -285,6 +285,7 @@ class Planner:
         self.engine = engine
         self.rollups = DayRollups(engine.store)
         self.sample = QuestionSample()  # the questions walked, for the online tuner (gridagg.online)
+        self.lead = parts.Lead()  # how much sooner than a deadline reading stops
 
     def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False,
               deadline: float | None = None) -> QueryResult:
@@ -338,10 +339,10 @@ class Planner:
         (That first answer comes from the walk within FRONTIER_GRIDS, as deadline 0's.)
         The leaves to read go to the store in parts, those with the most rows first
         (min/max-only queries: the most promising first), at most settings.scan_threads
-        at once; at the deadline the parts not finished are stopped. A store that stops
-        at a deadline itself and names what it left unread (HBase) gets them as one scan
-        (cut as without a deadline) to stop STOP_MARGIN of the time earlier: what it read
-        by then narrows the answer."""
+        at once; at the deadline, less the lead the planner learned (parts.Lead), the
+        parts not finished are stopped. A store that stops at a deadline itself and names
+        what it left unread (HBase) gets them as one scan (cut as without a deadline) to
+        stop STOP_MARGIN of the time earlier: what it read by then narrows the answer."""
         started = time.perf_counter()
         shown = None  # when the last answer was given (None: not yet)
         if every is not None and deadline > 0 and FRONTIER_GRIDS is not None:
@@ -387,7 +388,8 @@ class Planner:
             pos = order[c0:c1]
             part_skip = None if skip is None else Skip(skip.specs, skip.bounds[c0:c1], skip.best)
             requests.append(self._request(ds, spec, series, walked, pos, part_skip))
-        left = deadline - (time.perf_counter() - started)
+        lead = self.lead.before(deadline)
+        left = deadline - lead - (time.perf_counter() - started)
         until = time.monotonic() + left
         changed = False
         for i, answer in parts.read_until(lambda r: engine.store.scan(ds, r), requests, until,
@@ -404,7 +406,9 @@ class Planner:
                 changed = False
                 yield state()
         if changed or shown is None:
-            yield state()
+            last = state()
+            self.lead.learn(lead, time.perf_counter() - started, deadline)
+            yield last
 
     # -- the walk and the scan ---------------------------------------------------------
 

@@ -68,3 +68,27 @@ def test_scans_read_against_a_deadline_get_their_parts_answered_while_they_hold_
     for t in readers:
         t.join(60)
     assert got == [3, 3]
+
+
+def test_a_late_answer_makes_reading_stop_that_much_sooner_and_answers_on_time_give_it_back():
+    lead = parts.Lead()
+    assert lead.before(0.005) == 0.0
+    lead.learn(0.0, 0.0058, 0.005)  # 1.05 ms after the aim (5% of the deadline early)
+    assert abs(lead.before(0.005) - 0.00105) < 1e-9
+    lead.learn(lead.before(0.005), 0.0040, 0.005)  # 0.75 ms to spare: a tenth given back
+    assert abs(lead.before(0.005) - 0.000975) < 1e-9
+    lead.learn(0.0, 0.1, 0.005)  # a stall: the lead never takes more than half a deadline
+    assert lead.before(0.005) == 0.0025
+    assert abs(lead.before(1.0) - 0.09525) < 1e-9
+    for _ in range(200):  # answers on time give it back, down to nothing
+        lead.learn(lead.before(0.005), 0.001, 0.005)
+    assert lead.before(0.005) == 0.0
+
+
+@given(st.lists(st.tuples(st.floats(0.001, 1.0), st.floats(0.0, 2.0)), max_size=30))
+def test_the_lead_stays_within_half_of_any_deadline_and_is_never_negative(answers):
+    lead = parts.Lead()
+    for deadline, share in answers:
+        used = lead.before(deadline)
+        assert 0.0 <= used <= deadline / 2
+        lead.learn(used, deadline * share, deadline)
