@@ -72,7 +72,7 @@ from . import buckets, class_archive, hfiles, tasks
 from .choose import with_chosen_n_size
 from .config import IngestConfig
 from .encode import encode, rounding_columns, with_leaf
-from .readers import expand_inputs, read_source
+from .readers import estimated_rows, expand_inputs, read_source
 from .tree import SplitTree
 
 WRITE_BATCH = 20000
@@ -405,14 +405,6 @@ def _bucket_count(spark) -> int:
 # 100M rows in the default 16 buckets ran the JVM out of heap (6g); in 200 they loaded.
 ROWS_PER_BUCKET = 500_000
 # Input bytes a row takes, about: the generated archives' Parquet 8.3, CSV 60, TMY3 files 140.
-BYTES_PER_ROW = {"parquet": 8, "csv": 60, "tmy3": 140}
-
-
-def estimated_rows(paths: list[str], fmt: str) -> int:
-    """About how many rows these inputs hold, from the sizes of the local ones."""
-    return sum(os.path.getsize(p) for p in paths if "://" not in p) // BYTES_PER_ROW.get(fmt, 60)
-
-
 @contextmanager
 def buckets_for(spark, rows: int):
     """Raise the job's buckets (spark.sql.shuffle.partitions) to one per ROWS_PER_BUCKET

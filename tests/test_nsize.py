@@ -13,6 +13,7 @@ from gridagg.grid import presplit
 from gridagg.schema import Column, Dataset, GridParams
 from gridagg.split import split_rows
 from gridagg.aggregate import PartialAggregate
+from gridagg_ingest import choose
 from gridagg_ingest.config import parse_config
 
 SPAN = 1_000_000
@@ -65,6 +66,39 @@ def test_the_choice_follows_the_cost_model():
     assert "hbase store's cost model, 1,000,000 rows" in big.why() and "16000:" in big.why()
     # A sample too small for a candidate's leaves leaves it unjudged.
     assert 250 not in nsize.choose(ds, grids_dear, rows[:1000], 10_000_000).predicted
+
+
+def encoded_batches(n: int, cuts: list[int], bad_every: int = 7):
+    """Encoded-like batches of n rows (`_eid`, c0, c1, `_reason`: every bad_every-th row
+    bad), cut at `cuts`."""
+    import pyarrow as pa
+
+    rows = pa.table({"_eid": pa.array([f"s{i % 97}|{i}" for i in range(n)]),
+                     "c0": pa.array(np.arange(n, dtype=np.int64)), "c1": pa.array(np.arange(n, dtype=np.int64) * 3),
+                     "_reason": pa.array([None if i % bad_every else "bad" for i in range(n)], pa.string())})
+    bounds = [0, *cuts, n]
+    return [rows.slice(a, b - a).to_batches()[0] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def sample_of(tasks: list[list], threshold: int, most: int):
+    import pyarrow as pa
+
+    got = [row for batches in tasks for row in choose.sampled(2, threshold, most)(iter(batches))]
+    total = sum(b.column("rows")[0].as_py() for b in got)
+    return total, choose.bottom(pa.array([b.column("sample")[0].as_py() for b in got], pa.binary()), 2, most)
+
+
+def test_the_sample_for_a_choice_counts_the_good_rows_and_is_the_same_however_the_input_is_cut():
+    n, most = 5000, 300
+    whole, parts = encoded_batches(n, []), encoded_batches(n, [700, 701, 2500])
+    total, a = sample_of([whole], 2**64 - 1, most)
+    total_b, b = sample_of([parts[:2], parts[2:]], 2**64 - 1, most)  # two tasks
+    assert total == total_b == n - len(range(0, n, 7))
+    assert len(a) == most and np.array_equal(a, b)
+    assert not (a[:, 0] % 7 == 0).any() and np.array_equal(a[:, 1], a[:, 0] * 3)  # good rows, whole
+    # A threshold lets fewer through; those that pass are the smallest hashes still.
+    _, c = sample_of([parts], 2**58, most)
+    assert 0 < len(c) < most and np.array_equal(c, a[:len(c)])
 
 
 def test_a_config_without_grid_sizes_asks_for_a_choice():
