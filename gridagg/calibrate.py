@@ -63,12 +63,11 @@ def boxes(n: int = BOXES, seed: int = 2) -> list[dict]:
     return out
 
 
-def calibrate(engine: GridEngine, progress=lambda message: None, nrows: int | None = None,
+def calibrate(engine: GridEngine, nrows: int, progress=lambda message: None,
               prefix: str = PREFIX) -> costmodel.CostModel:
     """Measure and fit the cost model of engine's store over scratch datasets of `nrows`
-    rows (None: the store's ROWS) named `prefix` + N_size (progress(message) hears what
+    rows (ROWS gives each store's) named `prefix` + N_size (progress(message) hears what
     happens); returns the model (not stored: costmodel.save does)."""
-    nrows = nrows or ROWS[engine.store.kind]
     samples = []
     for n_size in N_SIZES:
         ds = scratch_dataset(n_size, prefix)

@@ -24,7 +24,7 @@ def calibrate_stores(settings: Settings, stores, out=print, rows: int | None = N
         n = rows or ROWS[store]
         out(f"calibrating the {store} store (two scratch datasets of {n:,} rows, about {n // 6000} s)")
         with GridEngine.open(settings.with_(store=store)) as engine:
-            model = calibrate(engine, lambda m: out(f"  {m}"), nrows=n)
+            model = calibrate(engine, n, lambda m: out(f"  {m}"))
         where = costmodel.save(settings.data_dir, model)
         out(f"  {model.describe()}")
         out(f"  stored in {where}")

@@ -101,7 +101,8 @@ def with_chosen_n_size(spark, settings, engine, cfg: IngestConfig, paths: list[s
     model = costmodel.load(settings.data_dir, settings.store)
     estimated = estimated_rows(paths, cfg.format)  # 0 for inputs not on this machine: each task's most then
     share = OVERSAMPLE * nsize.SAMPLE_ROWS / estimated if estimated else 1.0
-    threshold = 2**64 - 1 if share >= 1 else int(share * 2**64)
+    # Without a model to choose by, the count alone is wanted: no row passes a threshold of 0.
+    threshold = 0 if model is None else 2**64 - 1 if share >= 1 else int(share * 2**64)
     got = encode(read_source(spark, cfg, paths), cfg,
                  then=(sampled(ds.ndim, threshold, nsize.SAMPLE_ROWS), SCHEMA)).collect()
     total = sum(r["rows"] for r in got)
