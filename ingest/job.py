@@ -175,6 +175,25 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     return spark
 
 
+def stop_spark(spark) -> None:
+    """Stop the session, and end the JVM this process launched for it (not one that
+    spark-submit made). A process that goes on to serve or measure gets the JVM's heap
+    back: it starts at full size (a quarter of the memory), and an idle JVM holding it
+    left the page cache that much smaller (a 9 GB idle allocation made 100M-row answers
+    1.8x slower)."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    gateway.shutdown()
+    proc.stdin.close()  # the JVM exits at the end of its stdin (writing its class archive, if due)
+    proc.wait(timeout=120)
+    SparkContext._gateway = SparkContext._jvm = None
+
+
 class Progress:
     """Progress lines on the terminal: the job's own steps, and every few seconds the
     running Spark stage's task counts."""

@@ -60,7 +60,7 @@ SAMPLE_BOXES = 5  # workload boxes a peer prepares for (PostgreSQL's index trial
 def load_all(settings: Settings, args) -> tuple[list[System], int]:
     """Steps 1 and 2: the archive, and every system loaded with it. Returns the systems
     and the archive's row count."""
-    from gridagg_ingest.job import spark_session
+    from gridagg_ingest.job import spark_session, stop_spark
 
     systems: list[System] = []
     spark = spark_session(settings=bench_settings(settings, args.stores))
@@ -78,7 +78,7 @@ def load_all(settings: Settings, args) -> tuple[list[System], int]:
                         f"{s.stats['grids']:,} leaves")
                     systems.append(s)
         finally:
-            spark.stop()
+            stop_spark(spark)
         total = encoded_count(encoded)
         log(f"archive: {total:,} rows")
         samples = workload.paper_queries(SAMPLE_BOXES, args.seed + 77)

@@ -178,7 +178,7 @@ def run(settings: Settings, args) -> dict:
     of the in-process peers among --peers; writes dashboard.md. Returns {"systems",
     "runs" (none), "disagreements", "report"}."""
     from gridagg_ingest.config import load_config
-    from gridagg_ingest.job import spark_session
+    from gridagg_ingest.job import spark_session, stop_spark
 
     started = time.time()
     out = Path(args.out).resolve()
@@ -200,7 +200,7 @@ def run(settings: Settings, args) -> dict:
                 systems.append(load_gridagg(settings, spark, store, replace(ds, name=dataset_name(ds.name, store)),
                                             encoded))
         finally:
-            spark.stop()
+            stop_spark(spark)
         total = encoded_count(encoded)
         for kind in [k for k in IN_PROCESS if k in args.peers]:
             peer = open_peer(kind, settings)
