@@ -1,21 +1,27 @@
 """`python -m gridagg_loadtest.scale`: answer times as the archive grows, gridagg beside
-the in-process peers, on an archive already generated and loaded into gridagg.
+its peers, on an archive already generated and loaded into gridagg.
 
 For one archive (the generator's Parquet: `python -m gridagg_ingest.generate`) and the
 gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
 --dataset STORE=NAME), it
 1. encodes the archive once for the datasets' data space (archive.encode_archive) and
-   loads every in-process peer (DuckDB, ClickHouse through chDB) with the same stored
-   integers, each ordering its table by time, timing each load and its bytes on disk;
-2. asks every system the dashboard's eight questions (dashboard.QUESTIONS) and the
-   paper's boxes (sum and min of wind speed over time, temperature, humidity and
-   illuminance): in process, p50 of --repeat runs after a warm-up, each peer at each of
-   its thread settings, and every answer checked against every peer's, exactly;
+   loads every peer (DuckDB and ClickHouse through chDB, in process; PostgreSQL alone
+   with --peers pg) with the same stored integers, each ordering its table by time,
+   timing each load and its bytes on disk; PostgreSQL keeps the index its EXPLAIN
+   ANALYZE shows fastest on sample boxes (as `gridagg bench`), under shared_buffers a
+   quarter of the memory (--pg-shared-buffers);
+2. asks gridagg and the in-process peers the dashboard's eight questions
+   (dashboard.QUESTIONS) and the paper's boxes (sum and min of wind speed over time,
+   temperature, humidity and illuminance): in process, p50 of --repeat runs after a
+   warm-up, each peer at each of its thread settings, and every answer checked against
+   every peer's, exactly;
 3. asks gridagg the same over HTTP (p50 of 5 requests to `gridagg serve`'s server);
-4. with --clients, serves gridagg (each store) and every in-process peer as `gridagg
-   bench` does (runs.Bench: the same shapes offered to all, each at its fastest shape
+4. with --clients, serves gridagg (each store) and every peer as `gridagg bench` does
+   (runs.Bench: the same shapes offered to all, each at its fastest shape
    and knobs, prewarmed, warmed up, its answers to check queries compared) and drives
-   the paper's min and sum queries at each client count;
+   the paper's min and sum queries at each client count; PostgreSQL is served only
+   (it has no SQL for the dashboard's series and polygons), with EXPLAIN (ANALYZE,
+   BUFFERS) of one sum query in the report;
 5. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
    OUT: each question's p50 against rows, per system, log-log.
 
@@ -35,18 +41,22 @@ from dataclasses import replace
 from pathlib import Path
 
 from gridagg.config import Settings
+from gridagg.query import QuerySpec
 
 from . import dashboard, workload
 from .archive import encode_archive, encoded_batches, encoded_count
-from .bench import SHAPES, shape
+from .bench import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .log import log
 from .peers import IN_PROCESS, clickhouse, duck, open_peer
+from .peers.pg_server import advised, server_settings
+from .peers.postgres import table_name
 from .peers.registry import PeerRegistry
 from .report import machine
 from .runs import Bench, disagreements
 from .servers import Server, Shape
 from .systems import System, engine_of
 
+PEERS = (*IN_PROCESS, "pg")  # PostgreSQL alone is served only: see step 4
 PAPER_BOXES = 5  # boxes of the paper's workload, each asked for sum and for min
 CHECK_QUERIES = 5  # boxes whose served answers (min and sum) every system must agree on
 SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms")
@@ -70,15 +80,20 @@ def disk_bytes(path: Path) -> int:
     return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def peer_files(settings: Settings, kind: str, name: str) -> Path:
-    """Where an in-process peer keeps dataset `name`."""
-    if kind == "duckdb":
-        return duck.path_of(settings, name)
-    return clickhouse.base_dir(settings) / "data" / "peer" / name
+def peer_bytes(settings: Settings, peer, kind: str, name: str) -> int:
+    """Bytes on disk of a peer's copy of dataset `name` (PostgreSQL: its table and index)."""
+    if kind == "pg":
+        with peer.pool.connection() as conn:
+            return conn.execute("SELECT pg_total_relation_size(%s)", (table_name(name),)).fetchone()[0]
+    path = duck.path_of(settings, name) if kind == "duckdb" else clickhouse.base_dir(settings) / "data" / "peer" / name
+    return disk_bytes(path.resolve())
 
 
-def load_peers(settings: Settings, ds, encoded: Path, kinds: list[str]) -> list[dict]:
-    """Each in-process peer loaded with the encoded archive as dataset ds: its load."""
+def load_peers(settings: Settings, ds, encoded: Path, kinds: list[str], seed: int) -> list[dict]:
+    """Each peer loaded with the encoded archive as dataset ds and prepared for sample
+    boxes of the paper's workload (PostgreSQL's index trials): its load, the preparing
+    included in its seconds."""
+    samples = [QuerySpec.parse(ds, w, workload.AGGREGATES["sum"]) for w in workload.paper_queries(SAMPLE_BOXES, seed + 77)]
     out = []
     for kind in kinds:
         peer = open_peer(kind, settings)
@@ -87,17 +102,29 @@ def load_peers(settings: Settings, ds, encoded: Path, kinds: list[str]) -> list[
             peer.create(ds)
             t0 = time.perf_counter()
             rows = peer.load(ds, encoded_batches(encoded, 1_000_000))
+            prepared = peer.prepare(ds, samples)
             out.append({"system": peer.label, "kind": kind, "rows": rows, "seconds": time.perf_counter() - t0,
-                        "bytes": disk_bytes(peer_files(settings, kind, ds.name).resolve())})
-            log(f"  {rows:,} rows in {out[-1]['seconds']:.1f} s, {out[-1]['bytes'] / 2**30:.2f} GiB")
+                        "bytes": peer_bytes(settings, peer, kind, ds.name), "prepared": prepared})
+            log(f"  {rows:,} rows in {out[-1]['seconds']:.1f} s, {out[-1]['bytes'] / 2**30:.2f} GiB"
+                + (f", index {prepared['index']}" if prepared.get("index") else ""))
         finally:
             peer.close()
     return out
 
 
 def run(settings: Settings, args) -> dict:
+    """The whole run, under PostgreSQL's server settings for it when pg is a peer."""
+    wanted = None if args.pg_shared_buffers == "keep" or "pg" not in args.peers else (
+        {"shared_buffers": args.pg_shared_buffers} if args.pg_shared_buffers else advised())
+    with server_settings(settings, wanted) as pg_server:
+        if wanted:
+            log(f"PostgreSQL server settings for this run: {pg_server}")
+        return _run(settings, args)
+
+
+def _run(settings: Settings, args) -> dict:
     from gridagg_ingest.config import load_config
-    from gridagg_ingest.job import spark_session
+    from gridagg_ingest.job import spark_session, stop_spark
     from gridagg_ingest.readers import expand_inputs
 
     started = time.time()
@@ -117,12 +144,13 @@ def run(settings: Settings, args) -> dict:
             encoded = encode_archive(spark, expand_inputs([str(args.archive)]), workdir, cfg, ordered=False)
             result["encode_seconds"] = time.perf_counter() - t0
         finally:
-            spark.stop()
+            stop_spark(spark)
         result["rows"] = rows = encoded_count(encoded)
-        result["loads"] = load_peers(settings, ds, encoded, [k for k in IN_PROCESS if k in args.peers])
+        result["loads"] = load_peers(settings, ds, encoded, [k for k in PEERS if k in args.peers], args.seed)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    peers = {p["system"]: (open_peer(p["kind"], settings), ds) for p in result["loads"]}
+    opened = {p["system"]: (open_peer(p["kind"], settings), p["kind"]) for p in result["loads"]}
+    peers = {label: (peer, ds) for label, (peer, kind) in opened.items() if kind in IN_PROCESS}
     asked = questions(args.seed)
     result["systems"] = {}
     try:
@@ -142,9 +170,9 @@ def run(settings: Settings, args) -> dict:
                 {"question": m["question"], "agree": m["agree"], "gridagg_ms": m["gridagg_ms"], "http_ms": http[m["question"]],
                  "peers": m["peers"], "rows_scanned": m["plan"].rows_in_scanned_grids} for m in measured]
         if args.clients:
-            result["served"], result["disagreements"] = served_runs(settings, args, ds, datasets, result["loads"])
+            result.update(served_runs(settings, args, ds, datasets, result["loads"]))
     finally:
-        for peer, _ in peers.values():
+        for peer, _ in opened.values():
             if not args.keep:
                 peer.drop(ds.name)
             peer.close()
@@ -156,10 +184,12 @@ def run(settings: Settings, args) -> dict:
     return result
 
 
-def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: list[dict]) -> tuple[list[dict], list[str]]:
+def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: list[dict]) -> dict:
     """Step 4: gridagg's datasets (store -> name) and the loaded peers (`loads`, each
     registered for the bench's app as dataset ds) served and driven at args.clients
-    (runs.Bench.measure). Returns the runs and the check queries the systems disagree on."""
+    (runs.Bench.measure). Returns {"served": the runs, "disagreements": the check
+    queries the systems disagree on, "explain": PostgreSQL's plan of one sum query at
+    its chosen knobs, or ""}."""
     served = settings.with_(max_grids=SERVED_MAX_GRIDS, max_scan_rows=SERVED_MAX_SCAN_ROWS)
     systems = [System(f"gridagg-{store}", name, "gridagg", store) for store, name in datasets.items()]
     reg = PeerRegistry(settings.effective_pg_url)
@@ -175,7 +205,9 @@ def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: l
         runs = [r for s in systems for r in bench.measure(s, args.shapes, check)]
         for s in systems:
             log(f"{s.label} served at {s.stats.get('setting')}")
-        return [{k: r[k] for k in SERVED_FIELDS} for r in runs], disagreements(systems)
+        explain = "".join(explain_pg(settings, s, args.seed + 11) for s in systems if s.kind == "pg")
+        return {"served": [{k: r[k] for k in SERVED_FIELDS} for r in runs], "disagreements": disagreements(systems),
+                "explain": explain}
     finally:
         for p in loads:
             reg.unregister(p["kind"], ds.name)
@@ -218,6 +250,13 @@ def write_report(out: Path) -> None:
                   "| system | load s | rows/s | GiB on disk |", "|---|---|---|---|"]
         lines += [f"| {p['system']} | {p['seconds']:.1f} | {p['rows'] / p['seconds']:,.0f} | {p['bytes'] / 2**30:.2f} |"
                   for p in r["loads"]]
+        for p in r["loads"]:
+            if p.get("prepared", {}).get("tried"):
+                lines += ["", f"{p['system']}: the index kept, {p['prepared']['index']}, was the fastest of these "
+                          "(load seconds include building it; median EXPLAIN ANALYZE execution of the sample sum boxes):",
+                          "", "| index | build s | median ms | scans |", "|---|---|---|---|"]
+                lines += [f"| {t['index']} | {t['build_seconds']:.1f} | {t['median_ms']} | {t['plans']} |"
+                          for t in p["prepared"]["tried"]]
         for store, rows in r["systems"].items():
             lines += ["", f"gridagg on the {store} store:", "",
                       "| question | gridagg ms (HTTP) | best peer | peer ms | x | answers |", "|---|---|---|---|---|---|"]
@@ -227,6 +266,9 @@ def write_report(out: Path) -> None:
                 lines.append(f"| {m['question']} | {m['gridagg_ms']:.2f} ({m['http_ms']:.1f}) | {best} | {ms:.2f} | "
                              f"{ms / m['gridagg_ms']:.1f} | {'equal' if m['agree'] else 'DIFFER'} |")
         lines += served_table(r)
+        if r.get("explain"):
+            lines += ["", "PostgreSQL alone, EXPLAIN (ANALYZE, BUFFERS) of one sum query at its served knobs:", "",
+                      "```", r["explain"], "```"]
         lines.append("")
     (out / "scale.md").write_text("\n".join(lines))
     plot(out, runs)
@@ -273,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="the ingest config the datasets were loaded with")
     p.add_argument("--dataset", action="append", required=True, metavar="STORE=NAME",
                    help="a gridagg dataset loaded from the archive, and its store (embedded or hbase); repeatable")
-    p.add_argument("--peers", nargs="*", default=list(IN_PROCESS), choices=list(IN_PROCESS))
+    p.add_argument("--peers", nargs="*", default=list(IN_PROCESS), choices=list(PEERS),
+                   help="peers to load and ask (default: the in-process ones); pg (PostgreSQL alone) is served only, "
+                        "so it needs --clients")
+    p.add_argument("--pg-shared-buffers", metavar="SIZE",
+                   help="PostgreSQL's shared_buffers for the run, with --peers pg (restarts the local server, and "
+                        "again after; default a quarter of the memory, as its docs advise); 'keep' leaves it as it is")
     p.add_argument("--repeat", type=int, default=5, help="runs per p50 in process (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
     p.add_argument("--clients", type=int, nargs="*", default=[],
@@ -288,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="docs/bench/scale", help="where the JSON, report and plot go")
     p.add_argument("--keep", action="store_true", help="keep the peers' copies (default: dropped once measured)")
     args = p.parse_args(argv)
+    if "pg" in args.peers and not args.clients:
+        p.error("--peers pg is served only: give --clients too")
     args.command_line = "python -m gridagg_loadtest.scale " + " ".join(sys.argv[1:] if argv is None else argv)
     run(Settings.from_env(), args)
     print((Path(args.out) / "scale.md").read_text())

@@ -148,7 +148,8 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
 def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name):
     """`python -m gridagg_loadtest.scale` on a small generated archive loaded by `gridagg
     ingest`: every question answered alike by gridagg and DuckDB, and with --clients the
-    paper's boxes served and driven for each, min and sum, without a failure."""
+    paper's boxes served and driven for each and for PostgreSQL alone (served only, with
+    its index trials and plan in the report), min and sum, without a failure."""
     from gridagg.engine import GridEngine
     from gridagg_ingest.generate import generate
 
@@ -163,7 +164,8 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     out = tmp_path / "scale"
     try:
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
-                    f"embedded={unique_name}", "--peers", "duckdb", "--repeat", "1", "--clients", "2",
+                    f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
+                    "--clients", "2",
                     "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
     finally:
         with GridEngine.open(settings) as engine:
@@ -172,10 +174,12 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     assert all(m["agree"] for m in result["systems"]["embedded"])
     assert result["disagreements"] == []
     served = {(r["system"], r["agg"]) for r in result["served"]}
-    assert served == {(s, a) for s in ("gridagg-embedded", "DuckDB") for a in ("min", "sum")}
+    assert served == {(s, a) for s in ("gridagg-embedded", "DuckDB", "PostgreSQL alone") for a in ("min", "sum")}
+    assert set(result["systems"]["embedded"][0]["peers"]) == {"DuckDB, 1 thread", "DuckDB, 2 threads"}
     assert all(r["failures"] == 0 and r["requests"] > 0 for r in result["served"]), result["served"]
     text = (out / "scale.md").read_text()
-    assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text
+    assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text and "gridagg-embedded / PostgreSQL alone" in text
+    assert "PostgreSQL alone: the index kept" in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Index" in text
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
