@@ -93,7 +93,8 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              "climate offsets, made from the real TMY3 station-years, 2011-2031) and encoded once by the ingest job "
              "for loadtest/paper.toml; every system loads the same encoded rows.", "",
              "How each system is served and measured, alike for all: granian on 127.0.0.1 (`gridagg serve`'s "
-             "server; the peers through the bench's own app, gridagg_loadtest.peers), offered the same shapes of "
+             "server, its online tuner off so the tree stays the one loaded; the peers through the bench's own app, "
+             "gridagg_loadtest.peers), offered the same shapes of "
              f"workers x threads ({', '.join(map(str, meta['shapes']))}: up to "
              f"{max(s.concurrency for s in meta['shapes'])} requests at once), at the shape and the values of its "
              "own knobs that its trials "
