@@ -44,7 +44,7 @@ from .archive import build_archive, encoded_count
 from .inprocess import inprocess_p50, table3_stats
 from .log import log
 from .peers import KINDS, open_peer
-from .peers.pg_server import advised, server_settings
+from .peers.pg_server import server_settings, wanted as pg_wanted
 from .peers.registry import PeerRegistry
 from .report import PAPER_MAX_NSIZE, machine, write_report
 from .runs import Bench, disagreements
@@ -112,8 +112,7 @@ def run(settings: Settings, args) -> dict:
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    wanted = None if args.pg_shared_buffers == "keep" or "pg" not in args.peers else (
-        {"shared_buffers": args.pg_shared_buffers} if args.pg_shared_buffers else advised())
+    wanted = pg_wanted(args.peers, args.pg_shared_buffers)
     with server_settings(settings, wanted) as pg_server:
         if wanted:
             log(f"PostgreSQL server settings for this run: {pg_server}")

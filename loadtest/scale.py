@@ -48,7 +48,7 @@ from .archive import encode_archive, encoded_batches, encoded_count
 from .bench import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .log import log
 from .peers import IN_PROCESS, clickhouse, duck, open_peer
-from .peers.pg_server import advised, server_settings
+from .peers.pg_server import server_settings, wanted as pg_wanted
 from .peers.postgres import table_name
 from .peers.registry import PeerRegistry
 from .report import machine
@@ -114,8 +114,7 @@ def load_peers(settings: Settings, ds, encoded: Path, kinds: list[str], seed: in
 
 def run(settings: Settings, args) -> dict:
     """The whole run, under PostgreSQL's server settings for it when pg is a peer."""
-    wanted = None if args.pg_shared_buffers == "keep" or "pg" not in args.peers else (
-        {"shared_buffers": args.pg_shared_buffers} if args.pg_shared_buffers else advised())
+    wanted = pg_wanted(args.peers, args.pg_shared_buffers)
     with server_settings(settings, wanted) as pg_server:
         if wanted:
             log(f"PostgreSQL server settings for this run: {pg_server}")

@@ -32,6 +32,15 @@ def advised() -> dict[str, str]:
     return {"shared_buffers": f"{memory_bytes() // 4 // 2**20}MB"}
 
 
+def wanted(peers, shared_buffers: str | None) -> dict[str, str] | None:
+    """The server settings a bench runs with, from its --peers and --pg-shared-buffers:
+    None (the server as it is) without PostgreSQL alone among the peers or for 'keep',
+    else that shared_buffers, or advised() when none is given."""
+    if "pg" not in peers or shared_buffers == "keep":
+        return None
+    return {"shared_buffers": shared_buffers} if shared_buffers else advised()
+
+
 def current(settings: Settings, names) -> dict[str, str]:
     """The server's values of these settings, as SHOW prints them."""
     with psycopg.connect(settings.effective_pg_url, autocommit=True) as conn:
