@@ -4,12 +4,14 @@ uniform sample of their dimensions) and the default workload, before the dataset
 made. A dataset that exists keeps its grid.
 
 The count and the sample come from one pass of the job's own Python reading and encoding
-(ingest.encode with a `then`): each task hands back its count of good rows and, of
-those whose element ID hashes below a threshold, the SAMPLE_ROWS of smallest hash,
-packed in one value. The driver keeps the SAMPLE_ROWS of smallest hash of all (a
-bottom-k sample: uniform, and the same however the input is cut into tasks). At 100M
-rows this pass takes 27 s; Spark's own rows, counted and sampled in its JVM, took 136 s
-(docs/bench/scale/README.md).
+(ingest.encode with a `then`) over every n-th row of the input (readers.every_nth: about
+READ_ROWS rows in all, every row when it holds fewer): each task hands back its count
+of good rows and, of those whose element ID hashes below a threshold, the SAMPLE_ROWS of
+smallest hash, packed in one value. The driver keeps the SAMPLE_ROWS of smallest hash of
+all (a bottom-k sample: uniform over the rows read, and the same however the input is
+cut into tasks), and takes n times the good rows read for the input's. At 100M rows
+this pass took 27 s when it encoded every row; Spark's own rows, counted and sampled in
+its JVM, took 136 s (docs/bench/scale/README.md).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from gridagg.schema import GridParams
 from . import buckets
 from .config import IngestConfig
 from .encode import encode
-from .readers import estimated_rows, read_source
+from .readers import estimated_rows, every_nth, read_source
 
 SCHEMA = "rows long, sample binary"  # per task: its good rows, and its sampled ones packed
 OVERSAMPLE = 3  # the hash threshold lets about this many times SAMPLE_ROWS through in all
+READ_ROWS = 10 * nsize.SAMPLE_ROWS  # rows encoded for the choice (about): a uniform sample needs no more
 
 
 def sampled(ndim: int, threshold: int, most: int):
@@ -89,8 +92,8 @@ def bottom(blobs, ndim: int, most: int) -> np.ndarray:
 def with_chosen_n_size(spark, settings, engine, cfg: IngestConfig, paths: list[str], progress) -> IngestConfig:
     """cfg with its dataset's grid: an existing dataset's, else one whose n_size gridagg
     chose (N_threshold 10 x N_size; GridParams.chosen says what and why). Reads the
-    inputs once more (a count and a sample, see the module docstring) for a dataset it
-    makes."""
+    inputs once more (a count and a sample of every n-th row, see the module docstring)
+    for a dataset it makes."""
     ds = cfg.dataset
     try:
         return replace(cfg, dataset=replace(ds, grid=engine.directory.dataset(ds.name).grid))
@@ -99,13 +102,14 @@ def with_chosen_n_size(spark, settings, engine, cfg: IngestConfig, paths: list[s
     import pyarrow as pa
 
     model = costmodel.load(settings.data_dir, settings.store)
-    estimated = estimated_rows(paths, cfg.format)  # 0 for inputs not on this machine: each task's most then
-    share = OVERSAMPLE * nsize.SAMPLE_ROWS / estimated if estimated else 1.0
+    estimated = estimated_rows(paths, cfg.format)  # 0 for inputs not on this machine: every row then
+    every = max(1, estimated // READ_ROWS)
+    share = OVERSAMPLE * nsize.SAMPLE_ROWS * every / estimated if estimated else 1.0
     # Without a model to choose by, the count alone is wanted: no row passes a threshold of 0.
     threshold = 0 if model is None else 2**64 - 1 if share >= 1 else int(share * 2**64)
-    got = encode(read_source(spark, cfg, paths), cfg,
+    got = encode(every_nth(read_source(spark, cfg, paths), every), cfg,
                  then=(sampled(ds.ndim, threshold, nsize.SAMPLE_ROWS), SCHEMA)).collect()
-    total = sum(r["rows"] for r in got)
+    total = every * sum(r["rows"] for r in got)
     sample = None
     if total >= nsize.MIN_ROWS and model is not None:
         sample = bottom(pa.array([r["sample"] for r in got], pa.binary()), ds.ndim, nsize.SAMPLE_ROWS)

@@ -1,12 +1,13 @@
 """The CSV reader (ingest.readers.parse_csv) without Spark: every record comes out,
-either as its raw text or as a record with the reason it is unusable."""
+either as its raw text or as a record with the reason it is unusable. And every_nth,
+which thins a source for the N_size choice, on its own."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridagg_ingest.readers import parse_csv
+from gridagg_ingest.readers import Source, every_nth, parse_csv
 
 
 def rows_of(data: bytes, fields=("a", "c"), header=True, sep=","):
@@ -58,3 +59,19 @@ def test_every_record_comes_out_once(records):
             assert (got["a"], got["c"], got["_reason"]) == (rec[0], rec[2], None)
         else:
             assert got["_reason"].startswith(f"csv: {len(rec)} fields, header has 3")
+
+
+@given(st.lists(st.integers(0, 9), max_size=8), st.integers(1, 5))
+def test_every_nth_keeps_every_nth_row_of_a_task_across_its_batches(sizes, n):
+    import pyarrow as pa
+
+    def parse(batches):  # a task's batches, as a reader's parse would give them
+        yield from batches
+
+    start, batches = 0, []
+    for size in sizes:
+        batches.append(pa.record_batch([pa.array(range(start, start + size))], names=["row"]))
+        start += size
+    thin = every_nth(Source(df=None, parse=parse), n)
+    kept = [v for b in thin.parse(iter(batches)) for v in b.column("row").to_pylist()]
+    assert kept == list(range(0, start, n))
