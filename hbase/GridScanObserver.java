@@ -490,26 +490,49 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     // One method per width, each small enough for the JIT to inline every Vector API
     // call in it (else the lanes are boxed objects, many times slower).
 
+    // The first test and the later ones in loops of their own: a vector chosen by a
+    // condition inside the loop (first ? m : m.and(..)) at times kept the JIT from
+    // compiling the store (a third of a polygon's time went to ByteVector.intoArray).
     static void testShorts(ByteBuffer b, int at, int n, short lo, short hi, byte[] pass, boolean first) {
-      int i = 0;
-      for (int upper = SHORTS.loopBound(n); i < upper; i += SHORTS.length()) {
-        ShortVector v = ShortVector.fromByteBuffer(SHORTS, b, at + 2 * i, LE);
-        ByteVector m = (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
-            .convertShape(VectorOperators.S2B, SHORT_BYTES, 0);
-        (first ? m : m.and(ByteVector.fromArray(SHORT_BYTES, pass, i))).intoArray(pass, i);
+      int i = 0, upper = SHORTS.loopBound(n);
+      if (first) {
+        for (; i < upper; i += SHORTS.length()) {
+          inShorts(b, at + 2 * i, lo, hi).intoArray(pass, i);
+        }
+      } else {
+        for (; i < upper; i += SHORTS.length()) {
+          inShorts(b, at + 2 * i, lo, hi).and(ByteVector.fromArray(SHORT_BYTES, pass, i)).intoArray(pass, i);
+        }
       }
       testRows(b, at, 2, i, n, lo, hi, pass, first);
     }
 
+    /** -1 in the byte of each of the 16-bit values from byte `at` on that lies in lo..hi, 0 in the others. */
+    static ByteVector inShorts(ByteBuffer b, int at, short lo, short hi) {
+      ShortVector v = ShortVector.fromByteBuffer(SHORTS, b, at, LE);
+      return (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
+          .convertShape(VectorOperators.S2B, SHORT_BYTES, 0);
+    }
+
     static void testInts(ByteBuffer b, int at, int n, int lo, int hi, byte[] pass, boolean first) {
-      int i = 0;
-      for (int upper = INTS.loopBound(n); i < upper; i += INTS.length()) {
-        IntVector v = IntVector.fromByteBuffer(INTS, b, at + 4 * i, LE);
-        ByteVector m = (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
-            .convertShape(VectorOperators.I2B, INT_BYTES, 0);
-        (first ? m : m.and(ByteVector.fromArray(INT_BYTES, pass, i))).intoArray(pass, i);
+      int i = 0, upper = INTS.loopBound(n);
+      if (first) {
+        for (; i < upper; i += INTS.length()) {
+          inInts(b, at + 4 * i, lo, hi).intoArray(pass, i);
+        }
+      } else {
+        for (; i < upper; i += INTS.length()) {
+          inInts(b, at + 4 * i, lo, hi).and(ByteVector.fromArray(INT_BYTES, pass, i)).intoArray(pass, i);
+        }
       }
       testRows(b, at, 4, i, n, lo, hi, pass, first);
+    }
+
+    /** As inShorts, of 32-bit values. */
+    static ByteVector inInts(ByteBuffer b, int at, int lo, int hi) {
+      IntVector v = IntVector.fromByteBuffer(INTS, b, at, LE);
+      return (ByteVector) v.compare(VectorOperators.GE, lo).and(v.compare(VectorOperators.LE, hi)).toVector()
+          .convertShape(VectorOperators.I2B, INT_BYTES, 0);
     }
 
     /**
