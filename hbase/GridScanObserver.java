@@ -124,6 +124,9 @@ import jdk.incubator.vector.VectorSpecies;
  *
  * <p>The row loops use the Vector API (Lanes): the region server's JVM needs
  * {@code --add-modules jdk.incubator.vector}; without it every scan fails with that advice.
+ * Its scans run steadier when the JIT compiles Lanes' count, test and fold each on its
+ * own (hbase/launcher.py's OBSERVER_JIT_FLAGS): inlined into the scan's larger methods,
+ * a Vector API call there at times stayed uncompiled, many times slower.
  *
  * <p>Failures: an IOException (e.g. the region is closing) reaches the client as it is,
  * and the client's retries apply; anything else is rethrown as DoNotRetryIOException,

@@ -54,8 +54,9 @@ class Source:
 
 def every_nth(src: Source, n: int) -> Source:
     """`src` with only every n-th of its rows (the 1st, the n+1st, ... of each task's):
-    a systematic sample, read at the cost of every row but parsed on and encoded at
-    1/n of it."""
+    a systematic sample, read at the cost of every row but encoded at 1/n of it. A
+    source Spark reads whole (no parse step) is sampled by Spark instead, each row kept
+    with chance 1/n."""
     if n <= 1:
         return src
     if src.parse is None:
