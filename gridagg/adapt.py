@@ -8,18 +8,24 @@ Pricing. Each sampled question is walked over the tree as the planner walks it
 (gridagg.planner.walk): a leaf it reads costs per_grid + per_row x its rows, a grid it
 answers from its aggregate per_reused. A change is priced on the questions it concerns,
 before and after:
-- a split of leaf L (cut at the limits L/2, L/4, ... as gridagg.split cuts; the best
-  limit wins): the questions that read L paid its read; after, each pays, for each
+- a split of leaf L (cut at the limits L/2, L/4, ... as gridagg.split cuts, or at the
+  bounds of the questions that read it: each one's own, and those most of them share;
+  the best wins): the questions that read L paid its read; after, each pays, for each
   leaf the split makes (with its data bounds, from L's rows), what the walk would pay
-  there: a read, a reused aggregate or nothing;
+  there: a read, a reused aggregate or nothing. A cut at a question's bound puts L's
+  rows inside the box in grids of their own: a dashboard asks the same ranges again
+  and again, and mean cuts alone leave nearly every leaf across their bounds;
 - a merge of inner grid G holding at most N_threshold rows (so that no insert splits it
   at once): every question paid what it paid at the grids below G; after, what it
   would pay at G as one leaf. Of the merges worth making, those saving most in all are
   chosen (a grid's own merge, or the best of its children's, from the leaves up).
-A change is made when it saves more than MARGIN of what its questions paid before and
-more than WORTH of what the whole sample costs, so that noise in the sample does not
-swing the tree back and forth, nor changes that save next to nothing keep it moving. A
-merge and splits of leaves below it are alternatives: the larger gain wins. Only the
+A change is planned when it saves more than MARGIN of what its questions paid before,
+so that noise in the sample does not swing the tree back and forth; a round's changes
+are made when together they save more than WORTH of what the whole sample costs, so that
+changes saving next to nothing do not keep it moving. (Each change alone is a small
+share of the sample's cost in a tree of many leaves: a question that cuts 500 leaves
+spends 0.2% of its cost at each.) A merge and splits of leaves below it are
+alternatives: the larger gain wins. Only the
 questions cut decide: a part of the tree no question reads is left as it is.
 
 Planning reads the rows of the leaves it may split without the writer lock; the changes
@@ -30,6 +36,7 @@ round).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,17 +51,23 @@ from .tree import TreeState
 
 # A change must save more than this share of what its questions paid before,
 MARGIN = 0.1
-# and more than this share of what the sample's questions cost in all (predicted):
-# changes worth less than that only churn.
+# and a round's changes together more than this share of what the sample's questions
+# cost in all (predicted): rounds worth less than that only churn.
 WORTH = 0.001
 # Changes per write: each a few store calls and a directory switch; a writer waiting for
 # the lock waits for one batch, not the whole round.
 CHANGES_PER_WRITE = 16
-# Leaves a round may price for a split (their rows are read to price it), the dearest
-# first.
+# Leaves a round of the online tuner may price for a split (their rows are read to price
+# it), the dearest first; a tuning run of its own (`gridagg tune NAME`, the benches) may
+# price more a round: TUNE_CANDIDATES.
 SPLIT_CANDIDATES = 64
+TUNE_CANDIDATES = 1024
 # Limits tried for a split: a leaf's rows halved up to this many times.
 SPLIT_DEPTH = 6
+# Sets of the questions' bounds tried for a split: the most asked this many.
+BOUND_SETS = 4
+# A series' bucket starts a cut may follow, per question and leaf.
+BUCKET_CUTS = 8
 
 
 @dataclass
@@ -72,6 +85,7 @@ class Change:
     leaves: list[str] = field(default_factory=list)
     limit: int = 0
     new_leaves: int = 0
+    cuts: tuple[tuple[int, int], ...] = ()  # a split at the questions' bounds: (axis, at)
 
     @property
     def gain(self) -> float:
@@ -112,10 +126,10 @@ def prices(model: CostModel, q, lo: np.ndarray, hi: np.ndarray, count: np.ndarra
 
 
 def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question],
-         retired: set[str]) -> list[Change]:
+         retired: set[str], candidates: int = SPLIT_CANDIDATES) -> list[Change]:
     """The changes `questions` ask for in dataset `ds`'s `tree` (splits first, then
     merges; none of them touching a grid in `retired`), priced with `model`. Reads the
-    rows of the leaves it prices for a split from engine.store."""
+    rows of the leaves it prices for a split (the dearest `candidates`) from engine.store."""
     paid = np.zeros(tree.n)  # what the questions paid at each grid
     readers: dict[int, list[int]] = {}  # leaf -> the questions that read it
     cost = model.per_grid + model.per_row * tree.aggs.count
@@ -126,52 +140,98 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
         for i in scan.tolist():
             readers.setdefault(i, []).append(k)
     floor = WORTH * (paid.sum() + model.per_query * len(questions))
-    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired, floor)}
+    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired,
+                                                 candidates)}
     merges = []
-    for m in _plan_merges(tree, model, ds, questions, paid, retired, floor):
+    for m in _plan_merges(tree, model, ds, questions, paid, retired):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
         inside = [g for g in m.leaves if g in splits]
         if m.gain > sum(splits[g].gain for g in inside):
             merges.append(m)
             for g in inside:
                 del splits[g]
-    return list(splits.values()) + merges
+    changes = list(splits.values()) + merges
+    return changes if sum(c.gain for c in changes) > floor else []
 
 
 def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
-                 readers: dict[int, list[int]], retired: set[str], floor: float) -> list[Change]:
+                 readers: dict[int, list[int]], retired: set[str], candidates: int) -> list[Change]:
     count = tree.aggs.count
     leaves = [i for i in readers if count[i] >= 2 and not any(r.startswith(tree.ids[i]) for r in retired)]
     leaves.sort(key=lambda i: -paid[i])
     out = []
-    for i in leaves[:SPLIT_CANDIDATES]:
+    for i in leaves[:candidates]:
         g = tree.ids[i]
         grid = engine.directory.grid(ds, g)
         _, values = leaf_rows(engine.store, ds, g)
         if len(values) < 2:
             continue
         agg = engine.store.get_aggregates(ds, [g])[g]
+        asked = [questions[q].query for q in readers[i]]
         best = None
         for k in range(1, SPLIT_DEPTH + 1):
             limit = len(values) >> k
             if limit < 1:
                 break
-            done = split_rows(grid, values, agg, limit, limit, ds.ndim)
+            done = split_rows(grid, values, agg, limit, limit, ds.ndim, aggregates=False)
             if not done.splits:
                 break
-            lo = np.array([values[ix, :ds.ndim].min(axis=0) for _, ix, _ in done.leaves if len(ix)])
-            hi = np.array([values[ix, :ds.ndim].max(axis=0) for _, ix, _ in done.leaves if len(ix)])
-            rows = np.array([len(ix) for _, ix, _ in done.leaves if len(ix)])
-            after = sum(float(prices(model, questions[q].query, lo, hi, rows).sum()) for q in readers[i])
+            after = _priced(model, asked, values, done, ds.ndim)
             if best is None or after < best[0]:
-                best = (after, limit, len(done.leaves))
-        if best is not None and paid[i] - best[0] > max(MARGIN * paid[i], floor):
-            out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2]))
+                best = (after, limit, len(done.leaves), ())
+        lo, hi = values[:, :ds.ndim].min(axis=0), values[:, :ds.ndim].max(axis=0)
+        for cuts in bound_sets(asked, lo, hi):
+            done = split_rows(grid, values, agg, 0, 0, ds.ndim, cuts, aggregates=False)
+            after = _priced(model, asked, values, done, ds.ndim)
+            if done.splits and (best is None or after < best[0]):
+                best = (after, 0, len(done.leaves), cuts)
+        if best is not None and paid[i] - best[0] > MARGIN * paid[i]:
+            out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2],
+                              cuts=best[3]))
     return out
 
 
+def _priced(model: CostModel, asked: list, values: np.ndarray, done, ndim: int) -> float:
+    """What the questions `asked` would pay at the leaves of split `done` of `values`."""
+    parts = [ix for _, ix, _ in done.leaves if len(ix)]
+    rows = np.array([len(ix) for ix in parts])
+    dims = values[np.concatenate(parts), :ndim]
+    starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
+    lo, hi = np.minimum.reduceat(dims, starts, axis=0), np.maximum.reduceat(dims, starts, axis=0)
+    return sum(float(prices(model, q, lo, hi, rows).sum()) for q in asked)
+
+
+def bounds_inside(q, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int]]:
+    """The cuts (axis, at: rows <= at go low) at question `q`'s own bounds that fall
+    between a leaf's least values `lo` and greatest `hi`: each bound of its box, and for a
+    series the starts of its buckets (at most BUCKET_CUTS)."""
+    out = []
+    for a in range(len(lo)):
+        if lo[a] < q.qlo[a] <= hi[a]:
+            out.append((a, int(q.qlo[a]) - 1))
+        if lo[a] <= q.qhi[a] < hi[a]:
+            out.append((a, int(q.qhi[a])))
+    if q.t_axis >= 0:
+        t = q.t_axis
+        first = q.base + ((max(int(lo[t]), int(q.qlo[t])) - q.base) // q.step + 1) * q.step
+        last = min(int(hi[t]), int(q.qhi[t]))
+        out += [(t, b - 1) for b in range(first, last + 1, q.step)][:BUCKET_CUTS]
+    return out
+
+
+def bound_sets(asked: list, lo: np.ndarray, hi: np.ndarray) -> list[tuple[tuple[int, int], ...]]:
+    """The sets of cuts a split at the questions' bounds tries for a leaf with least and
+    greatest values lo/hi that the questions `asked` read: the bounds most of them share
+    (most shared first), then each question's own, the most asked BOUND_SETS of them."""
+    own = Counter(tuple(bounds_inside(q, lo, hi)) for q in asked)
+    each = Counter(c for cuts in own.elements() for c in set(cuts))
+    shared = tuple(sorted((c for c, n in each.items() if 2 * n > len(asked)), key=lambda c: (-each[c], c)))
+    sets = [shared] + [cuts for cuts, _ in own.most_common(BOUND_SETS)]
+    return [cuts for k, cuts in enumerate(sets) if cuts and cuts not in sets[:k]]
+
+
 def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], paid: np.ndarray,
-                 retired: set[str], floor: float) -> list[Change]:
+                 retired: set[str]) -> list[Change]:
     count = tree.aggs.count
     deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
     below = paid.copy()  # what the questions paid at each grid and every grid below it
@@ -185,7 +245,7 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
     for q in questions:
         after += prices(model, q.query, tree.dlo[candidates], tree.dhi[candidates], count[candidates])
     gain = np.full(tree.n, -np.inf)  # what merging grid i saves (-inf: not to be merged)
-    worth = below[candidates] - after > np.maximum(MARGIN * below[candidates], floor)
+    worth = below[candidates] - after > MARGIN * below[candidates]
     gain[candidates[worth]] = (below[candidates] - after)[worth]
     # The best set of merges below each grid: its own merge or its children's best.
     best = np.zeros(tree.n)
@@ -209,14 +269,15 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
 
 
 def adapt(engine, name: str, model: CostModel, questions: list[Question], apply: bool = True,
-          wait: float | None = None) -> Adapted:
-    """The changes `questions` (a sample of dataset `name`'s) ask for, priced with `model`,
-    made in place when `apply` (writes of kind "tune" through engine.writing, waiting
-    `wait` seconds for the writer lock, None: as long as it takes); returns those made
-    (all those planned when not applying)."""
+          wait: float | None = None, candidates: int = SPLIT_CANDIDATES) -> Adapted:
+    """The changes `questions` (a sample of dataset `name`'s) ask for, priced with `model`
+    (at most `candidates` leaves priced for a split: a round's reads), made in place when
+    `apply` (writes of kind "tune" through engine.writing, waiting `wait` seconds for the
+    writer lock, None: as long as it takes); returns those made (all those planned when
+    not applying)."""
     ds = engine.dataset(name)
     tree = engine.trees.tree(ds)
-    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)))
+    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)), candidates)
     if not apply:
         return Adapted(planned, len(questions))
     made = []
@@ -240,7 +301,7 @@ def _make(write, tree: TreeState, c: Change) -> bool:
         if tree.left[i] >= 0:
             return False
         agg = write.store.get_aggregates(write.ds, [c.grid_id])[c.grid_id]
-        return split_leaf(write, c.grid_id, agg, c.limit, c.limit) > 0
+        return split_leaf(write, c.grid_id, agg, c.limit, c.limit, c.cuts) > 0
     if tree.left[i] < 0 or leaves_below(tree, i) != c.leaves:
         return False
     merge(write, tree, Merge(c.grid_id, c.leaves, c.rows))

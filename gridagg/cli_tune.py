@@ -4,6 +4,7 @@ by `gridagg tune --calibrate` (gridagg.calibrate)."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 
 from . import config, costmodel
@@ -53,7 +54,7 @@ def _tune(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
-    from .adapt import adapt
+    from .adapt import TUNE_CANDIDATES, adapt
     from .engine import GridEngine
     from .merge import tune
     from .online import load_sample, sample_path
@@ -64,17 +65,19 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
               "gridagg tune --calibrate", file=sys.stderr)
         return 1
     questions = load_sample(settings.data_dir, settings.store, name)
+    print(model.describe())
     with GridEngine.open(settings) as engine:
         if questions:
-            adapted = adapt(engine, name, model, questions, apply)
-        else:
-            merges, target = tune(engine, name, model, apply)
-    print(model.describe())
-    if questions:
-        print(f"{name}: priced on {len(questions)} questions a serving process sampled "
-              f"({sample_path(settings.data_dir, settings.store, name)})")
-        _print_adapted(name, adapted, apply)
-        return 0
+            print(f"{name}: priced on {len(questions)} questions a serving process sampled "
+                  f"({sample_path(settings.data_dir, settings.store, name)})")
+            # Each round prices at most TUNE_CANDIDATES leaves for a split: rounds until one changes nothing.
+            for n in itertools.count(1):
+                adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES)
+                print(f"round {n}:")
+                _print_adapted(name, adapted, apply)
+                if not apply or not adapted.changes:
+                    return 0
+        merges, target = tune(engine, name, model, apply)
     print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
           "GRIDAGG_TUNE_EVERY): merging by the leaves' sizes alone")
     _print_merges(name, model, merges, target, apply)
@@ -98,7 +101,8 @@ def _print_adapted(name: str, adapted, apply: bool) -> None:
         print(f"{name}: {'merged' if apply else 'would merge'} {sum(len(c.leaves) for c in merges):,} leaves "
               f"into {len(merges):,}")
     for c in changes[:20]:
-        into = f"into {c.new_leaves} leaves" if c.kind == "split" else f"{len(c.leaves)} leaves into one"
+        into = (f"into {c.new_leaves} leaves" + (f" at {len(c.cuts)} of its questions' bounds" if c.cuts else "")
+                if c.kind == "split" else f"{len(c.leaves)} leaves into one")
         print(f"  {c.kind} {c.grid_id}: {c.rows:,} rows, {into}; its questions {c.before:.3f} -> {c.after:.3f} ms")
     if len(changes) > 20:
         print(f"  ... {len(changes) - 20} more")
@@ -148,7 +152,7 @@ def add_tune(sub) -> None:
     p.add_argument("dataset", nargs="?",
                    help="split and merge this dataset's leaves in place where the model says the questions a "
                         "serving process sampled (its online tuner keeps them in the data dir) would cost less "
-                        "(gridagg/adapt.py); without sampled questions, merge where leaves are too small: inner "
+                        "(gridagg/adapt.py), round after round until one changes nothing; without sampled questions, merge where leaves are too small: inner "
                         "grids holding at most what a cut grid costs in rows (and at most n_threshold) become "
                         "leaves (gridagg/merge.py); under the writer lock with the crash protocol of splits")
     p.add_argument("--dry-run", action="store_true",

@@ -17,14 +17,16 @@ from .grid import choose_cut, element_of, grid_prefix, prefix_range, row_key
 from .split import split_rows
 
 
-def split_leaf(write: writes.Write, grid_id: str, agg: PartialAggregate, limit: int, n_size: int) -> int:
+def split_leaf(write: writes.Write, grid_id: str, agg: PartialAggregate, limit: int, n_size: int,
+               cuts: tuple[tuple[int, int], ...] = ()) -> int:
     """Split leaf `grid_id` of write.ds (whose aggregate is `agg`) as part of `write`: cut
     when it holds more than `limit` rows, each child again while it holds more than
-    `n_size` (gridagg.split.split_rows). Returns the number of grids cut (0 when every
-    row is the same point, or when grids below it still hold rows a merge retired)."""
+    `n_size`, or at `cuts` when given (gridagg.split.split_rows). Returns the number of
+    grids cut (0 when every row is the same point, when no cut falls between its rows,
+    or when grids below it still hold rows a merge retired)."""
     ds, store = write.ds, write.store
     grid = write.directory.grid(ds, grid_id)
-    if choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
+    if not cuts and choose_cut(grid.next_axis, agg.count, agg.sums, agg.mins, agg.maxs, ds.ndim) is None:
         return 0
     if any(r.startswith(grid_id) for r in write.directory.retired_before(ds.name, 0)):
         # A leaf merged in place not long ago (gridagg.merge): the old leaves' rows below
@@ -35,7 +37,7 @@ def split_leaf(write: writes.Write, grid_id: str, agg: PartialAggregate, limit: 
     # counted twice once a child with that ID exists: clear them first.
     writes.clear_subtree(store, ds, grid_id, write.stamps)
     keys, values = leaf_rows(store, ds, grid_id)
-    done = split_rows(grid, values, agg, limit, n_size, ds.ndim)
+    done = split_rows(grid, values, agg, limit, n_size, ds.ndim, cuts)
     if not done.splits:
         return 0
     new_keys = [b""] * len(values)

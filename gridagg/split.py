@@ -6,6 +6,9 @@ A grid holding more than `limit` rows is cut at the floor of the mean on its nex
 holding more than n_size rows is cut again, and so on. The insert path splits a leaf
 that grew past N_threshold (limit = N_threshold); a bulk load builds a new leaf's subtree
 from nothing (limit = N_size).
+
+The tuner (gridagg.adapt) may instead give the cuts itself: the bounds of the questions
+that read a leaf, so that its rows inside a question's box end up in grids of their own.
 """
 
 from __future__ import annotations
@@ -30,10 +33,14 @@ class Split:
 
 
 def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int, n_size: int,
-               ndim: int) -> Split:
+               ndim: int, cuts: tuple[tuple[int, int], ...] = (), aggregates: bool = True) -> Split:
     """Split `grid`, which holds the rows `values` ((m, ncols) int64) whose aggregate is
-    `agg`, as the module docstring says. The grid itself stays out of the result's
-    aggregates unless it is the one leaf (nothing to cut).
+    `agg`, as the module docstring says, or, given `cuts` ((axis, at) pairs: rows with
+    value <= at on that axis go to the low child), at those instead of the means: each
+    grid at the first cut from its parent's on that falls between its rows' least and
+    greatest value (limit and n_size are then unused). The grid itself stays out of the
+    result's aggregates unless it is the one leaf (nothing to cut). Without `aggregates`
+    (a split only priced, gridagg.adapt) the leaves' aggregates are None and inner empty.
 
     A cut needs only the dimensions' count, sums, mins and maxs of each child, which one
     pass over its rows gives (kernels.partition_rows, which also makes each child's rows
@@ -46,12 +53,16 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
     stats = np.zeros((2, 5, ndim), np.int64)
     out = Split()
     dims = (agg.count, agg.sums[:ndim], agg.mins[:ndim], agg.maxs[:ndim])
-    stack = [(grid, 0, len(values), dims, limit)]
+    stack = [(grid, 0, len(values), dims, limit, 0)]
     while stack:
-        g, a, b, (count, sums, mins, maxs), lim = stack.pop()
-        cut = choose_cut(g.next_axis, count, sums, mins, maxs, ndim) if count > lim else None
+        g, a, b, (count, sums, mins, maxs), lim, k = stack.pop()
+        if cuts:
+            k, cut = _next_cut(cuts, k, mins, maxs)
+        else:
+            cut = choose_cut(g.next_axis, count, sums, mins, maxs, ndim) if count > lim else None
         if cut is None:
-            out.leaves.append((g, ix[a:b], agg if g is grid else PartialAggregate.of_rows(values[ix[a:b]], ncols)))
+            mine = agg if g is grid else PartialAggregate.of_rows(values[ix[a:b]], ncols) if aggregates else None
+            out.leaves.append((g, ix[a:b], mine))
             continue
         out.splits += 1
         axis, at = cut
@@ -60,10 +71,19 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
         sides = [(int(s[0, 0]), [(h << 32) + lo for h, lo in zip(s[1].tolist(), s[2].tolist())], s[3].tolist(),
                   s[4].tolist()) for s in stats]
         # The high child first, so that leaves come out in grid-ID order.
-        stack.append((kids[1], mid, b, sides[1], n_size))
-        stack.append((kids[0], a, mid, sides[0], n_size))
-    if out.splits:
+        stack.append((kids[1], mid, b, sides[1], n_size, k + 1))
+        stack.append((kids[0], a, mid, sides[0], n_size, k + 1))
+    if out.splits and aggregates:
         below = len(grid.grid_id)
         out.inner = {g: a for g, a in ancestor_aggregates({leaf.grid_id: a for leaf, _, a in out.leaves},
                                                           ncols).items() if len(g) > below}
     return out
+
+
+def _next_cut(cuts, k: int, mins, maxs) -> tuple[int, tuple[int, int] | None]:
+    """The first of cuts[k:] that leaves rows on both sides (its index), or (len, None)."""
+    for j in range(k, len(cuts)):
+        axis, at = cuts[j]
+        if mins[axis] <= at < maxs[axis]:
+            return j, cuts[j]
+    return len(cuts), None

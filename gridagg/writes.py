@@ -187,7 +187,7 @@ def purge_retired(directory, store, ds: Dataset, stamps: WriteStamps, after: flo
     due = directory.retired_before(ds.name, after)
     if due:
         # A retired grid that is a leaf again (merged back: gridagg.merge) holds live rows.
-        live = {g.grid_id for g in directory.leaves(ds)}
+        live = directory.leaves_among(ds, list(due))
         store.clear_grids(ds, [g for g in due if g not in live], stamps)
         directory.forget_retired(ds.name, due)
     directory.prune_changes(ds.name)

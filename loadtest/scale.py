@@ -10,7 +10,13 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    timing each load and its bytes on disk; PostgreSQL keeps the index its EXPLAIN
    ANALYZE shows fastest on sample boxes (as `gridagg bench`), under shared_buffers a
    quarter of the memory (--pg-shared-buffers);
-2. asks gridagg and the in-process peers the dashboard's eight questions
+2. with --tune N, first lets each gridagg dataset's tuner (gridagg.adapt, as a serving
+   process's would) adapt its tree to the workload: the dashboard's eight questions and N
+   of the paper's sum boxes drawn from another seed than the measured ones (other time
+   windows), asked once (the planner's sample keeps at most 256 of them, as it does for
+   the online tuner); rounds over that sample, priced with the store's cost model,
+   until one changes nothing; then
+   asks gridagg and the in-process peers the dashboard's eight questions
    (dashboard.QUESTIONS) and the paper's boxes (sum and min of wind speed over time,
    temperature, humidity and illuminance): in process, p50 of --repeat runs after a
    warm-up, each peer at each of its thread settings, and every answer checked against
@@ -58,6 +64,7 @@ from .systems import System, engine_of
 
 PEERS = (*IN_PROCESS, "pg")  # PostgreSQL alone is served only: see step 4
 PAPER_BOXES = 5  # boxes of the paper's workload, each asked for sum and for min
+TRAINING_SEED = 101  # --tune's boxes: drawn from seed + this, none of them measured
 CHECK_QUERIES = 5  # boxes whose served answers (min and sum) every system must agree on
 SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms")
 # The served datasets' GRIDAGG_MAX_GRIDS and GRIDAGG_MAX_SCAN_ROWS: the defaults (16,000
@@ -153,6 +160,9 @@ def _run(settings: Settings, args) -> dict:
     asked = questions(args.seed)
     result["systems"] = {}
     try:
+        if args.tune:
+            result["tuning"] = {store: tune_to_workload(settings, store, name, args.tune, args.seed + TRAINING_SEED)
+                                for store, name in datasets.items()}
         for store, name in datasets.items():
             with engine_of(settings, store) as engine:
                 log(f"in process: gridagg ({store} store, {name}) and the peers")
@@ -181,6 +191,38 @@ def _run(settings: Settings, args) -> dict:
     (out / f"scale-{rows}.json").write_text(json.dumps(result, indent=1))
     write_report(out)
     return result
+
+
+def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed: int) -> dict:
+    """Dataset `name` on `store` adapted to the bench's workload (step 2 of the module
+    docstring: `boxes` of the paper's sum boxes from `seed`); returns what it took."""
+    from gridagg import costmodel
+    from gridagg.adapt import TUNE_CANDIDATES, adapt
+
+    model = costmodel.load(settings.data_dir, store)
+    if model is None:
+        raise SystemExit(f"--tune needs the {store} store's cost model: gridagg tune --calibrate --stores {store}")
+    training = [*dashboard.QUESTIONS, *(dashboard.Question(f"training box {i}", workload.paper_body(where, "sum"))
+                                        for i, where in enumerate(workload.paper_queries(boxes, seed)))]
+    with engine_of(settings, store) as engine:
+        before = engine.trees.tree(engine.dataset(name)).leaf_count
+        t0 = time.perf_counter()
+        for q in training:
+            dashboard.ask(engine, name, q)
+        sample = engine.planner.sample.take(name)
+        rounds, changes = 0, 0
+        while True:
+            done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES).changes
+            if not done:
+                break
+            rounds, changes = rounds + 1, changes + len(done)
+            log(f"tuning {name} ({store}): round {rounds}, {len(done)} changes, "
+                f"{engine.trees.tree(engine.dataset(name)).leaf_count:,} leaves")
+        after = engine.trees.tree(engine.dataset(name)).leaf_count
+    out = {"questions": len(sample), "rounds": rounds, "changes": changes, "leaves_before": before,
+           "leaves_after": after, "seconds": time.perf_counter() - t0}
+    log(f"tuned {name} ({store}): {out}")
+    return out
 
 
 def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: list[dict]) -> dict:
@@ -256,6 +298,10 @@ def write_report(out: Path) -> None:
                           "", "| index | build s | median ms | scans |", "|---|---|---|---|"]
                 lines += [f"| {t['index']} | {t['build_seconds']:.1f} | {t['median_ms']} | {t['plans']} |"
                           for t in p["prepared"]["tried"]]
+        for store, t in r.get("tuning", {}).items():
+            lines += ["", f"gridagg on the {store} store, tuned first (--tune): {t['questions']} questions sampled, "
+                      f"{t['changes']:,} changes in {t['rounds']} rounds, {t['leaves_before']:,} leaves to "
+                      f"{t['leaves_after']:,}, {t['seconds']:.0f} s"]
         for store, rows in r["systems"].items():
             lines += ["", f"gridagg on the {store} store:", "",
                       "| question | gridagg ms (HTTP) | best peer | peer ms | x | answers |", "|---|---|---|---|---|---|"]
@@ -320,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pg-shared-buffers", metavar="SIZE",
                    help="PostgreSQL's shared_buffers for the run, with --peers pg (restarts the local server, and "
                         "again after; default a quarter of the memory, as its docs advise); 'keep' leaves it as it is")
+    p.add_argument("--tune", type=int, default=0, metavar="N",
+                   help="first adapt each gridagg dataset's tree to the dashboard's questions and N of the paper's "
+                        "sum boxes from another seed, in place, as its online tuner would (default 0: measure the "
+                        "tree as it is)")
     p.add_argument("--repeat", type=int, default=5, help="runs per p50 in process (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
     p.add_argument("--clients", type=int, nargs="*", default=[],

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from engine_support import check_tree
 from tune_support import (
+    AGGS,
     BOXES,
     DIMENSIONS,
     MEASURES,
@@ -135,6 +136,34 @@ def test_small_boxes_split_the_leaves_they_cut_and_a_plan_changes_nothing(engine
         for box in qs:
             assert answer(engine, ds.name, box) == brute(rows, box)
         assert engine.check(ds.name) == []
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_a_dashboards_fixed_ranges_end_up_read_from_aggregates_alone(engine, unique_name):
+    """Questions asked again and again with the same ranges: rounds of splits at their
+    bounds until one changes nothing, after which no leaf is read to answer them (the rows
+    inside sit in grids of their own), and every answer stays exact."""
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rows = random_rows(np.random.default_rng(11), 1500)
+        insert(engine, ds, rows, "a")
+        asked = [((213, 687), (0, 1000)), ((0, 1000), (151, 420)), ((213, 687), (151, 420))]
+        rounds = 0
+        while True:
+            for box in asked * 4:
+                assert answer(engine, ds.name, box) == brute(rows, box)
+            if not adapt(engine, ds.name, CHEAP_GRIDS, engine.planner.sample.take(ds.name)).changes:
+                break
+            rounds += 1
+        assert rounds >= 1
+        for (x0, x1), (y0, y1) in asked:
+            got = engine.query(ds.name, {"x": [x0, x1], "y": [y0, y1]}, AGGS)
+            assert got.plan.scanned_grids_after == 0
+        check_tree(engine, ds.name, rows)
+        assert engine.check(ds.name) == []
+        for box in BOXES:
+            assert answer(engine, ds.name, box) == brute(rows, box)
     finally:
         engine.drop_dataset(ds.name)
 

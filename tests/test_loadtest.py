@@ -147,9 +147,10 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
 
 def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name):
     """`python -m gridagg_loadtest.scale` on a small generated archive loaded by `gridagg
-    ingest`: every question answered alike by gridagg and DuckDB, and with --clients the
-    paper's boxes served and driven for each and for PostgreSQL alone (served only, with
-    its index trials and plan in the report), min and sum, without a failure."""
+    ingest`: with --tune the tree first adapted to the workload in place; every question
+    answered alike by gridagg and DuckDB, and with --clients the paper's boxes served and
+    driven for each and for PostgreSQL alone (served only, with its index trials and plan
+    in the report), min and sum, without a failure."""
     from gridagg.engine import GridEngine
     from gridagg_ingest.generate import generate
 
@@ -165,12 +166,13 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     try:
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
                     f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
-                    "--clients", "2",
+                    "--tune", "20", "--clients", "2",
                     "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
     finally:
         with GridEngine.open(settings) as engine:
             engine.drop_dataset(unique_name)
     result = json.loads((out / "scale-20000.json").read_text())
+    assert result["tuning"]["embedded"]["questions"] >= 20  # 20 boxes and the dashboard's (not those rollups answer)
     assert all(m["agree"] for m in result["systems"]["embedded"])
     assert result["disagreements"] == []
     served = {(r["system"], r["agg"]) for r in result["served"]}
@@ -178,6 +180,7 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     assert set(result["systems"]["embedded"][0]["peers"]) == {"DuckDB, 1 thread", "DuckDB, 2 threads"}
     assert all(r["failures"] == 0 and r["requests"] > 0 for r in result["served"]), result["served"]
     text = (out / "scale.md").read_text()
+    assert "tuned first (--tune): " in text
     assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text and "gridagg-embedded / PostgreSQL alone" in text
     assert "PostgreSQL alone: the index kept" in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Index" in text
 

@@ -2,7 +2,8 @@
 the leaves tile the grid and hold every row once, inside their boxes; every cut is the
 floor of the mean of the rows on the first axis (from the grid's next one) whose values
 differ; a leaf holds at most N_size rows unless its rows are all equal; every aggregate
-equals its rows' own."""
+equals its rows' own. Given cuts (the tuner's, at the questions' bounds), every leaf lies
+on one side of each cut, and no grid is cut where its rows would not part."""
 
 from __future__ import annotations
 
@@ -79,3 +80,25 @@ def test_split_rows_follows_algorithm_2(case):
         if gid == grid.grid_id:  # axes passed over (from the grid's next one) hold one value each
             order = [(grid.next_axis + k) % ndim for k in range(ndim)]
             assert all(rows[:, a].min() == rows[:, a].max() for a in order[:order.index(axis)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(grids_of_rows(), st.data())
+def test_split_rows_at_given_cuts_puts_every_leaf_on_one_side_of_each(case, data):
+    grid, values, ndim, _, _ = case
+    ncols = values.shape[1]
+    cuts = tuple(data.draw(st.lists(st.tuples(st.integers(0, ndim - 1), st.integers(-3, 3)).map(
+        lambda c: (c[0], int(np.median(values[:, c[0]])) + c[1])), min_size=1, max_size=6)))
+    done = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), 0, 0, ndim, cuts)
+    seen = np.concatenate([ix for _, ix, _ in done.leaves])
+    assert sorted(seen.tolist()) == list(range(len(values)))
+    parts = {tuple(values[:, a] <= at) for a, at in cuts} - {(True,) * len(values), (False,) * len(values)}
+    assert (done.splits > 0) == bool(parts)
+    for leaf, ix, agg in done.leaves:
+        rows = values[ix]
+        assert all(inside(leaf.box, r[:ndim]) for r in rows)
+        assert agg == PartialAggregate.of_rows(rows, ncols)
+        for a, at in cuts:
+            assert (rows[:, a] <= at).all() or (rows[:, a] > at).all()
+    # Each grid cut leaves rows on both sides: no leaf is empty.
+    assert all(len(ix) for _, ix, _ in done.leaves)

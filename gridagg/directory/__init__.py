@@ -113,6 +113,10 @@ class GridDirectory:
         """Leaf `grid_id`, or None when it is no leaf."""
         return self._leaves.grid(ds, grid_id)
 
+    def leaves_among(self, ds: Dataset, grid_ids: list[str]) -> set[str]:
+        """Those of `grid_ids` that are leaves (one round trip)."""
+        return {g.grid_id for g in self._leaves.among(ds, grid_ids)}
+
     def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
         """The leaf grid ID holding each point (rows of stored dimension values), in one
         round trip."""

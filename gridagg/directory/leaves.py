@@ -123,6 +123,9 @@ class Leaves:
         found = self._select(ds, sql.SQL("WHERE grid_id = %s"), (grid_id,))
         return found[0] if found else None
 
+    def among(self, ds: Dataset, grid_ids: list[str]) -> list[Grid]:
+        return self._select(ds, sql.SQL("WHERE grid_id = ANY(%s)"), (grid_ids,))
+
     def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
         """The leaf grid ID holding each point (rows of stored dimension values).
 
