@@ -152,9 +152,10 @@ def add_tune(sub) -> None:
     p.add_argument("dataset", nargs="?",
                    help="split and merge this dataset's leaves in place where the model says the questions a "
                         "serving process sampled (its online tuner keeps them in the data dir) would cost less "
-                        "(gridagg/adapt.py), round after round until one changes nothing; without sampled questions, merge where leaves are too small: inner "
-                        "grids holding at most what a cut grid costs in rows (and at most n_threshold) become "
-                        "leaves (gridagg/merge.py); under the writer lock with the crash protocol of splits")
+                        "(gridagg/adapt.py), round after round until one changes nothing; without sampled "
+                        "questions, merge where leaves are too small: inner grids holding at most what a cut grid "
+                        "costs in rows (and at most n_threshold) become leaves (gridagg/merge.py); under the writer "
+                        "lock with the crash protocol of splits")
     p.add_argument("--dry-run", action="store_true",
                    help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
