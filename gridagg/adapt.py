@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .costmodel import CostModel
-from .leafsplit import leaf_rows, split_leaf
+from .leafsplit import split_leaf
 from .merge import Merge, leaves_below, merge
 from .planner import face, walk
 from .questions import Question
@@ -95,10 +95,18 @@ class Change:
 @dataclass
 class Adapted:
     """A round's changes (planned, and made when applied: those still valid under the
-    lock) and the number of sampled questions they were priced on."""
+    lock), the number of sampled questions they were priced on, and how many leaves the
+    round found no split worth making for (added to the rounds' settled set)."""
 
     changes: list[Change]
     questions: int
+    settled: int = 0
+
+    @property
+    def still(self) -> bool:
+        """Whether the round changed nothing and priced no leaf it had not priced before:
+        further rounds on the same sample would change nothing either."""
+        return not self.changes and not self.settled
 
     def gain_per_question(self) -> float:
         """Predicted milliseconds saved per question of the sample."""
@@ -126,10 +134,12 @@ def prices(model: CostModel, q, lo: np.ndarray, hi: np.ndarray, count: np.ndarra
 
 
 def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question],
-         retired: set[str], candidates: int = SPLIT_CANDIDATES) -> list[Change]:
+         retired: set[str], candidates: int = SPLIT_CANDIDATES, settled: set | None = None) -> list[Change]:
     """The changes `questions` ask for in dataset `ds`'s `tree` (splits first, then
     merges; none of them touching a grid in `retired`), priced with `model`. Reads the
-    rows of the leaves it prices for a split (the dearest `candidates`) from engine.store."""
+    rows of the leaves it prices for a split (the dearest `candidates`, but those in
+    `settled`) from engine.store; adds to `settled` the leaves priced with no split worth
+    making, as (grid ID, rows)."""
     paid = np.zeros(tree.n)  # what the questions paid at each grid
     readers: dict[int, list[int]] = {}  # leaf -> the questions that read it
     cost = model.per_grid + model.per_row * tree.aggs.count
@@ -141,7 +151,7 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
             readers.setdefault(i, []).append(k)
     floor = WORTH * (paid.sum() + model.per_query * len(questions))
     splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired,
-                                                 candidates)}
+                                                 candidates, set() if settled is None else settled)}
     merges = []
     for m in _plan_merges(tree, model, ds, questions, paid, retired):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
@@ -155,15 +165,16 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
 
 
 def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
-                 readers: dict[int, list[int]], retired: set[str], candidates: int) -> list[Change]:
+                 readers: dict[int, list[int]], retired: set[str], candidates: int, settled: set) -> list[Change]:
     count = tree.aggs.count
-    leaves = [i for i in readers if count[i] >= 2 and not any(r.startswith(tree.ids[i]) for r in retired)]
+    leaves = [i for i in readers if count[i] >= 2 and (tree.ids[i], int(count[i])) not in settled
+              and not any(r.startswith(tree.ids[i]) for r in retired)]
     leaves.sort(key=lambda i: -paid[i])
     out = []
     for i in leaves[:candidates]:
         g = tree.ids[i]
         grid = engine.directory.grid(ds, g)
-        _, values = leaf_rows(engine.store, ds, g)
+        _, values = engine.store.read_grid(ds, g)
         if len(values) < 2:
             continue
         agg = engine.store.get_aggregates(ds, [g])[g]
@@ -188,6 +199,8 @@ def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[
         if best is not None and paid[i] - best[0] > MARGIN * paid[i]:
             out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2],
                               cuts=best[3]))
+        else:
+            settled.add((g, int(count[i])))
     return out
 
 
@@ -269,17 +282,22 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
 
 
 def adapt(engine, name: str, model: CostModel, questions: list[Question], apply: bool = True,
-          wait: float | None = None, candidates: int = SPLIT_CANDIDATES) -> Adapted:
+          wait: float | None = None, candidates: int = SPLIT_CANDIDATES, settled: set | None = None) -> Adapted:
     """The changes `questions` (a sample of dataset `name`'s) ask for, priced with `model`
     (at most `candidates` leaves priced for a split: a round's reads), made in place when
     `apply` (writes of kind "tune" through engine.writing, waiting `wait` seconds for the
     writer lock, None: as long as it takes); returns those made (all those planned when
-    not applying)."""
+    not applying). Rounds on one sample pass one `settled` set along: a leaf priced with
+    no split worth making is not priced again, and each round reaches further down the
+    leaves the questions read (Adapted.still says when to stop)."""
     ds = engine.dataset(name)
     tree = engine.trees.tree(ds)
-    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)), candidates)
+    settled = set() if settled is None else settled
+    known = len(settled)
+    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)), candidates,
+                   settled)
     if not apply:
-        return Adapted(planned, len(questions))
+        return Adapted(planned, len(questions), len(settled) - known)
     made = []
     for start in range(0, len(planned), CHANGES_PER_WRITE):
         batch = planned[start:start + CHANGES_PER_WRITE]
@@ -289,7 +307,7 @@ def adapt(engine, name: str, model: CostModel, questions: list[Question], apply:
             if done:
                 write.end([c.grid_id for c in done])
         made += done
-    return Adapted(made, len(questions))
+    return Adapted(made, len(questions), len(settled) - known)
 
 
 def _make(write, tree: TreeState, c: Change) -> bool:

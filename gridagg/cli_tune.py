@@ -70,12 +70,14 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
         if questions:
             print(f"{name}: priced on {len(questions)} questions a serving process sampled "
                   f"({sample_path(settings.data_dir, settings.store, name)})")
-            # Each round prices at most TUNE_CANDIDATES leaves for a split: rounds until one changes nothing.
+            # Each round prices at most TUNE_CANDIDATES leaves for a split, none it priced before
+            # without finding one: rounds until one is still.
+            settled: set = set()
             for n in itertools.count(1):
-                adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES)
+                adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES, settled=settled)
                 print(f"round {n}:")
                 _print_adapted(name, adapted, apply)
-                if not apply or not adapted.changes:
+                if not apply or adapted.still:
                     return 0
         merges, target = tune(engine, name, model, apply)
     print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
@@ -88,6 +90,10 @@ def _print_adapted(name: str, adapted, apply: bool) -> None:
     from .adapt import MARGIN
 
     changes = adapted.changes
+    if not changes and adapted.settled:
+        print(f"{name}: no change worth making at the {adapted.settled:,} leaves priced, the dearest not priced "
+              "before: on to the next")
+        return
     if not changes:
         print(f"{name}: nothing to change (no split or merge saves more than "
               f"{MARGIN:.0%} of what the sampled questions spend on its grids)")

@@ -9,11 +9,11 @@ purged later (gridagg.writes.purge_retired). The cut is gridagg.split's.
 
 from __future__ import annotations
 
-import numpy as np
+import pyarrow as pa
 
 from . import writes
 from .aggregate import PartialAggregate
-from .grid import choose_cut, element_of, grid_prefix, prefix_range, row_key
+from .grid import choose_cut, grid_prefix
 from .split import split_rows
 
 
@@ -36,28 +36,15 @@ def split_leaf(write: writes.Write, grid_id: str, agg: PartialAggregate, limit: 
     # Rows a split that died earlier left under this leaf's descendants would be
     # counted twice once a child with that ID exists: clear them first.
     writes.clear_subtree(store, ds, grid_id, write.stamps)
-    keys, values = leaf_rows(store, ds, grid_id)
+    eids, values = store.read_grid(ds, grid_id)
     done = split_rows(grid, values, agg, limit, n_size, ds.ndim, cuts)
     if not done.splits:
         return 0
-    new_keys = [b""] * len(values)
-    for leaf, idx, _ in done.leaves:
-        for i in idx.tolist():
-            new_keys[i] = row_key(leaf.grid_id, element_of(keys[i]))
     # The leaf itself is intended too (an insert did so already): a writer dying before
     # the switch leaves it sealed and its aggregate rebuilt, and the new grids cleared.
     write.intend([grid_id, *done.inner, *(leaf.grid_id for leaf, _, _ in done.leaves)])
-    write.put_rows(new_keys, values)
+    write.put_grids([(grid_prefix(leaf.grid_id), eids.take(pa.array(idx)), values[idx]) for leaf, idx, _ in done.leaves])
     write.put_aggregates({**done.inner, **{leaf.grid_id: a for leaf, _, a in done.leaves}})
     write.switch([grid_id], [leaf for leaf, _, _ in done.leaves])
     return done.splits
 
-
-def leaf_rows(store, ds, grid_id: str) -> tuple[list[bytes], np.ndarray]:
-    """(row keys, (m, ncols) int64 values) of the rows stored under grid `grid_id` itself."""
-    keys: list[bytes] = []
-    parts: list[np.ndarray] = []
-    for k, v in store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
-        keys.extend(k)
-        parts.append(v)
-    return keys, np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)

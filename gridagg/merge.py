@@ -27,10 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from .aggregate import PartialAggregate
 from .costmodel import CostModel
-from .grid import Grid, element_of, grid_prefix, prefix_range, row_key
+from .grid import Grid, grid_prefix
 from .tree import TreeState
 
 # Merges per write: a write that fails leaves an intent naming its grids, which the next
@@ -77,16 +78,11 @@ def merge(write, tree: TreeState, m: Merge) -> None:
     """Make inner grid m.grid_id of `tree` a leaf in place of m.leaves, as steps of
     `write` (a gridagg.writes.Write of kind "tune"; the module docstring)."""
     ds, store = write.ds, write.store
-    keys: list[bytes] = []
-    parts: list[np.ndarray] = []
-    for leaf in m.leaves:
-        for k, v in store.scan_rows(ds, *prefix_range(grid_prefix(leaf))):
-            keys.extend(k)
-            parts.append(v)
-    values = np.concatenate(parts) if parts else np.empty((0, len(ds.columns)), dtype=np.int64)
+    parts = [store.read_grid(ds, leaf) for leaf in m.leaves]
+    values = np.concatenate([v for _, v in parts])
     i = tree.index[m.grid_id]
     write.intend([m.grid_id])
-    write.put_rows([row_key(m.grid_id, element_of(k)) for k in keys], values)
+    write.put_grids([(grid_prefix(m.grid_id), pa.concat_arrays([e for e, _ in parts]), values)])
     write.put_aggregates({m.grid_id: PartialAggregate.of_rows(values, len(ds.columns))})
     write.switch(m.leaves, [Grid(m.grid_id, tuple(zip(tree.lo[i].tolist(), tree.hi[i].tolist())), _axis(tree, i))])
 

@@ -141,11 +141,42 @@ def values(data) -> np.ndarray:
     return columns(data).T
 
 
-def eids(data) -> list[bytes]:
+def id_array(data):
+    """The element IDs of a segment's rows as an Arrow binary array (a copy)."""
+    import pyarrow as pa
+
     n, _, at = _layout(data)
-    offsets = np.frombuffer(data, dtype="<u4", count=n + 1, offset=at).tolist()
+    offsets = np.frombuffer(data, dtype="<u4", count=n + 1, offset=at).astype(np.int32)
     blob = bytes(data[at + 4 * (n + 1) :])
-    return [blob[offsets[i] : offsets[i + 1]] for i in range(n)]
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
+
+
+def eids(data) -> list[bytes]:
+    return id_array(data).to_pylist()
+
+
+def joined(segments, ncols: int):
+    """(element IDs as one Arrow binary array, (m, ncols) int64 rows) of these segments'
+    rows, one segment after another: a grid's rows moved to other grids without a Python
+    step per row."""
+    import pyarrow as pa
+
+    segments = list(segments)
+    if not segments:
+        return pa.array([], pa.binary()), np.empty((0, ncols), np.int64)
+    return pa.concat_arrays([id_array(s) for s in segments]), np.concatenate([values(s) for s in segments])
+
+
+def last_of_each(eids, values: np.ndarray):
+    """Rows (eids: an Arrow binary array) with an element ID given twice kept once: the
+    last of them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pc.count_distinct(eids).as_py() == len(eids):
+        return eids, values
+    keep = pa.array(list(dict(zip(eids.to_pylist(), range(len(eids)))).values()), pa.int64())
+    return eids.take(keep), values[keep.to_numpy()]
 
 
 def rows_of(segments) -> dict[bytes, np.ndarray]:

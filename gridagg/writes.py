@@ -67,6 +67,13 @@ class Write:
         self.store.put_rows(self.ds, keys, values, self.stamps)
         self.rows_written()
 
+    def put_grids(self, grids: list[tuple[bytes, object, np.ndarray]]) -> None:
+        """Write rows grid by grid (CellStore.put_grids: key prefix, element IDs, values
+        of each) under grids intended before."""
+        self._check_intended()
+        self.store.put_grids(self.ds, grids, self.stamps)
+        self.rows_written()
+
     def rows_written(self) -> None:
         """Rows are written (by this process or, for a bulk load, by its executors)."""
         self._check_intended()

@@ -15,7 +15,7 @@ import json
 import numpy as np
 
 from gridagg.aggregate import PartialAggregate
-from gridagg.grid import Grid, grid_prefix, prefix_range
+from gridagg.grid import Grid, grid_prefix
 from gridagg.split import split_rows
 from gridagg.stamps import WriteStamps
 from gridagg.store import bulk_format, open_store
@@ -25,22 +25,11 @@ from . import buckets, hfiles
 HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
 
 
-def stored_rows(store, ds, grid_id: str) -> tuple[list[bytes], list[np.ndarray]]:
-    """A leaf's stored rows as (element IDs, arrays of their rows), read from `store`."""
-    start = len(grid_prefix(grid_id))
-    eids: list[bytes] = []
-    parts: list[np.ndarray] = []
-    for keys, values in store.scan_rows(ds, *prefix_range(grid_prefix(grid_id))):
-        eids.extend(k[start:] for k in keys)
-        parts.append(values)
-    return eids, parts
-
-
-def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eids,
-               new_values: np.ndarray) -> tuple[dict, list]:
+def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dict, list]:
     """One touched leaf, all of it in this task: its stored rows (`stored`, as
-    stored_rows gives them), the new rows located in it (`eids`, an Arrow binary array,
-    and `new_values`; deduplicated against the stored ones by element ID), the subtree
+    CellStore.read_grid gives them: element IDs, an Arrow binary array, and values), the
+    new rows located in it (`eids`, an Arrow binary array, and `new_values`;
+    deduplicated against the stored ones by element ID), the subtree
     they make (gridagg.split: a leaf new to the load splits down to N_size, one that held
     rows only past N_threshold), and the rows to write under their final keys.
     Returns a small summary (counts and every resulting leaf's box and aggregate) and
@@ -52,16 +41,15 @@ def build_leaf(stored: tuple[list[bytes], list[np.ndarray]], ds, grid: Grid, eid
     ncols, ndim = len(ds.columns), ds.ndim
     n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
 
-    old_eids, parts = stored
+    old_eids, old_values = stored
     n_old = len(old_eids)
     if n_old:
-        known = set(old_eids)
-        keep = np.fromiter((e not in known for e in eids.to_pylist()), dtype=bool, count=len(eids))
-        if not keep.all():
-            new_values = new_values[keep]
-            eids = eids.filter(pa.array(keep))
-        values = np.concatenate(parts + [new_values]) if len(new_values) else np.concatenate(parts)
-        all_eids = pa.concat_arrays([pa.array(old_eids, pa.binary()), eids])
+        keep = pc.invert(pc.is_in(eids, value_set=old_eids))
+        if not pc.all(keep).as_py():
+            new_values = new_values[keep.to_numpy(zero_copy_only=False)]
+            eids = eids.filter(keep)
+        values = np.concatenate([old_values, new_values])
+        all_eids = pa.concat_arrays([old_eids, eids])
     else:
         values = new_values
         all_eids = eids
@@ -234,9 +222,9 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 box, next_axis = bgrids.value[g]
                 grid = Grid(g, tuple(tuple(x) for x in box), next_axis)
                 if fmt is not None:
-                    stored = fmt.stored_rows(known.get(g, []))
+                    stored = fmt.stored_rows(known.get(g, []), len(ds.columns))
                 else:
-                    stored = stored_rows(store, ds, g) if store is not None else ([], [])
+                    stored = store.read_grid(ds, g) if store is not None else ([], None)
                 info, leaf_rows = build_leaf(stored, ds, grid, eids.slice(a, b - a), values[a:b])
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))

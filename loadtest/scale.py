@@ -210,14 +210,14 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
         for q in training:
             dashboard.ask(engine, name, q)
         sample = engine.planner.sample.take(name)
-        rounds, changes = 0, 0
+        rounds, changes, settled = 0, 0, set()
         while True:
-            done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES).changes
-            if not done:
+            done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES, settled=settled)
+            if done.still:
                 break
-            rounds, changes = rounds + 1, changes + len(done)
-            log(f"tuning {name} ({store}): round {rounds}, {len(done)} changes, "
-                f"{engine.trees.tree(engine.dataset(name)).leaf_count:,} leaves")
+            rounds, changes = rounds + 1, changes + len(done.changes)
+            log(f"tuning {name} ({store}): round {rounds}, {len(done.changes)} changes, {len(settled):,} leaves "
+                f"settled, {engine.trees.tree(engine.dataset(name)).leaf_count:,} leaves")
         after = engine.trees.tree(engine.dataset(name)).leaf_count
     out = {"questions": len(sample), "rounds": rounds, "changes": changes, "leaves_before": before,
            "leaves_after": after, "seconds": time.perf_counter() - t0}

@@ -29,7 +29,7 @@ from tune_support import (
     random_rows,
     recovered_by_next_writer,
 )
-from gridagg import costmodel, faults
+from gridagg import adapt as adapt_module, costmodel, faults
 from gridagg.adapt import adapt
 from gridagg.costmodel import CostModel
 from gridagg.online import OnlineTuner
@@ -164,6 +164,28 @@ def test_a_dashboards_fixed_ranges_end_up_read_from_aggregates_alone(engine, uni
         assert engine.check(ds.name) == []
         for box in BOXES:
             assert answer(engine, ds.name, box) == brute(rows, box)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_rounds_on_one_sample_price_each_leaf_once(engine, unique_name, monkeypatch):
+    """A tuning run's rounds share one settled set: a leaf priced with no split worth
+    making is not priced again, so rounds pricing one leaf each still reach every leaf
+    the questions read, each once, and are still (Adapted.still) when none is left."""
+    monkeypatch.setattr(adapt_module, "MARGIN", 1.0)  # no change can save all it costs: none is worth making
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(7)
+        insert(engine, ds, random_rows(rng, 800), "a")
+        questions = split_questions(engine, ds, rng)
+        at_once: set = set()
+        assert adapt(engine, ds.name, CHEAP_GRIDS, questions, candidates=10_000, settled=at_once).settled > 1
+        settled: set = set()
+        rounds = []
+        while not (done := adapt(engine, ds.name, CHEAP_GRIDS, questions, candidates=1, settled=settled)).still:
+            rounds.append(done)
+        assert [(r.changes, r.settled) for r in rounds] == [([], 1)] * len(at_once)
+        assert settled == at_once
     finally:
         engine.drop_dataset(ds.name)
 

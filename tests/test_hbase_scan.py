@@ -413,3 +413,15 @@ def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
             with store.pool.connection() as conn:
                 conn.client.getRows(table_name(ds.name).encode(), [grid_prefix(gid)], {attribute: bad})
     assert store.scan(ds, ScanRequest([gid], [], [2])).aggs.count[0] == 1
+
+
+@hsettings(deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=40), st.integers(0, 5))
+def test_a_lookup_lists_element_ids_as_u16_length_and_bytes_each(eids, skip):
+    """length_prefixed packs an Arrow binary array (a slice of one too) as the observer
+    reads a lookup's element IDs."""
+    import pyarrow as pa
+
+    want = b"".join(struct.pack("<H", len(e)) + e for e in eids)
+    assert hbase_scan.length_prefixed(pa.array(eids, pa.binary())) == want
+    assert hbase_scan.length_prefixed(pa.array([b"x"] * skip + eids, pa.binary()).slice(skip)) == want

@@ -140,6 +140,13 @@ class CellStore(ABC):
         with_keys=False the keys may be None (queries need only the values)."""
 
     @abstractmethod
+    def read_grid(self, ds: Dataset, grid_id: str):
+        """The rows stored under grid `grid_id` itself (not its descendants'), read at
+        once: (their element IDs, an Arrow binary array; their (m, ncols) int64 values).
+        How a split or merge moves a grid's rows (with put_grids) without a Python step
+        per row."""
+
+    @abstractmethod
     def scan(self, ds: Dataset, request: ScanRequest) -> ScanAnswer:
         """Read the rows of request.grids (each grid's own rows) as gridagg.scan says, in
         one round trip: only aggregates (and the rows of request.rows_of) come back."""

@@ -188,8 +188,6 @@ class EmbeddedStore(CellStore):
         """Add rows to a grid (eids: a sequence of bytes or an Arrow binary array): a
         segment of their own, unless the grid has too many segments or some element IDs
         are stored already (then one rewritten segment)."""
-        import pyarrow.compute as pc
-
         eids = segments.element_ids(eids)
         present = self._segments(txn.cursor(), prefix)
         stored = self._rows_of(present) if present else {}
@@ -197,9 +195,7 @@ class EmbeddedStore(CellStore):
             stored.update(zip(eids.to_pylist(), values))
             self._rewrite(txn, prefix, present, stored)
             return
-        if pc.count_distinct(eids).as_py() < len(eids):  # an element ID twice in one call: the last wins
-            last = dict(zip(eids.to_pylist(), range(len(eids))))
-            eids, values = list(last), values[list(last.values())]
+        eids, values = segments.last_of_each(eids, values)  # an element ID twice in one call: the last wins
         seq = struct.unpack(">I", present[-1][0][-4:])[0] + 1 if present else 0
         txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values))
 
@@ -237,6 +233,11 @@ class EmbeddedStore(CellStore):
                 stored = {e for _, v in self._segments(txn.cursor(), prefix) for e in segments.eids(v)}
                 out.update(k for k in ks if split_key(k)[1] in stored)
         return out
+
+    def read_grid(self, ds, grid_id):
+        self.round_trips.add()
+        with self.env.begin(db=self._db(ds.name, "s"), buffers=True) as txn:
+            return segments.joined((v for _, v in self._segments(txn.cursor(), grid_prefix(grid_id))), len(ds.columns))
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:

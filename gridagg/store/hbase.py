@@ -138,21 +138,23 @@ class HBaseStore(CellStore):
                 out[row.row] = grid_rows.numbered({col: cell.value for col, cell in row.columns.items()})
         return out
 
+    def read_grid(self, ds, grid_id):
+        prefix = grid_prefix(grid_id)
+        stored = self.grid_segments(ds, [prefix]).get(prefix, [])
+        return segments.joined((seg for _, seg in grid_rows.live(stored)), len(ds.columns))
+
     def put_grids(self, ds, grids, stamps=None):
         stamps = stamps or WriteStamps.local()
-        given: dict[bytes, dict[bytes, np.ndarray]] = {}
-        for prefix, eids, values in grids:  # an element ID given twice: the last wins
-            eids = eids if isinstance(eids, list) else segments.element_ids(eids).to_pylist()
-            given.setdefault(prefix, {}).update(zip(eids, np.asarray(values, dtype=np.int64)))
+        given = _by_grid(grids, len(ds.columns))
         if not given:
             return
         with self._client(ds.name, slow=True) as (client, table):
-            known = self._lookup(client, table, {prefix: list(new) for prefix, new in given.items()})
+            known = self._lookup(client, table, {prefix: eids for prefix, (eids, _) in given.items()})
             writes, rewrites = {}, []
             for prefix in sorted(given):
                 cells, repeated = known[prefix]
                 live = grid_rows.live(cells)
-                segs = grid_rows.pack(list(given[prefix]), np.array(list(given[prefix].values())))
+                segs = grid_rows.pack(*given[prefix])
                 if live and (repeated or grid_rows.too_many([size for _, size in live], segs)):
                     rewrites.append(prefix)
                 else:
@@ -160,8 +162,8 @@ class HBaseStore(CellStore):
                                       [n for n, _ in cells[: len(cells) - len(live)]])
             stored = self._read(client, table, rewrites) if rewrites else {}
             for prefix in rewrites:  # the grid's rows are needed: its segments are read
-                new = given[prefix]
-                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), list(new), np.array(list(new.values())))
+                eids, values = given[prefix]
+                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), eids.to_pylist(), values)
                 writes[prefix] = (numbered, replaced)
             puts = [BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), value=seg)
                                                          for n, seg in writes[prefix][0]]) for prefix in sorted(writes)]
@@ -170,16 +172,17 @@ class HBaseStore(CellStore):
             self._mutate(client, table, [_deletes(p, dead) for p, (_, dead) in sorted(writes.items()) if dead],
                          stamps.next())
 
-    def _lookup(self, client, table: bytes, grids: dict[bytes, list[bytes]]) -> dict[bytes, tuple[list, set]]:
-        """For each grid row: its cells as (segment number, size) in number order, and
-        which of the given element IDs its live segments hold. Found on the region
-        servers when the observer answers, else from the segments read through Thrift."""
+    def _lookup(self, client, table: bytes, grids: dict[bytes, object]) -> dict[bytes, tuple[list, set[int]]]:
+        """For each grid row (key -> element IDs, an Arrow binary array): its cells as
+        (segment number, size) in number order, and the indexes of the given element IDs
+        its live segments hold. Found on the region servers when the observer answers,
+        else from the segments read through Thrift."""
         keys = sorted(grids)
         if self._observer_answers(client, table):
             try:
                 found = lookup(self._calls(client), table, [(k, grids[k]) for k in keys], self.regions,
                                self.round_trips, self.settings.hbase_call_timeout)
-                return {k: (cells, {grids[k][i] for i in held}) for k, (cells, held) in zip(keys, found)}
+                return dict(zip(keys, found))
             except ObserverMissing as exc:  # unloaded since the probe
                 self._client_side(table, str(exc))
         stored = self._read(client, table, keys)
@@ -187,7 +190,7 @@ class HBaseStore(CellStore):
         for k in keys:
             old = stored.get(k, [])
             held = grid_rows.rows_of(grid_rows.live(old))
-            out[k] = ([(n, len(seg)) for n, seg in old], {e for e in grids[k] if e in held})
+            out[k] = ([(n, len(seg)) for n, seg in old], {i for i, e in enumerate(grids[k].to_pylist()) if e in held})
         return out
 
     def _mutate(self, client, table: bytes, batch: list, stamp: int) -> None:
@@ -263,8 +266,9 @@ class HBaseStore(CellStore):
         for k in keys:
             by_prefix.setdefault(split_key(k)[0], []).append(k)
         with self._client(ds.name, slow=True) as (client, table):
-            found = self._lookup(client, table, {p: [split_key(k)[1] for k in ks] for p, ks in by_prefix.items()})
-        return {k for p, ks in by_prefix.items() for k in ks if split_key(k)[1] in found[p][1]}
+            found = self._lookup(client, table, {p: segments.element_ids([split_key(k)[1] for k in ks])
+                                                 for p, ks in by_prefix.items()})
+        return {ks[i] for p, ks in by_prefix.items() for i in found[p][1]}
 
     def scan_rows(self, ds, start, stop, where: list[RangeCondition] = (), batch_rows=2000,
                   with_keys: bool = True) -> Iterator:
@@ -389,6 +393,23 @@ class HBaseStore(CellStore):
     def close(self):
         self.pool.close()
         self.fanout.close()
+
+
+def _by_grid(grids, ncols: int) -> dict[bytes, tuple]:
+    """put_grids' grids as prefix -> (element IDs, an Arrow binary array; int64 values):
+    a grid given twice as one, an element ID given twice once (the last wins), a grid
+    given no rows left out."""
+    import pyarrow as pa
+
+    parts: dict[bytes, list] = {}
+    for prefix, eids, values in grids:
+        parts.setdefault(prefix, []).append((segments.element_ids(eids), np.asarray(values, np.int64).reshape(-1, ncols)))
+    out = {}
+    for prefix, given in parts.items():
+        eids = pa.concat_arrays([e for e, _ in given])
+        if len(eids):
+            out[prefix] = segments.last_of_each(eids, np.concatenate([v for _, v in given]))
+    return out
 
 
 def _clears(prefix: bytes) -> BatchMutation:

@@ -79,11 +79,10 @@ class HBaseBulkFormat:
         head = [(prefix, DELETE_FAMILY, b"", b"")] if start_over else []
         return head + [(prefix, PUT, hbase_rows.qualifier(n), seg) for n, seg in zip(numbers, new)]
 
-    def stored_rows(self, stored: list[tuple[int, bytes]]) -> tuple[list[bytes], list]:
+    def stored_rows(self, stored: list[tuple[int, bytes]], ncols: int) -> tuple:
         """A leaf's rows from what read_leaves gave of it (a (number, segment) list), as
-        (element IDs, arrays of their rows)."""
-        live = hbase_rows.live(stored)
-        return [e for _, seg in live for e in segments.eids(seg)], [segments.values(seg) for _, seg in live]
+        CellStore.read_grid gives them (element IDs, an Arrow binary array, and values)."""
+        return segments.joined((seg for _, seg in hbase_rows.live(stored)), ncols)
 
     def pack_cells(self, cells: list[tuple]) -> bytes:
         """(row, kind, qualifier, value) cells, in order, as HFileBulkLoad reads them: per cell
