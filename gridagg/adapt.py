@@ -228,7 +228,7 @@ def bounds_inside(q, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int]]:
         t = q.t_axis
         first = q.base + ((max(int(lo[t]), int(q.qlo[t])) - q.base) // q.step + 1) * q.step
         last = min(int(hi[t]), int(q.qhi[t]))
-        out += [(t, b - 1) for b in range(first, last + 1, q.step)][:BUCKET_CUTS]
+        out += [(t, b - 1) for b in range(first, last + 1, q.step)[:BUCKET_CUTS]]
     return out
 
 

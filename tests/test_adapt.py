@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from engine_support import check_tree
 from tune_support import (
     AGGS,
     BOXES,
@@ -24,6 +23,7 @@ from tune_support import (
     MEASURES,
     answer,
     brute,
+    holds_exactly,
     insert,
     kill_child_at,
     random_rows,
@@ -106,10 +106,7 @@ def test_splits_in_place_keep_every_answer_exact_with_a_reader_and_a_writer(engi
         assert wrong == []
         assert all(c.kind == "split" for c in done.changes)
         rows = states[-1]
-        check_tree(engine, ds.name, rows)
-        assert engine.check(ds.name) == []
-        for box in qs:
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        holds_exactly(engine, ds, rows, qs)
     finally:
         engine.drop_dataset(ds.name)
 
@@ -160,10 +157,7 @@ def test_a_dashboards_fixed_ranges_end_up_read_from_aggregates_alone(engine, uni
         for (x0, x1), (y0, y1) in asked:
             got = engine.query(ds.name, {"x": [x0, x1], "y": [y0, y1]}, AGGS)
             assert got.plan.scanned_grids_after == 0
-        check_tree(engine, ds.name, rows)
-        assert engine.check(ds.name) == []
-        for box in BOXES:
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        holds_exactly(engine, ds, rows, BOXES)
     finally:
         engine.drop_dataset(ds.name)
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from engine_support import check_tree
 from tune_support import (
     BOXES,
     DIMENSIONS,
     MEASURES,
     answer,
     brute,
+    holds_exactly,
     insert,
     kill_child_at,
     random_rows,
@@ -68,10 +68,7 @@ def test_merges_keep_every_answer_exact(engine, unique_name, data, qs, target, m
             t.join()
         assert wrong == []
         assert len(engine.leaves(ds.name)) == leaves_before - sum(len(m.leaves) - 1 for m in merges)
-        check_tree(engine, ds.name, rows)
-        assert engine.check(ds.name) == []
-        for box in qs:
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        holds_exactly(engine, ds, rows, qs)
         # Writes after merges: rows land in merged leaves, answers stay exact.
         extra = np.array(more, dtype=np.int64)
         insert(engine, ds, extra, "b")
@@ -140,10 +137,7 @@ def test_merged_leaves_keep_their_rows_through_the_purge_and_split_again_after_i
             engine.max_query_seconds = 60.0
         rows = np.vstack([rows, more])
         assert not set(engine.directory.retired_before(ds.name, 0)) & {g for m in merges for g in m.leaves}
-        check_tree(engine, ds.name, rows)  # no leaf past N_threshold: the merged grids split again
-        assert engine.check(ds.name) == []
-        for box in BOXES:
-            assert answer(engine, ds.name, box) == brute(rows, box)
+        holds_exactly(engine, ds, rows, BOXES)  # no leaf past N_threshold: the merged grids split again
     finally:
         engine.drop_dataset(ds.name)
 

@@ -12,6 +12,8 @@ import textwrap
 
 import numpy as np
 
+from engine_support import check_tree
+
 AGGS = ["count", "sum:v", "min:v", "max:v"]
 DIMENSIONS = [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}]
 MEASURES = [{"name": "v", "min": -1000, "max": 1000}]
@@ -65,6 +67,15 @@ def kill_child_at(script: str, engine, ds, point: str) -> None:
                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
     assert out.returncode == -signal.SIGKILL and "not killed" not in out.stdout, out.stderr[-2000:]
     assert engine.directory.pending_intents(ds.name), "the killed change left no intent"
+
+
+def holds_exactly(engine, ds, rows: np.ndarray, boxes) -> None:
+    """Dataset `ds` holds `rows`, its tree well formed (engine_support.check_tree) and its
+    stored aggregates true to its rows, and answers every box as brute force does."""
+    check_tree(engine, ds.name, rows)
+    assert engine.check(ds.name) == []
+    for box in boxes:
+        assert answer(engine, ds.name, box) == brute(rows, box)
 
 
 def recovered_by_next_writer(engine, ds, rows: np.ndarray, later: np.ndarray) -> np.ndarray:
