@@ -21,6 +21,7 @@ round trip.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 from pathlib import Path
@@ -39,6 +40,9 @@ from ..schema import Dataset
 from .base import CellStore, segment_rows
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
+# Aggregates read at once when a process loads a tree (see _release_map).
+AGGREGATES_PER_READ = 8192
+MADV_DONTNEED = 4  # Linux: the mapping's pages are dropped, a shared file's stay in the page cache
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
 
 
@@ -288,9 +292,24 @@ class EmbeddedStore(CellStore):
     def get_aggregate_arrays(self, ds, grid_ids):
         self.round_trips.add()
         db = self._db(ds.name, "a")
+        keys = [g.encode() for g in grid_ids]
+        found: dict[bytes, bytes] = {}
         with self.env.begin(db=db) as txn:
-            found = dict(txn.cursor().getmulti([g.encode() for g in grid_ids]))
-            return AggArrays.unpack([found.get(g.encode()) for g in grid_ids], len(ds.columns))
+            for at in range(0, len(keys), AGGREGATES_PER_READ):
+                found.update(txn.cursor().getmulti(keys[at : at + AGGREGATES_PER_READ]))
+                self._release_map()
+        return AggArrays.unpack([found.get(k) for k in keys], len(ds.columns))
+
+    def _release_map(self) -> None:
+        """Drop the pages of the LMDB file mapped in this process (the page cache keeps
+        them: a later read maps them again). A tree's aggregates lie on pages spread over
+        the file, and the kernel maps up to 16 pages around each one read: loading the
+        tree of a 100M-row dataset (46k pages of aggregates) left 1.4 GB of the file
+        mapped, most of the process's RSS. Linux only; elsewhere nothing is dropped."""
+        region = _mapped_region(self.env.path())
+        if region is not None:
+            ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(region[0]), ctypes.c_size_t(region[1]),
+                                                      MADV_DONTNEED)
 
     def put_aggregates(self, ds, aggregates, stamps=None):
         self.round_trips.add()
@@ -311,3 +330,18 @@ class EmbeddedStore(CellStore):
             if self._snapshot is not None:
                 self._snapshot.retire()
         self.env.close()
+
+
+def _mapped_region(directory: str) -> tuple[int, int] | None:
+    """(address, length) of this process's mapping of the LMDB file in `directory`, or
+    None (no /proc/self/maps: not Linux)."""
+    data = str(Path(directory).resolve() / "data.mdb")
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if line.rstrip("\n").endswith(" " + data):
+                    start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                    return start, end - start
+    except OSError:
+        return None
+    return None
