@@ -28,6 +28,7 @@ delete_rows, existing_keys and scan_rows take and give them.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -56,6 +57,7 @@ SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start key
 # created through Thrift1 cannot set: the README says how to set it on an external HBase).
 FAMILIES = {"r": {"max_versions": 1, "block_size": grid_rows.BLOCK_BYTES}, "a": {"max_versions": 1}}
 CHUNK = 1000  # aggregates per multi-get or batched put
+AGGREGATE_READERS = 4  # connections reading a tree's aggregates at once (the pool's size)
 GRIDS_PER_READ = 64  # grid rows per multi-get of segments
 GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
 WRITE_BYTES = 8 << 20  # segment bytes per mutateRows call
@@ -363,14 +365,19 @@ class HBaseStore(CellStore):
         return out
 
     def get_aggregate_arrays(self, ds, grid_ids):
-        """get_aggregates, unpacked all at once (how a process reads a whole tree)."""
-        found: dict[bytes, bytes] = {}
+        """get_aggregates, unpacked all at once (how a process reads a whole tree). The
+        chunks are asked on AGGREGATE_READERS connections at once: a 100M-row tree's
+        138k aggregates took 3 s of waiting for one call after another."""
         keys = [grid_prefix(g) for g in grid_ids]
-        with self._client(ds.name) as (client, table):
-            for start in range(0, len(keys), CHUNK):
+
+        def read(start: int) -> list[tuple[bytes, bytes]]:
+            with self._client(ds.name) as (client, table):
                 self.round_trips.add()
-                for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {}):
-                    found[row.row] = row.columns[self.AGG].value
+                return [(row.row, row.columns[self.AGG].value)
+                        for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {})]
+
+        with ThreadPoolExecutor(AGGREGATE_READERS) as readers:
+            found = dict(cell for cells in readers.map(read, range(0, len(keys), CHUNK)) for cell in cells)
         return AggArrays.unpack([found.get(k) for k in keys], len(ds.columns))
 
     @staticmethod
