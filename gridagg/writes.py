@@ -7,8 +7,8 @@ to its last, and goes through these steps in this order:
    leaves split long enough ago that no query can still need them;
 2. intend: record every grid the write will put rows under (`Write.intend`: the leaves
    it touches first, the grids a split makes later);
-3. rows: write rows, stamped (`Write.put_rows`; a bulk load's executors write them and
-   the driver says so with `Write.rows_written`);
+3. rows: write rows, stamped (`Write.put_rows` by key, `Write.put_grids` grid by grid;
+   a bulk load's executors write them and the driver says so with `Write.rows_written`);
 4. aggregates: write the aggregates of the touched leaves and their ancestors;
 5. switch: replace leaves by new ones in the directory, in one transaction (splits);
 6. end: clear the intent and log the change, in one transaction, and move the dataset's

@@ -22,7 +22,9 @@ table's scans and writes then read the grids' segments through Thrift (scans run
 embedded store's kernel on them), after one logged warning.
 
 Rows keep the paper's keys at this interface (prefix + element ID): put_rows,
-delete_rows, existing_keys and scan_rows take and give them.
+delete_rows, existing_keys and scan_rows take and give them; read_grid and put_grids
+move a grid's rows as its prefix and Arrow arrays of element IDs (splits and merges in
+place: no Python step per row).
 """
 
 from __future__ import annotations
