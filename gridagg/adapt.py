@@ -28,6 +28,12 @@ spends 0.2% of its cost at each.) A merge and splits of leaves below it are
 alternatives: the larger gain wins. Only the
 questions cut decide: a part of the tree no question reads is left as it is.
 
+A leaf budget (`most_leaves`: gridagg.tree.TreeCache.leaves_loadable of the
+tree_load_seconds setting) bounds the splits: every process that serves the dataset
+loads the whole tree, and a load's time and memory grow with its grids. Merges free
+room; splits then go in the order of what they save per leaf they add, while they fit.
+A split left out stays unsettled: it is priced again once there is room.
+
 Planning reads the rows of the leaves it may split without the writer lock; the changes
 are then made under it, a batch per write, each checked first against the tree as it is
 then (another writer may have changed it in between: such a change is left for the next
@@ -95,12 +101,14 @@ class Change:
 @dataclass
 class Adapted:
     """A round's changes (planned, and made when applied: those still valid under the
-    lock), the number of sampled questions they were priced on, and how many leaves the
-    round found no split worth making for (added to the rounds' settled set)."""
+    lock), the number of sampled questions they were priced on, how many leaves the round
+    found no split worth making for (added to the rounds' settled set), and how many
+    splits worth making it left out for the leaf budget."""
 
     changes: list[Change]
     questions: int
     settled: int = 0
+    held: int = 0  # splits worth making left out: the tree is at its leaf budget
 
     @property
     def still(self) -> bool:
@@ -133,13 +141,15 @@ def prices(model: CostModel, q, lo: np.ndarray, hi: np.ndarray, count: np.ndarra
     return np.where(read, model.per_grid + model.per_row * count, np.where(touches, model.per_reused, 0.0))
 
 
-def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question],
-         retired: set[str], candidates: int = SPLIT_CANDIDATES, settled: set | None = None) -> list[Change]:
+def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], retired: set[str],
+         candidates: int = SPLIT_CANDIDATES, settled: set | None = None,
+         most_leaves: int | None = None) -> tuple[list[Change], int]:
     """The changes `questions` ask for in dataset `ds`'s `tree` (splits first, then
-    merges; none of them touching a grid in `retired`), priced with `model`. Reads the
-    rows of the leaves it prices for a split (the dearest `candidates`, but those in
-    `settled`) from engine.store; adds to `settled` the leaves priced with no split worth
-    making, as (grid ID, rows)."""
+    merges; none of them touching a grid in `retired`), priced with `model`, and how many
+    splits worth making were left out so that the tree keeps at most `most_leaves`
+    leaves (None: no limit). Reads the rows of the leaves it prices for a split (the
+    dearest `candidates`, but those in `settled`) from engine.store; adds to `settled` the
+    leaves priced with no split worth making, as (grid ID, rows)."""
     paid = np.zeros(tree.n)  # what the questions paid at each grid
     readers: dict[int, list[int]] = {}  # leaf -> the questions that read it
     cost = model.per_grid + model.per_row * tree.aggs.count
@@ -160,8 +170,23 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
             merges.append(m)
             for g in inside:
                 del splits[g]
-    changes = list(splits.values()) + merges
-    return changes if sum(c.gain for c in changes) > floor else []
+    kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
+    changes = kept + merges
+    return (changes if sum(c.gain for c in changes) > floor else []), held
+
+
+def _within(splits: list[Change], merges: list[Change], leaves: int, most: int | None) -> tuple[list[Change], int]:
+    """The splits that fit a tree of `leaves` leaves under `most` once `merges` are made
+    (the most saved per leaf added first), and how many did not."""
+    if most is None:
+        return splits, 0
+    room = most - leaves + sum(len(m.leaves) - 1 for m in merges)
+    kept = set()
+    for k in sorted(range(len(splits)), key=lambda k: -splits[k].gain / (splits[k].new_leaves - 1)):
+        if splits[k].new_leaves - 1 <= room:
+            kept.add(k)
+            room -= splits[k].new_leaves - 1
+    return [c for k, c in enumerate(splits) if k in kept], len(splits) - len(kept)
 
 
 def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
@@ -282,22 +307,24 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
 
 
 def adapt(engine, name: str, model: CostModel, questions: list[Question], apply: bool = True,
-          wait: float | None = None, candidates: int = SPLIT_CANDIDATES, settled: set | None = None) -> Adapted:
+          wait: float | None = None, candidates: int = SPLIT_CANDIDATES, settled: set | None = None,
+          most_leaves: int | None = None) -> Adapted:
     """The changes `questions` (a sample of dataset `name`'s) ask for, priced with `model`
     (at most `candidates` leaves priced for a split: a round's reads), made in place when
     `apply` (writes of kind "tune" through engine.writing, waiting `wait` seconds for the
     writer lock, None: as long as it takes); returns those made (all those planned when
     not applying). Rounds on one sample pass one `settled` set along: a leaf priced with
     no split worth making is not priced again, and each round reaches further down the
-    leaves the questions read (Adapted.still says when to stop)."""
+    leaves the questions read (Adapted.still says when to stop). Splits keep the tree
+    within `most_leaves` leaves (None: no limit; see the module docstring)."""
     ds = engine.dataset(name)
     tree = engine.trees.tree(ds)
     settled = set() if settled is None else settled
     known = len(settled)
-    planned = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)), candidates,
-                   settled)
+    planned, held = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)),
+                         candidates, settled, most_leaves)
     if not apply:
-        return Adapted(planned, len(questions), len(settled) - known)
+        return Adapted(planned, len(questions), len(settled) - known, held)
     made = []
     for start in range(0, len(planned), CHANGES_PER_WRITE):
         batch = planned[start:start + CHANGES_PER_WRITE]
@@ -307,7 +334,7 @@ def adapt(engine, name: str, model: CostModel, questions: list[Question], apply:
             if done:
                 write.end([c.grid_id for c in done])
         made += done
-    return Adapted(made, len(questions), len(settled) - known)
+    return Adapted(made, len(questions), len(settled) - known, held)
 
 
 def _make(write, tree: TreeState, c: Change) -> bool:

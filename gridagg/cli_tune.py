@@ -74,7 +74,8 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
             # without finding one: rounds until one is still.
             settled: set = set()
             for n in itertools.count(1):
-                adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES, settled=settled)
+                adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES, settled=settled,
+                                most_leaves=engine.trees.leaves_loadable(name, settings.tree_load_seconds))
                 print(f"round {n}:")
                 _print_adapted(name, adapted, apply)
                 if not apply or adapted.still:
@@ -90,6 +91,9 @@ def _print_adapted(name: str, adapted, apply: bool) -> None:
     from .adapt import MARGIN
 
     changes = adapted.changes
+    if adapted.held:
+        print(f"{name}: {adapted.held:,} splits worth making left out: the tree is at its leaf budget, what loads "
+              "in GRIDAGG_TREE_LOAD_SECONDS here")
     if not changes and adapted.settled:
         print(f"{name}: no change worth making at the {adapted.settled:,} leaves priced, the dearest not priced "
               "before: on to the next")

@@ -208,6 +208,10 @@ class Settings:
         60.0, "seconds between rounds of a serving process's online tuner, which splits and merges leaves in "
               "place for the questions it served (README: Tuning the tree online); `0` turns it off",
         _seconds_or_off, topic="http")
+    tree_load_seconds: float = _setting(
+        5.0, "longest a process may take to load one dataset's tree (its grids and their aggregates), at the "
+             "rate of that tree's last load in the process: tuning (`gridagg tune`, the online tuner) splits no "
+             "leaf past it, merges still shrink the tree; `0`: no limit", _seconds_or_off, topic="store")
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")
     spark_driver_memory: str = _setting(

@@ -46,10 +46,13 @@ WRITER_WAIT = 5.0
 class OnlineTuner:
     """Rounds of gridagg.adapt over `engine` (a GridEngine; its planner's sample is the
     workload) every `every` seconds in a daemon thread, with the cost model of the store
-    kept in `data_dir`. start() begins, stop() ends (waiting for a round in progress)."""
+    kept in `data_dir`, growing no tree past what loads in `load_seconds` (the
+    tree_load_seconds setting; 0: no limit). start() begins, stop() ends (waiting for a
+    round in progress)."""
 
-    def __init__(self, engine, data_dir, every: float, min_questions: int = MIN_QUESTIONS):
+    def __init__(self, engine, data_dir, every: float, min_questions: int = MIN_QUESTIONS, load_seconds: float = 0.0):
         self.engine, self.data_dir, self.every, self.min_questions = engine, data_dir, every, min_questions
+        self.load_seconds = load_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gridagg-online-tuner", daemon=True)
 
@@ -84,7 +87,8 @@ class OnlineTuner:
                 save_sample(self.data_dir, self.engine.store.kind, name, questions)
                 if self.engine.dataset(name).grid.chosen is None:
                     continue  # its definition gave its n_size: its leaves stay as asked
-                done = adapt(self.engine, name, model, questions, wait=WRITER_WAIT)
+                done = adapt(self.engine, name, model, questions, wait=WRITER_WAIT,
+                             most_leaves=self.engine.trees.leaves_loadable(name, self.load_seconds))
             except UnknownDataset:  # dropped since it was asked
                 continue
             except Exception:  # noqa: BLE001 - one dataset's failure (dropped meanwhile, lock busy) spares the rest
@@ -103,7 +107,8 @@ def start(engine, settings) -> OnlineTuner | None:
     """An OnlineTuner of `engine` started as `settings` say (tune_every seconds; None when 0)."""
     if not settings.tune_every:
         return None
-    return OnlineTuner(engine, settings.data_dir, settings.tune_every).start()
+    return OnlineTuner(engine, settings.data_dir, settings.tune_every,
+                       load_seconds=settings.tree_load_seconds).start()
 
 
 def sample_path(data_dir, store: str, name: str) -> Path:

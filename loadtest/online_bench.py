@@ -134,7 +134,8 @@ def run(settings: Settings, args) -> dict:
                 before = probe(engine, name, questions, args.repeat)
                 engine.planner.sample.take(name)  # the references and probes are no workload
                 log(f"{name} on {store}: serving the {phase} questions (p50 before: {before:.3f} ms per question)")
-                tuner = OnlineTuner(engine, settings.data_dir, args.every, args.min_questions).start()
+                tuner = OnlineTuner(engine, settings.data_dir, args.every, args.min_questions,
+                                    settings.tree_load_seconds).start()
                 try:
                     run_[phase] = serve(engine, name, questions, [refs[id(q)] for q in questions], args.every,
                                         args.window, args.still, args.phase)

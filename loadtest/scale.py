@@ -212,7 +212,8 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
         sample = engine.planner.sample.take(name)
         rounds, changes, settled = 0, 0, set()
         while True:
-            done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES, settled=settled)
+            done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES, settled=settled,
+                         most_leaves=engine.trees.leaves_loadable(name, settings.tree_load_seconds))
             if done.still:
                 break
             rounds, changes = rounds + 1, changes + len(done.changes)

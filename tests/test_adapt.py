@@ -184,6 +184,54 @@ def test_rounds_on_one_sample_price_each_leaf_once(engine, unique_name, monkeypa
         engine.drop_dataset(ds.name)
 
 
+def test_splits_keep_the_tree_within_its_leaf_budget(engine, unique_name):
+    """Every serving process loads the whole tree: with a budget of leaves (what loads in
+    tree_load_seconds, measured at the last load) a round adds no more than fits, the
+    splits saving most per leaf added first; those left out are held, not settled, and
+    are made once the budget grows."""
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(9)
+        rows = random_rows(rng, 800)
+        insert(engine, ds, rows, "a")
+        questions = split_questions(engine, ds, rng)
+        free = adapt(engine, ds.name, CHEAP_GRIDS, questions, apply=False)
+        splits = [c for c in free.changes if c.kind == "split"]
+        assert len(splits) > 2 and free.held == 0 and not any(c.kind == "merge" for c in free.changes)
+        leaves = len(engine.leaves(ds.name))
+        settled: set = set()
+        at_budget = adapt(engine, ds.name, CHEAP_GRIDS, questions, settled=settled, most_leaves=leaves)
+        assert (at_budget.changes, at_budget.held) == ([], len(splits))
+        assert not settled.intersection((c.grid_id, c.rows) for c in splits)
+        room = splits[0].new_leaves - 1 + 1
+        some = adapt(engine, ds.name, CHEAP_GRIDS, questions, most_leaves=leaves + room)
+        assert some.changes and some.held == len(splits) - len(some.changes)
+        assert sum(c.new_leaves - 1 for c in some.changes) <= room
+        assert len(engine.leaves(ds.name)) <= leaves + room
+        best = max(splits, key=lambda c: c.gain / (c.new_leaves - 1))
+        assert best.grid_id in {c.grid_id for c in some.changes}
+        rest = adapt(engine, ds.name, CHEAP_GRIDS, questions, most_leaves=None)
+        assert rest.changes and rest.held == 0
+        holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_the_leaf_budget_follows_the_last_load_of_the_tree(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        assert engine.trees.leaves_loadable(ds.name, 5.0) is None  # no load yet: no budget
+        insert(engine, ds, random_rows(np.random.default_rng(3), 300), "a")
+        engine.trees.forget(ds.name)
+        engine.trees.tree(ds)
+        five = engine.trees.leaves_loadable(ds.name, 5.0)
+        assert five > len(engine.leaves(ds.name))  # a tree of a few leaves loads in far less than 5 s
+        assert engine.trees.leaves_loadable(ds.name, 10.0) in (2 * five, 2 * five + 1)
+        assert engine.trees.leaves_loadable(ds.name, 0.0) is None  # 0: no limit
+    finally:
+        engine.drop_dataset(ds.name)
+
+
 def split_questions(engine, ds, rng) -> list:
     for x, y in rng.integers(0, 950, (40, 2)).tolist():
         answer(engine, ds.name, ((x, x + 30), (y, y + 30)))
