@@ -62,6 +62,25 @@ def test_grids_without_rows_give_the_empty_aggregate(tmp_path):
     store.close()
 
 
+def test_loading_many_aggregates_leaves_none_of_the_file_mapped(tmp_path):
+    """A tree's load reads aggregates spread over the LMDB file; the pages it maps are
+    dropped from the process as it goes (the page cache keeps them), so the file adds
+    nothing to a serving process's RSS after the load."""
+    store = EmbeddedStore(tmp_path)
+    store.create_dataset(DS)
+    ids = [format(i, "b") for i in range(1, 30_000)]
+    agg = PartialAggregate.empty(2)
+    store.put_aggregates(DS, {g: agg for g in ids})
+    got = store.get_aggregate_arrays(DS, ids)
+    assert len(got.count) == len(ids)
+    data = str(tmp_path.resolve() / "data.mdb")
+    smaps = open("/proc/self/smaps").read().split("\n")
+    at = next(i for i, line in enumerate(smaps) if line.endswith(" " + data))
+    rss_kb = next(int(line.split()[1]) for line in smaps[at + 1:] if line.startswith("Rss:"))
+    assert rss_kb == 0
+    store.close()
+
+
 WRITER = """
 import sys
 import numpy as np

@@ -40,9 +40,10 @@ from ..schema import Dataset
 from .base import CellStore, segment_rows
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
-# Aggregates read at once when a process loads a tree (see _release_map).
+# Aggregates read at once when a process loads a tree (see _release).
 AGGREGATES_PER_READ = 8192
 MADV_DONTNEED = 4  # Linux: the mapping's pages are dropped, a shared file's stay in the page cache
+_LIBC = ctypes.CDLL(None, use_errno=True)
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
 
 
@@ -294,22 +295,12 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "a")
         keys = [g.encode() for g in grid_ids]
         found: dict[bytes, bytes] = {}
+        region = _mapped_region(self.env.path())
         with self.env.begin(db=db) as txn:
             for at in range(0, len(keys), AGGREGATES_PER_READ):
                 found.update(txn.cursor().getmulti(keys[at : at + AGGREGATES_PER_READ]))
-                self._release_map()
+                _release(region)
         return AggArrays.unpack([found.get(k) for k in keys], len(ds.columns))
-
-    def _release_map(self) -> None:
-        """Drop the pages of the LMDB file mapped in this process (the page cache keeps
-        them: a later read maps them again). A tree's aggregates lie on pages spread over
-        the file, and the kernel maps up to 16 pages around each one read: loading the
-        tree of a 100M-row dataset (46k pages of aggregates) left 1.4 GB of the file
-        mapped, most of the process's RSS. Linux only; elsewhere nothing is dropped."""
-        region = _mapped_region(self.env.path())
-        if region is not None:
-            ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(region[0]), ctypes.c_size_t(region[1]),
-                                                      MADV_DONTNEED)
 
     def put_aggregates(self, ds, aggregates, stamps=None):
         self.round_trips.add()
@@ -330,6 +321,17 @@ class EmbeddedStore(CellStore):
             if self._snapshot is not None:
                 self._snapshot.retire()
         self.env.close()
+
+
+def _release(region: tuple[int, int] | None) -> None:
+    """Drop the pages of the LMDB file's mapping `region` (_mapped_region) from this
+    process (the page cache keeps them: a later read maps them again). A tree's
+    aggregates lie on pages spread over the file, and the kernel maps up to 16 pages
+    around each one read: loading the tree of a 100M-row dataset (46k pages of
+    aggregates) left 1.4 GB of the file mapped, most of the process's RSS. None (not
+    Linux): nothing is dropped."""
+    if region is not None:
+        _LIBC.madvise(ctypes.c_void_p(region[0]), ctypes.c_size_t(region[1]), MADV_DONTNEED)
 
 
 def _mapped_region(directory: str) -> tuple[int, int] | None:
