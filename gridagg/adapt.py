@@ -32,7 +32,10 @@ A leaf budget (`most_leaves`: gridagg.tree.TreeCache.leaves_loadable of the
 tree_load_seconds setting) bounds the splits: every process that serves the dataset
 loads the whole tree, and a load's time and memory grow with its grids. Merges free
 room; splits then go in the order of what they save per leaf they add, while they fit.
-A split left out stays unsettled: it is priced again once there is room.
+When some do not, parts of the tree no sampled question goes to are merged to make room
+(inner grids of at most N_threshold rows: the sample pays nothing more), so the leaves
+move to where the questions go. A split left out stays unsettled: it is priced again
+once there is room.
 
 Planning reads the rows of the leaves it may split without the writer lock; the changes
 are then made under it, a batch per write, each checked first against the tree as it is
@@ -162,8 +165,9 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
     floor = WORTH * (paid.sum() + model.per_query * len(questions))
     splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired,
                                                  candidates, set() if settled is None else settled)}
+    below = _below(tree, paid)
     merges = []
-    for m in _plan_merges(tree, model, ds, questions, paid, retired):
+    for m in _plan_merges(tree, model, ds, questions, below, retired):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
         inside = [g for g in m.leaves if g in splits]
         if m.gain > sum(splits[g].gain for g in inside):
@@ -171,6 +175,11 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
             for g in inside:
                 del splits[g]
     kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
+    if held:  # room from parts of the tree no sampled question goes to
+        need = sum(c.new_leaves - 1 for c in splits.values()) - (most_leaves - tree.leaf_count) - \
+            sum(len(m.leaves) - 1 for m in merges)
+        merges += _unread_merges(tree, model, ds, questions, below, retired, merges, need)
+        kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
     changes = kept + merges
     return (changes if sum(c.gain for c in changes) > floor else []), held
 
@@ -268,14 +277,47 @@ def bound_sets(asked: list, lo: np.ndarray, hi: np.ndarray) -> list[tuple[tuple[
     return [cuts for k, cuts in enumerate(sets) if cuts and cuts not in sets[:k]]
 
 
-def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], paid: np.ndarray,
+def _below(tree: TreeState, paid: np.ndarray) -> np.ndarray:
+    """What the questions paid at each grid and every grid below it."""
+    below = paid.copy()
+    for i in sorted(range(tree.n), key=lambda j: -len(tree.ids[j])):  # deepest first
+        if tree.parent[i] >= 0:
+            below[tree.parent[i]] += below[i]
+    return below
+
+
+def _unread_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
+                   retired: set[str], merges: list[Change], need: int) -> list[Change]:
+    """Merges that cost the sampled questions nothing, freeing at least `need` leaves if
+    there are that many: inner grids of at most N_threshold rows that no question paid for
+    below and none would pay for as one leaf, the topmost of each such part of the tree,
+    those freeing most leaves first; none inside a merge of `merges`."""
+    count = tree.aggs.count
+    candidates = np.flatnonzero((tree.left >= 0) & (count <= ds.grid.n_threshold) & (below == 0))
+    after = np.zeros(len(candidates))
+    for q in questions:
+        after += prices(model, q.query, tree.dlo[candidates], tree.dhi[candidates], count[candidates])
+    free = np.zeros(tree.n + 1, bool)  # the last slot stands for the root's parent (-1)
+    free[candidates[after == 0]] = True
+    tops = np.flatnonzero(free[:-1] & ~free[tree.parent])
+    taken = tuple(m.grid_id for m in merges)
+    out, freed = [], 0
+    for i in sorted(tops.tolist(), key=lambda i: -int(tree.leaves_below[i])):
+        if freed >= need:
+            break
+        g = tree.ids[i]
+        leaves = leaves_below(tree, i)
+        if g.startswith(taken) or g in retired or retired.intersection(leaves):
+            continue
+        out.append(Change("merge", g, int(count[i]), 0.0, 0.0, leaves=leaves))
+        freed += len(leaves) - 1
+    return out
+
+
+def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
                  retired: set[str]) -> list[Change]:
     count = tree.aggs.count
     deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
-    below = paid.copy()  # what the questions paid at each grid and every grid below it
-    for i in deepest_first:
-        if tree.parent[i] >= 0:
-            below[tree.parent[i]] += below[i]
     candidates = np.flatnonzero((tree.left >= 0) & (count <= ds.grid.n_threshold) & (below > 0))
     if not len(candidates):
         return []
