@@ -26,7 +26,8 @@ changes saving next to nothing do not keep it moving. (Each change alone is a sm
 share of the sample's cost in a tree of many leaves: a question that cuts 500 leaves
 spends 0.2% of its cost at each.) A merge and splits of leaves below it are
 alternatives: the larger gain wins. Only the
-questions cut decide: a part of the tree no question reads is left as it is.
+questions cut decide: a part of the tree no question reads is left as it is (but for
+room under the leaf budget, below).
 
 A leaf budget (`most_leaves`: gridagg.tree.TreeCache.leaves_loadable of the
 tree_load_seconds setting) bounds the splits: every process that serves the dataset
