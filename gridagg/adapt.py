@@ -166,9 +166,10 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
     floor = WORTH * (paid.sum() + model.per_query * len(questions))
     splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired,
                                                  candidates, set() if settled is None else settled)}
-    below = _below(tree, paid)
+    deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
+    below = _below(tree, paid, deepest_first)
     merges = []
-    for m in _plan_merges(tree, model, ds, questions, below, retired):
+    for m in _plan_merges(tree, model, ds, questions, below, deepest_first, retired):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
         inside = [g for g in m.leaves if g in splits]
         if m.gain > sum(splits[g].gain for g in inside):
@@ -278,10 +279,10 @@ def bound_sets(asked: list, lo: np.ndarray, hi: np.ndarray) -> list[tuple[tuple[
     return [cuts for k, cuts in enumerate(sets) if cuts and cuts not in sets[:k]]
 
 
-def _below(tree: TreeState, paid: np.ndarray) -> np.ndarray:
+def _below(tree: TreeState, paid: np.ndarray, deepest_first: list[int]) -> np.ndarray:
     """What the questions paid at each grid and every grid below it."""
     below = paid.copy()
-    for i in sorted(range(tree.n), key=lambda j: -len(tree.ids[j])):  # deepest first
+    for i in deepest_first:
         if tree.parent[i] >= 0:
             below[tree.parent[i]] += below[i]
     return below
@@ -316,9 +317,8 @@ def _unread_merges(tree: TreeState, model: CostModel, ds, questions: list[Questi
 
 
 def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
-                 retired: set[str]) -> list[Change]:
+                 deepest_first: list[int], retired: set[str]) -> list[Change]:
     count = tree.aggs.count
-    deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
     candidates = np.flatnonzero((tree.left >= 0) & (count <= ds.grid.n_threshold) & (below > 0))
     if not len(candidates):
         return []
