@@ -35,8 +35,8 @@ loads the whole tree, and a load's time and memory grow with its grids. Merges f
 room; splits then go in the order of what they save per leaf they add, while they fit.
 When some do not, parts of the tree no sampled question goes to are merged to make room
 (inner grids of at most N_threshold rows: the sample pays nothing more), so the leaves
-move to where the questions go. A split left out stays unsettled: it is priced again
-once there is room.
+move to where the questions go; a tree over its budget is merged back within it the same
+way. A split left out stays unsettled: it is priced again once there is room.
 
 Planning reads the rows of the leaves it may split without the writer lock; the changes
 are then made under it, a batch per write, each checked first against the tree as it is
@@ -177,13 +177,16 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
             for g in inside:
                 del splits[g]
     kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
-    if held:  # room from parts of the tree no sampled question goes to
+    over = tree.leaf_count > most_leaves if most_leaves is not None else False
+    if held or over:  # room from parts of the tree no sampled question goes to
         need = sum(c.new_leaves - 1 for c in splits.values()) - (most_leaves - tree.leaf_count) - \
             sum(len(m.leaves) - 1 for m in merges)
         merges += _unread_merges(tree, model, ds, questions, below, retired, merges, need)
         kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
     changes = kept + merges
-    return (changes if sum(c.gain for c in changes) > floor else []), held
+    # A tree over its budget (the setting lowered, or a load slower than the last) is
+    # merged back within it where no question goes, though the sample gains nothing.
+    return (changes if over or sum(c.gain for c in changes) > floor else []), held
 
 
 def _within(splits: list[Change], merges: list[Change], leaves: int, most: int | None) -> tuple[list[Change], int]:

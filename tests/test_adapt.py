@@ -215,6 +215,12 @@ def test_splits_keep_the_tree_within_its_leaf_budget(engine, unique_name):
         rest = adapt(engine, ds.name, CHEAP_GRIDS, questions, most_leaves=None)
         assert rest.held == 0
         holds_exactly(engine, ds, rows, BOXES)
+        # The budget lowered below the tree: merged back within it where no question goes.
+        grown = len(engine.leaves(ds.name))
+        lowered = adapt(engine, ds.name, CHEAP_GRIDS, questions, most_leaves=grown - 3)
+        assert lowered.changes and all(c.kind == "merge" and c.before == 0 for c in lowered.changes)
+        assert len(engine.leaves(ds.name)) <= grown - 3
+        holds_exactly(engine, ds, rows, BOXES)
     finally:
         engine.drop_dataset(ds.name)
 
