@@ -13,10 +13,11 @@ top down over the data bounds.
 Keeping it current. Every committed change of a dataset (rows inserted, grids split, a
 bulk load, a repair) gives it a new directory version and logs which leaves changed
 (gridagg.directory). A process holding the tree at version v asks PostgreSQL, in one
-round trip, what changed after v: new leaves join the tree (it only ever grows: a split
-leaf becomes the parent of its children), and the aggregates of changed leaves and of
-their ancestors are read again from the store, in one call. So a partial aggregate is
-read at most once per change by each process.
+round trip, what changed after v: new leaves join the tree (a split leaf becomes the
+parent of its children; a merged grid, gridagg.merge, becomes a leaf and the grids below
+it go), and the aggregates of changed leaves and of their ancestors are read again from
+the store, in one call. So a partial aggregate is read at most once per change by each
+process. Only a merged leaf split again under IDs the tree held needs a whole load.
 
 When to ask: writers also move the dataset's epoch on a board every local process
 shares (gridagg.epochs, a file in the data dir), after committing and before they
@@ -179,6 +180,39 @@ class TreeState:
         dlo, dhi = aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy()
         return TreeState(version, incarnation, ids, dict(zip(ids, range(n))), lo, hi, dlo, dhi, left, right, parent,
                          leaves_below, aggs, ((0, None),))
+
+    def merged(self, grid_ids: list[str]) -> "TreeState":
+        """This tree with each inner grid of `grid_ids` made a leaf holding the rows below
+        it (gridagg.merge), the grids below gone; aggregates and boxes are a merge's
+        own. The rows moved, so caches derived from them start over (history: None)."""
+        gone = np.zeros(self.n, bool)
+        leaves_below = self.leaves_below.copy()
+        left, right = self.left.copy(), self.right.copy()
+        for g in grid_ids:
+            i = self.index[g]
+            stack = [int(left[i]), int(right[i])]
+            while stack:
+                k = stack.pop()
+                gone[k] = True
+                if left[k] >= 0:
+                    stack += [int(left[k]), int(right[k])]
+            fewer = int(leaves_below[i]) - 1
+            j = i
+            while j >= 0:
+                leaves_below[j] -= fewer
+                j = int(self.parent[j])
+            left[i] = right[i] = -1
+        keep = np.flatnonzero(~gone)
+        at = np.full(self.n + 1, -1, np.int64)  # old position -> new; slot n stands for -1
+        at[keep] = np.arange(len(keep))
+        ids = [self.ids[k] for k in keep.tolist()]
+        aggs = AggArrays.empty(len(keep), self.aggs.mins.shape[1])
+        for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+            getattr(aggs, name)[:] = getattr(self.aggs, name)[keep]
+        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(len(ids)))), self.lo[keep],
+                         self.hi[keep], self.dlo[keep], self.dhi[keep], at[left[keep]], at[right[keep]],
+                         at[self.parent[keep]], leaves_below[keep], aggs,
+                         (self.history + ((self.version, None),))[-HISTORY:])
 
     def grown(self, ds: Dataset, version: int, incarnation, leaves: list[tuple], touched: list[str] | None,
               store) -> "TreeState":
@@ -358,13 +392,19 @@ class TreeCache:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
             # Splits only add grids below leaves, under IDs never seen before. A leaf added
-            # under an ID the held tree has is a merge (gridagg.merge), or a merged leaf
-            # split again: grids went away, which only a build from the directory shows.
-            merged = any(leaf[0] in state.index for leaf in changes.leaves)
-            if changes.incarnation == state.incarnation and changes.complete and not merged:
+            # under the ID of an inner grid the held tree has is a merge (gridagg.merge):
+            # the grids below it go. Any other known ID is a merged leaf split again, which
+            # only a build from the directory shows.
+            merged = [leaf[0] for leaf in changes.leaves if leaf[0] in state.index]
+            known = set(merged)
+            rebuilt = any(state.left[state.index[g]] < 0 for g in merged) or \
+                any(leaf[0][:k] in known for leaf in changes.leaves for k in range(1, len(leaf[0])))
+            if changes.incarnation == state.incarnation and changes.complete and not rebuilt:
                 if changes.version != state.version:
-                    held.state = state.grown(ds, changes.version, state.incarnation, changes.leaves,
-                                             changes.touched, self.store)
+                    base = state.merged(merged) if merged else state
+                    held.state = base.grown(ds, changes.version, state.incarnation,
+                                            [leaf for leaf in changes.leaves if leaf[0] not in base.index],
+                                            changes.touched, self.store)
                 held.confirm(mark)
                 return held.state
         started = time.perf_counter()

@@ -166,3 +166,39 @@ def test_a_tree_held_from_before_merges_and_splits_again_is_rebuilt(engine, uniq
         assert int(tree.aggs.count[tree.root]) == len(rows) + len(more)
     finally:
         engine.drop_dataset(ds.name)
+
+
+def test_a_tree_held_from_before_merges_follows_them_without_a_whole_load(engine, unique_name):
+    """A process holding the tree sees merges as changes like any other (the merged grids
+    become leaves, the grids below them go) and ends where a whole load from the directory
+    would: every grid, child, parent, leaf count and aggregate the same."""
+    from gridagg.tree import TreeCache
+
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(13)
+        rows = random_rows(rng, 300)
+        insert(engine, ds, rows, "a")
+        held = TreeCache(engine.directory, engine.store)
+        held.tree(ds)
+        loads = dict(held._loads)
+        assert tune(engine, ds.name, model_merging_up_to(40))[0]
+        tree = held.tree(ds)
+        assert held._loads == loads, "the merges were followed with a whole load"
+        fresh = TreeCache(engine.directory, engine.store).tree(ds)
+        assert sorted(tree.ids) == sorted(fresh.ids) and tree.leaf_count == fresh.leaf_count
+        order = [tree.index[g] for g in fresh.ids]
+
+        def relabel(t, links):
+            return [t.ids[j] if j >= 0 else None for j in links.tolist()]
+
+        for name in ("left", "right", "parent"):
+            assert relabel(tree, getattr(tree, name)[order]) == relabel(fresh, getattr(fresh, name))
+        assert (tree.leaves_below[order] == fresh.leaves_below).all()
+        for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+            assert (getattr(tree.aggs, name)[order] == getattr(fresh.aggs, name)).all()
+        assert (tree.lo[order] == fresh.lo).all() and (tree.dhi[order] == fresh.dhi).all()
+        assert tree.touched_since(fresh.version) == set() and tree.touched_since(0) is None
+        holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
