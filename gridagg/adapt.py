@@ -177,7 +177,7 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
             for g in inside:
                 del splits[g]
     kept, held = _within(list(splits.values()), merges, tree.leaf_count, most_leaves)
-    over = tree.leaf_count > most_leaves if most_leaves is not None else False
+    over = most_leaves is not None and tree.leaf_count > most_leaves
     if held or over:  # room from parts of the tree no sampled question goes to
         need = sum(c.new_leaves - 1 for c in splits.values()) - (most_leaves - tree.leaf_count) - \
             sum(len(m.leaves) - 1 for m in merges)
