@@ -206,12 +206,9 @@ class TreeState:
         at = np.full(self.n + 1, -1, np.int64)  # old position -> new; slot n stands for -1
         at[keep] = np.arange(len(keep))
         ids = [self.ids[k] for k in keep.tolist()]
-        aggs = AggArrays.empty(len(keep), self.aggs.mins.shape[1])
-        for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-            getattr(aggs, name)[:] = getattr(self.aggs, name)[keep]
         return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(len(ids)))), self.lo[keep],
                          self.hi[keep], self.dlo[keep], self.dhi[keep], at[left[keep]], at[right[keep]],
-                         at[self.parent[keep]], leaves_below[keep], aggs,
+                         at[self.parent[keep]], leaves_below[keep], self.aggs.take(keep),
                          (self.history + ((self.version, None),))[-HISTORY:])
 
     def grown(self, ds: Dataset, version: int, incarnation, leaves: list[tuple], touched: list[str] | None,
@@ -396,9 +393,9 @@ class TreeCache:
             # the grids below it go. Any other known ID is a merged leaf split again, which
             # only a build from the directory shows.
             merged = [leaf[0] for leaf in changes.leaves if leaf[0] in state.index]
-            known = set(merged)
+            merged_ids = set(merged)
             rebuilt = any(state.left[state.index[g]] < 0 for g in merged) or \
-                any(leaf[0][:k] in known for leaf in changes.leaves for k in range(1, len(leaf[0])))
+                any(leaf[0][:k] in merged_ids for leaf in changes.leaves for k in range(1, len(leaf[0])))
             if changes.incarnation == state.incarnation and changes.complete and not rebuilt:
                 if changes.version != state.version:
                     base = state.merged(merged) if merged else state
