@@ -74,8 +74,9 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
             # without finding one: rounds until one is still.
             settled: set = set()
             for n in itertools.count(1):
+                budget = engine.trees.leaves_loadable(engine.dataset(name), settings.tree_load_seconds)
                 adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES, settled=settled,
-                                most_leaves=engine.trees.leaves_loadable(name, settings.tree_load_seconds))
+                                most_leaves=budget)
                 print(f"round {n}:")
                 _print_adapted(name, adapted, apply)
                 if not apply or adapted.still:

@@ -125,7 +125,7 @@ class GridEngine:
         self.directory.drop_dataset(name)
         self.store.drop_dataset(name)
         self._datasets.pop(name, None)
-        self.trees.forget(name)
+        self.trees.drop(name)
         self.planner.rollups.forget(name)
         self.planner.sample.forget(name)
 

@@ -32,6 +32,7 @@ class EpochBoard:
 
     def __init__(self, env: lmdb.Environment):
         self.env = env
+        self.path = Path(env.path())  # the board's directory: what this host's processes share
         self.db = env.open_db(b"epochs", create=True)
         with self.env.begin(write=True, db=self.db) as txn:
             made = txn.get(self.ID_KEY)

@@ -85,10 +85,11 @@ class OnlineTuner:
             questions = sample.take(name)
             try:
                 save_sample(self.data_dir, self.engine.store.kind, name, questions)
-                if self.engine.dataset(name).grid.chosen is None:
+                ds = self.engine.dataset(name)
+                if ds.grid.chosen is None:
                     continue  # its definition gave its n_size: its leaves stay as asked
                 done = adapt(self.engine, name, model, questions, wait=WRITER_WAIT,
-                             most_leaves=self.engine.trees.leaves_loadable(name, self.load_seconds))
+                             most_leaves=self.engine.trees.leaves_loadable(ds, self.load_seconds))
             except UnknownDataset:  # dropped since it was asked
                 continue
             except Exception:  # noqa: BLE001 - one dataset's failure (dropped meanwhile, lock busy) spares the rest

@@ -34,21 +34,30 @@ takes the current state once and uses it throughout.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import zipfile
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from .aggregate import INT64_MAX, NULL, AggArrays
+from .directory import CHANGE_LOG_SECONDS
 from .schema import Dataset
 
 # A tree whose epoch has not moved is still confirmed with PostgreSQL this often.
 RECONFIRM_SECONDS = 1.0
 # Refreshes a TreeState remembers (TreeState.history).
 HISTORY = 16
+# A tree file older than this is written again at the next change: a process can catch up
+# from it only while the change log reaches back to its version.
+TREE_FILE_SECONDS = CHANGE_LOG_SECONDS / 2
+_AGGREGATE_ARRAYS = ("count", "present", "mins", "maxs", "hi", "lo")
+_LINKS = ("left", "right", "parent", "leaves_below")
 
 
 @dataclass
@@ -181,6 +190,40 @@ class TreeState:
         return TreeState(version, incarnation, ids, dict(zip(ids, range(n))), lo, hi, dlo, dhi, left, right, parent,
                          leaves_below, aggs, ((0, None),))
 
+    def write(self, path: Path) -> None:
+        """Keep this state in file `path` (see TreeCache): written beside it, then renamed
+        over it, so a reader finds the old file or the new one, never part of one."""
+        part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            with open(part, "wb") as f:
+                np.savez(f, version=self.version, incarnation=self.incarnation,
+                         ids=np.frombuffer("\n".join(self.ids).encode(), np.uint8), lo=self.lo, hi=self.hi,
+                         **{k: getattr(self, k) for k in _LINKS},
+                         **{f"aggs_{k}": getattr(self.aggs, k) for k in _AGGREGATE_ARRAYS})
+            os.replace(part, path)
+        finally:
+            part.unlink(missing_ok=True)
+
+    @classmethod
+    def read(cls, path: Path, ds: Dataset) -> "TreeState | None":
+        """The state kept in file `path` by `write`, or None when there is none or it does
+        not hold a tree of `ds`'s shape (damaged, or written for another definition)."""
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                a = {k: f[k] for k in f.files}
+            ids = bytes(a["ids"]).decode().split("\n")
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        n, ndim, ncols = len(ids), ds.ndim, len(ds.columns)
+        shapes = {"lo": (n, ndim), "hi": (n, ndim), **{k: (n,) for k in _LINKS + ("aggs_count",)},
+                  **{f"aggs_{k}": (n, ncols) for k in _AGGREGATE_ARRAYS[1:]}}
+        if any(k not in a or a[k].shape != shape or a[k].dtype != np.int64 for k, shape in shapes.items()):
+            return None
+        aggs = AggArrays(*(a[f"aggs_{k}"] for k in _AGGREGATE_ARRAYS))
+        return TreeState(int(a["version"]), int(a["incarnation"]), ids, dict(zip(ids, range(n))), a["lo"], a["hi"],
+                         aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy(), *(a[k] for k in _LINKS), aggs,
+                         ((0, None),))
+
     def merged(self, grid_ids: list[str]) -> "TreeState":
         """This tree with each inner grid of `grid_ids` made a leaf holding the rows below
         it (gridagg.merge), the grids below gone; aggregates and boxes are a merge's
@@ -273,7 +316,7 @@ class TreeState:
         dlo, dhi = grow(self.dlo, INT64_MAX), grow(self.dhi, NULL)
         if len(stale):
             fresh = store.get_aggregate_arrays(ds, [ids[i] for i in stale.tolist()])
-            for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+            for name in _AGGREGATE_ARRAYS:
                 getattr(aggs, name)[stale] = getattr(fresh, name)
             dlo[stale], dhi[stale] = fresh.mins[:, :ndim], fresh.maxs[:, :ndim]
         step = (self.version, None if touched is None else tuple(touched) + tuple(new))
@@ -291,7 +334,7 @@ def _empty(ds: Dataset, n: int) -> TreeState:
 def _grown_aggs(aggs: AggArrays, n: int, ds: Dataset) -> AggArrays:
     out = AggArrays.empty(n, len(ds.columns))
     m = len(aggs)
-    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+    for name in _AGGREGATE_ARRAYS:
         getattr(out, name)[:m] = getattr(aggs, name)
     return out
 
@@ -325,7 +368,15 @@ class TreeCache:
 
     directory: the GridDirectory (the source of truth); store: the CellStore aggregates
     are read from; board: an EpochBoard, or None (then every query confirms the version
-    with PostgreSQL).
+    with PostgreSQL, and no tree file is kept).
+
+    Tree files. Beside the board, in its "trees" folder, each dataset's tree is kept as a
+    file, for every process of the host: a new process starts from it and catches up
+    through the change log like any holder of the tree, instead of a whole load (every
+    leaf from PostgreSQL, every aggregate from the store: 4-5 s at 100M rows). A process
+    writes it after a whole load, and again at a change once it is TREE_FILE_SECONDS old,
+    while the change log still reaches back to it. The file is only ever a cache: one the
+    log no longer reaches back to, or of a dataset dropped and made again, is passed over.
 
     One thread of a process refreshes a dataset's tree at a time; the others wait for
     that refresh and take its outcome (a failure too: while PostgreSQL is down they all
@@ -339,7 +390,9 @@ class TreeCache:
         self._refreshing: dict[str, _Refresh] = {}
         self._guard = threading.Lock()
         self._announced: dict[str | None, int] = {}
-        self._loads: dict[str, tuple[float, int]] = {}  # name -> seconds and leaves of its last whole load
+        self._loads: dict[str, tuple[float, int]] = {}  # name -> seconds and leaves of a whole load (leaves_loadable)
+        self.files = board.path / "trees" if board is not None else None
+        self._load_whole: set[str] = set()  # datasets whose next refresh skips the tree file
 
     def _heard(self, announcement: str | None) -> None:
         """A change was announced (gridagg.directory.listen): the next query of that
@@ -385,6 +438,9 @@ class TreeCache:
                     self._refreshing.pop(ds.name, None)
 
     def _refresh(self, ds: Dataset, held: _Held | None, mark: tuple) -> TreeState:
+        if held is None and self.files is not None and ds.name not in self._load_whole:
+            kept = TreeState.read(self.files / f"{ds.name}.npz", ds)
+            held = _Held(kept, mark) if kept is not None else None
         if held is not None:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
@@ -402,7 +458,9 @@ class TreeCache:
                     held.state = base.grown(ds, changes.version, state.incarnation,
                                             [leaf for leaf in changes.leaves if leaf[0] not in base.index],
                                             changes.touched, self.store)
+                    self._keep(ds.name, held.state, TREE_FILE_SECONDS)
                 held.confirm(mark)
+                self._held[ds.name] = held
                 return held.state
         started = time.perf_counter()
         version, incarnation, leaves = self.directory.load_tree(ds)
@@ -411,23 +469,54 @@ class TreeCache:
             raise DatasetReplaced(ds.name)
         state = TreeState.build(ds, version, incarnation, leaves, self.store)
         self._held[ds.name] = _Held(state, mark)
-        self._loads[ds.name] = (time.perf_counter() - started, len(leaves))
+        took, last = time.perf_counter() - started, self._loads.get(ds.name)
+        # The slowest load per leaf of a tree about this size: a new process loads slower
+        # than one that loaded before (its memory and connections are new).
+        if last is None or 2 * last[1] < len(leaves) or took * last[1] > last[0] * len(leaves):
+            self._loads[ds.name] = (took, len(leaves))
+        self._load_whole.discard(ds.name)
+        self._keep(ds.name, state, 0.0)
         return state
 
-    def leaves_loadable(self, name: str, seconds: float) -> int | None:
-        """How many leaves a whole load of dataset `name`'s tree could hold and take at
-        most `seconds`, at the rate of its last whole load in this process (a load's time
-        grows with the grids: 3.9 s for 69k leaves on HBase at 100M rows, 7.4 s for 222k
-        embedded); None before one, or when `seconds` is 0 (no limit)."""
-        load = self._loads.get(name)
-        if load is None or not seconds or not load[1]:
+    def _keep(self, name: str, state: TreeState, age: float) -> None:
+        """Write the dataset's tree file from `state` unless it is younger than `age` seconds."""
+        if self.files is None or not state.n:
+            return
+        path = self.files / f"{name}.npz"
+        try:
+            if age and time.time() - path.stat().st_mtime < age:
+                return
+        except FileNotFoundError:
+            pass
+        self.files.mkdir(exist_ok=True)
+        state.write(path)
+
+    def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
+        """How many leaves a whole load of dataset `ds`'s tree could hold and take at most
+        `seconds`, at the rate of the slowest whole load of a tree about its size in this
+        process (a load's time grows with the grids: 3.9 s for 69k leaves on HBase at 100M
+        rows, 4-5 s for 173k embedded). A process that has not loaded the tree whole (it
+        started from the tree file) loads it now. None when `seconds` is 0 (no limit) or
+        the dataset has no leaves."""
+        if not seconds:
             return None
-        took, leaves = load
-        return int(leaves * seconds / max(took, 1e-9))
+        if ds.name not in self._loads:
+            self.forget(ds.name)
+            self._load_whole.add(ds.name)
+            self.tree(ds)
+        took, leaves = self._loads.get(ds.name, (0.0, 0))
+        return int(leaves * seconds / max(took, 1e-9)) if leaves else None
 
     def forget(self, name: str) -> None:
+        """Let go of the dataset's tree in this process (the next query starts it anew)."""
         self._held.pop(name, None)
         self._loads.pop(name, None)
+
+    def drop(self, name: str) -> None:
+        """The dataset was dropped: let go of its tree, and of its tree file."""
+        self.forget(name)
+        if self.files is not None:
+            (self.files / f"{name}.npz").unlink(missing_ok=True)
 
 
 class _Refresh:

@@ -213,7 +213,7 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
         rounds, changes, settled = 0, 0, set()
         while True:
             done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES, settled=settled,
-                         most_leaves=engine.trees.leaves_loadable(name, settings.tree_load_seconds))
+                         most_leaves=engine.trees.leaves_loadable(engine.dataset(name), settings.tree_load_seconds))
             if done.still:
                 break
             rounds, changes = rounds + 1, changes + len(done.changes)

@@ -225,17 +225,16 @@ def test_splits_keep_the_tree_within_its_leaf_budget(engine, unique_name):
         engine.drop_dataset(ds.name)
 
 
-def test_the_leaf_budget_follows_the_last_load_of_the_tree(engine, unique_name):
+def test_the_leaf_budget_follows_a_whole_load_of_the_tree(engine, unique_name):
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
-        assert engine.trees.leaves_loadable(ds.name, 5.0) is None  # no load yet: no budget
         insert(engine, ds, random_rows(np.random.default_rng(3), 300), "a")
         engine.trees.forget(ds.name)
-        engine.trees.tree(ds)
-        five = engine.trees.leaves_loadable(ds.name, 5.0)
+        engine.trees.tree(ds)  # started from the tree file: no whole load
+        five = engine.trees.leaves_loadable(ds, 5.0)  # so one is made, and timed
         assert five > len(engine.leaves(ds.name))  # a tree of a few leaves loads in far less than 5 s
-        assert engine.trees.leaves_loadable(ds.name, 10.0) in (2 * five, 2 * five + 1)
-        assert engine.trees.leaves_loadable(ds.name, 0.0) is None  # 0: no limit
+        assert engine.trees.leaves_loadable(ds, 10.0) in (2 * five, 2 * five + 1)
+        assert engine.trees.leaves_loadable(ds, 0.0) is None  # 0: no limit
     finally:
         engine.drop_dataset(ds.name)
 

@@ -20,20 +20,16 @@ from tune_support import (
     holds_exactly,
     insert,
     kill_child_at,
+    model_merging_up_to,
     random_rows,
     recovered_by_next_writer,
+    same_tree,
 )
 from gridagg import faults
-from gridagg.costmodel import CostModel
 from gridagg.merge import tune
 from gridagg.schema import Dataset
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
-
-
-def model_merging_up_to(rows: int) -> CostModel:
-    """A cost model in which a cut grid costs as much as `rows` rows."""
-    return CostModel("test", 0.1, rows * 1e-6, 1e-6, 0.0)
 
 
 points = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(-1000, 1000)),
@@ -186,18 +182,7 @@ def test_a_tree_held_from_before_merges_follows_them_without_a_whole_load(engine
         tree = held.tree(ds)
         assert held._loads == loads, "the merges were followed with a whole load"
         fresh = TreeCache(engine.directory, engine.store).tree(ds)
-        assert sorted(tree.ids) == sorted(fresh.ids) and tree.leaf_count == fresh.leaf_count
-        order = [tree.index[g] for g in fresh.ids]
-
-        def relabel(t, links):
-            return [t.ids[j] if j >= 0 else None for j in links.tolist()]
-
-        for name in ("left", "right", "parent"):
-            assert relabel(tree, getattr(tree, name)[order]) == relabel(fresh, getattr(fresh, name))
-        assert (tree.leaves_below[order] == fresh.leaves_below).all()
-        for name in ("count", "present", "mins", "maxs", "hi", "lo"):
-            assert (getattr(tree.aggs, name)[order] == getattr(fresh.aggs, name)).all()
-        assert (tree.lo[order] == fresh.lo).all() and (tree.dhi[order] == fresh.dhi).all()
+        same_tree(tree, fresh)
         assert tree.touched_since(fresh.version) == set() and tree.touched_since(0) is None
         holds_exactly(engine, ds, rows, BOXES)
     finally:

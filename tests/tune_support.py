@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 
 from engine_support import check_tree
+from gridagg.costmodel import CostModel
 
 AGGS = ["count", "sum:v", "min:v", "max:v"]
 DIMENSIONS = [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}]
@@ -89,3 +90,26 @@ def recovered_by_next_writer(engine, ds, rows: np.ndarray, later: np.ndarray) ->
     for box in BOXES:
         assert answer(engine, ds.name, box) == brute(rows, box)
     return rows
+
+
+def model_merging_up_to(rows: int) -> CostModel:
+    """A cost model in which a cut grid costs as much as `rows` rows."""
+    return CostModel("test", 0.1, rows * 1e-6, 1e-6, 0.0)
+
+
+def same_tree(tree, fresh) -> None:
+    """TreeState `tree` (kept current by changes) holds what `fresh` (a whole load) does:
+    every grid, child, parent, leaf count, box and aggregate, whatever their order."""
+    assert sorted(tree.ids) == sorted(fresh.ids) and tree.leaf_count == fresh.leaf_count
+    order = [tree.index[g] for g in fresh.ids]
+
+    def relabel(t, links):
+        return [t.ids[j] if j >= 0 else None for j in links.tolist()]
+
+    for name in ("left", "right", "parent"):
+        assert relabel(tree, getattr(tree, name)[order]) == relabel(fresh, getattr(fresh, name))
+    assert (tree.leaves_below[order] == fresh.leaves_below).all()
+    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+        assert (getattr(tree.aggs, name)[order] == getattr(fresh.aggs, name)).all()
+    for name in ("lo", "hi", "dlo", "dhi"):
+        assert (getattr(tree, name)[order] == getattr(fresh, name)).all()

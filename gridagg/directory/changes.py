@@ -79,7 +79,7 @@ class ChangeLog:
         from ..tree import Changes
 
         stmt = sql.SQL(
-            "SELECT d.version, d.created_at, d.pruned <= %(v)s, "
+            "SELECT d.version, {incarnation}, d.pruned <= %(v)s, "
             "(SELECT CASE WHEN bool_or(c.grids IS NULL) THEN NULL ELSE "
             "        coalesce(array_agg(DISTINCT x), '{{}}') END "
             "   FROM gridagg_changes c LEFT JOIN LATERAL unnest(c.grids) x ON true "
@@ -87,7 +87,8 @@ class ChangeLog:
             "(SELECT json_agg(json_build_array(g.grid_id, g.next_dim, {corners})) "
             "   FROM {table} g WHERE g.version > %(v)s) "
             "FROM gridagg_datasets d WHERE d.name = %(name)s"
-        ).format(corners=leaves.corners(ds), table=leaves.table(ds.name))
+        ).format(incarnation=leaves.INCARNATION, corners=leaves.corners(ds),
+                 table=leaves.table(ds.name))
         try:
             rows = self.db.execute(stmt, {"v": version, "name": ds.name})
         except psycopg.errors.UndefinedTable:  # dropped meanwhile

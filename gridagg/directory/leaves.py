@@ -61,6 +61,11 @@ def corners(ds: Dataset) -> sql.Composable:
         for c in box_columns(ds.ndim))
 
 
+# Which making of a dataset its directory is (a dataset dropped and made again under its
+# name is another): its creation time in microseconds, a number a tree file keeps as is.
+INCARNATION = sql.SQL("(extract(epoch FROM d.created_at) * 1000000)::bigint")
+
+
 def leaf_rows(ds: Dataset, rows) -> list[tuple]:
     """(grid_id, next_dim, lo_0, hi_0, ...) per leaf, from rows of grid_id, next_dim and
     the corners (the last dimension of an odd count dropped)."""
@@ -160,9 +165,9 @@ class Leaves:
         """(version, incarnation, leaves) of a dataset in one statement (one snapshot):
         what gridagg.tree.TreeState is built from."""
         stmt = sql.SQL(
-            "SELECT d.version, d.created_at, g.grid_id, g.next_dim, {corners} FROM gridagg_datasets d "
+            "SELECT d.version, {incarnation}, g.grid_id, g.next_dim, {corners} FROM gridagg_datasets d "
             "LEFT JOIN {table} g ON true WHERE d.name = %s"
-        ).format(corners=corners(ds), table=table(ds.name))
+        ).format(incarnation=INCARNATION, corners=corners(ds), table=table(ds.name))
         try:
             rows = self.db.execute(stmt, (ds.name,))
         except psycopg.errors.UndefinedTable:  # dropped meanwhile

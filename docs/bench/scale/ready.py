@@ -1,7 +1,8 @@
 """How long a fresh process takes to be ready for a dataset, and its memory:
-    python docs/bench/scale/ready.py NAME      (GRIDAGG_STORE=hbase for the HBase store)
+    python docs/bench/scale/ready.py NAME [--whole]   (GRIDAGG_STORE=hbase for the HBase store)
 prints the seconds to import, open the engine, load the dataset's tree and answer a
-first count, and the process's maximum RSS."""
+first count, and the process's maximum RSS. The process starts from the host's tree file
+when there is one; --whole: it loads the tree whole, as on a host without one."""
 import resource
 import sys
 import time
@@ -13,6 +14,8 @@ from gridagg.engine import GridEngine  # noqa: E402
 t1 = time.perf_counter()
 engine = GridEngine.open(Settings.from_env())
 ds = engine.dataset(sys.argv[1])
+if "--whole" in sys.argv:
+    engine.trees.files = None
 t2 = time.perf_counter()
 engine.trees.tree(ds)
 t3 = time.perf_counter()

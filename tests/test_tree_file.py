@@ -1,0 +1,93 @@
+"""The tree file (gridagg.tree.TreeCache): a new process on the host starts from the tree
+a process before it kept, catches up through the change log, and holds what a whole load
+would; a file the log no longer reaches back to, a damaged one, or one of a dataset
+dropped and made again is passed over. On both stores."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+
+from tune_support import BOXES, DIMENSIONS, MEASURES, holds_exactly, insert, model_merging_up_to, random_rows, same_tree
+from gridagg.directory import changes
+from gridagg.merge import tune
+from gridagg.schema import Dataset
+from gridagg.tree import TreeCache
+
+SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
+
+
+def new_process(engine) -> TreeCache:
+    """The trees of a process that starts now on the engine's host (its board)."""
+    return TreeCache(engine.directory, engine.store, engine.store.board)
+
+
+def whole_load(engine, ds):
+    return TreeCache(engine.directory, engine.store).tree(ds)
+
+
+def test_a_new_process_starts_from_the_tree_file_and_catches_up(engine, unique_name):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(21)
+        rows = random_rows(rng, 300)
+        insert(engine, ds, rows, "a")
+        engine.trees.tree(ds)  # the process's first query of the dataset: a whole load
+        kept = engine.trees.files / f"{ds.name}.npz"
+        assert kept.exists(), "the whole load wrote no tree file"
+        # Since the file: rows added (leaves split) and grids merged.
+        more = random_rows(rng, 200)
+        insert(engine, ds, more, "b")
+        assert tune(engine, ds.name, model_merging_up_to(40))[0]
+        rows = np.concatenate([rows, more])
+        later = new_process(engine)
+        tree = later.tree(ds)
+        assert not later._loads, "it loaded the tree whole"
+        same_tree(tree, whole_load(engine, ds))
+        holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
+    assert not kept.exists(), "the drop left the tree file"
+
+
+def test_a_tree_file_out_of_the_change_logs_reach_is_passed_over(engine, unique_name, monkeypatch):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(22)
+        insert(engine, ds, random_rows(rng, 300), "a")
+        engine.trees.tree(ds)
+        insert(engine, ds, random_rows(rng, 100), "b")
+        monkeypatch.setattr(changes, "CHANGE_LOG_SECONDS", 0)
+        engine.directory.prune_changes(ds.name)  # the log forgets every change the file would need
+        later = new_process(engine)
+        same_tree(later.tree(ds), whole_load(engine, ds))
+        assert later._loads, "it caught up from a file the log no longer reaches"
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_a_damaged_tree_file_or_one_of_a_dataset_made_before_is_passed_over(engine, unique_name, tmp_path):
+    spec = {"name": unique_name, **SPEC}
+    ds = engine.create_dataset(Dataset.from_json(spec))
+    insert(engine, ds, random_rows(np.random.default_rng(23), 300), "a")
+    engine.trees.forget(ds.name)
+    engine.trees.tree(ds)
+    kept = engine.trees.files / f"{ds.name}.npz"
+    shutil.copy(kept, tmp_path / "before.npz")
+    engine.drop_dataset(ds.name)
+    ds = engine.create_dataset(Dataset.from_json(spec))
+    try:
+        rows = random_rows(np.random.default_rng(24), 50)
+        insert(engine, ds, rows, "a")
+        for stale in (tmp_path / "before.npz", None):
+            if stale is None:
+                kept.write_bytes(b"not a tree")
+            else:
+                shutil.copy(stale, kept)
+            later = new_process(engine)
+            same_tree(later.tree(ds), whole_load(engine, ds))
+            assert later._loads, "it started from a file it should have passed over"
+        holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
