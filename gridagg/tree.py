@@ -259,17 +259,22 @@ class TreeState:
         """A new state: these leaves added (each replacing a leaf of this tree, with any
         grids between them), and the aggregates of the `touched` leaves, their ancestors
         and every new grid read again (touched None: every aggregate)."""
-        ids, index = list(self.ids), dict(self.index)
         new: dict[str, tuple | None] = {}
         for leaf in leaves:
             new[leaf[0]] = leaf
             g = leaf[0][:-1]
-            while g and g not in index and g not in new:
+            while g and g not in self.index and g not in new:
                 new[g] = None
                 g = g[:-1]
-        n0, n = len(ids), len(ids) + len(new)
+        n0, n = self.n, self.n + len(new)
         ndim = ds.ndim
-        grow = lambda a, fill: np.concatenate([a, np.full((n - n0,) + a.shape[1:], fill, a.dtype)])  # noqa: E731
+
+        def grow(a, fill):
+            # The tree's shape changes only when it grows: until then, the states share it
+            # (a state never changes), and a write's refresh copies only the aggregates.
+            return np.concatenate([a, np.full((n - n0,) + a.shape[1:], fill, a.dtype)]) if new else a
+
+        ids, index = (list(self.ids), dict(self.index)) if new else (self.ids, self.index)
         lo, hi = grow(self.lo, 0), grow(self.hi, 0)
         left, right, parent = grow(self.left, -1), grow(self.right, -1), grow(self.parent, -1)
         leaves_below = grow(self.leaves_below, 0)
@@ -312,8 +317,8 @@ class TreeState:
                     marks[j] = True
                     j = int(parent[j])
             stale = np.flatnonzero(marks)
-        aggs = _grown_aggs(self.aggs, n, ds)
-        dlo, dhi = grow(self.dlo, INT64_MAX), grow(self.dhi, NULL)
+        aggs = _grown_aggs(self.aggs, n, ds) if new else self.aggs.copy()
+        dlo, dhi = (grow(self.dlo, INT64_MAX), grow(self.dhi, NULL)) if new else (self.dlo.copy(), self.dhi.copy())
         if len(stale):
             fresh = store.get_aggregate_arrays(ds, [ids[i] for i in stale.tolist()])
             for name in _AGGREGATE_ARRAYS:

@@ -19,7 +19,7 @@ from gridagg.grid import grid_prefix, prefix_range
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
 from gridagg.schema import Column, Dataset
-from gridagg.store import hbase_rows, hbase_scan
+from gridagg.store import hbase, hbase_rows, hbase_scan
 from gridagg.store.hbase import HBaseStore, table_name
 from gridagg.store import hbase_regions
 from gridagg.store.hbase_regions import Calls
@@ -413,6 +413,24 @@ def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
             with store.pool.connection() as conn:
                 conn.client.getRows(table_name(ds.name).encode(), [grid_prefix(gid)], {attribute: bad})
     assert store.scan(ds, ScanRequest([gid], [], [2])).aggs.count[0] == 1
+
+
+def test_many_aggregates_are_read_by_a_scan_as_gets_read_them(store, fresh_ds, monkeypatch):
+    """A whole tree's aggregates (SCAN_AGGREGATES_FROM and more) come from a scan of their
+    family per salt range: the same arrays as gets give, in the order asked, a grid
+    without one empty, and grids of every region among them."""
+    rng = np.random.default_rng(5)
+    ids = sorted({format(int(i), "b") for i in rng.integers(2, 1 << 20, 600)})
+    stored = ids[::2]
+    store.put_aggregates(fresh_ds, {g: PartialAggregate(n, [n * 7] * NCOLS, [-n] * NCOLS, [n] * NCOLS)
+                                    for n, g in enumerate(stored, 1)})
+    assert {grid_prefix(g)[0] // (256 // hbase.REGIONS) for g in stored} == set(range(hbase.REGIONS))
+    got = store.get_aggregate_arrays(fresh_ds, ids)
+    monkeypatch.setattr(hbase, "SCAN_AGGREGATES_FROM", 1)
+    scanned = store.get_aggregate_arrays(fresh_ds, ids)
+    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+        assert (getattr(scanned, name) == getattr(got, name)).all()
+    assert got.count[1::2].sum() == 0 and (got.count[::2] > 0).all()
 
 
 @hsettings(deadline=None)

@@ -60,6 +60,8 @@ SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start key
 FAMILIES = {"r": {"max_versions": 1, "block_size": grid_rows.BLOCK_BYTES}, "a": {"max_versions": 1}}
 CHUNK = 1000  # aggregates per multi-get or batched put
 AGGREGATE_READERS = 4  # connections reading a tree's aggregates at once (the pool's size)
+SCAN_AGGREGATES_FROM = 20 * CHUNK  # aggregates asked at once from which a scan reads them
+AGGREGATES_PER_SCAN_BATCH = 5000  # aggregates per scanner fetch
 GRIDS_PER_READ = 64  # grid rows per multi-get of segments
 GRIDS_PER_SCAN_BATCH = 16  # grid rows per scanner fetch
 WRITE_BYTES = 8 << 20  # segment bytes per mutateRows call
@@ -368,18 +370,32 @@ class HBaseStore(CellStore):
 
     def get_aggregate_arrays(self, ds, grid_ids):
         """get_aggregates, unpacked all at once (how a process reads a whole tree). The
-        chunks are asked on AGGREGATE_READERS connections at once: a 100M-row tree's
-        138k aggregates took 3 s of waiting for one call after another."""
+        parts are asked on AGGREGATE_READERS connections at once: a 100M-row tree's 138k
+        aggregates took 3 s of waiting for one call after another. Gets of CHUNK grids
+        each; from SCAN_AGGREGATES_FROM grids on, a scan of the aggregates' own family
+        per salt range instead (127k aggregates: 2.0-2.6 s against 3.5-4.8 by gets)."""
         keys = [grid_prefix(g) for g in grid_ids]
 
-        def read(start: int) -> list[tuple[bytes, bytes]]:
+        def get(start: int) -> list[tuple[bytes, bytes]]:
             with self._client(ds.name) as (client, table):
                 self.round_trips.add()
                 return [(row.row, row.columns[self.AGG].value)
                         for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {})]
 
+        def scan(salts: tuple[bytes | None, bytes | None]) -> list[tuple[bytes, bytes]]:
+            name = table_name(ds.name)
+            with self.pool.connection(slow=True, table=name.encode()) as conn:
+                self.round_trips.add(2)  # opening and closing the scanner
+                return [(key, cells[self.AGG]) for key, cells in conn.table(name).scan(
+                    row_start=salts[0], row_stop=salts[1], columns=[self.AGG], batch_size=AGGREGATES_PER_SCAN_BATCH)]
+
+        if len(keys) < SCAN_AGGREGATES_FROM:
+            read, parts = get, range(0, len(keys), CHUNK)
+        else:
+            bounds = [None, *SPLITS, None]
+            read, parts = scan, list(zip(bounds, bounds[1:]))
         with ThreadPoolExecutor(AGGREGATE_READERS) as readers:
-            found = dict(cell for cells in readers.map(read, range(0, len(keys), CHUNK)) for cell in cells)
+            found = dict(cell for cells in readers.map(read, parts) for cell in cells)
         return AggArrays.unpack([found.get(k) for k in keys], len(ds.columns))
 
     @staticmethod
