@@ -4,6 +4,7 @@ that cut through a grid's rows, which gridagg itself never asks for), any condit
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +12,7 @@ from gridagg.aggregate import PartialAggregate
 from gridagg.grid import row_key
 from gridagg.schema import Dataset
 from gridagg.scan import RangeCondition, ScanRequest
-from gridagg.store.embedded import EmbeddedStore
+from gridagg.store.embedded import EmbeddedStore, _Located
 
 DS = Dataset.from_json({"name": "seg", "dimensions": [{"name": "x", "min": 0, "max": 20}],
                         "measures": [{"name": "v", "min": 0, "max": 9}]})
@@ -62,6 +63,26 @@ def test_grids_without_rows_give_the_empty_aggregate(tmp_path):
     store.close()
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(GRIDS), unique=True), min_size=1, max_size=4),
+       st.lists(st.sampled_from(GRIDS)), st.data())
+def test_where_segments_lie_is_kept_for_grids_found_at_any_time(batches, asked, data):
+    """_Located gives each grid's addresses, in the order asked (a grid asked twice, twice),
+    whichever batch found it; a grid not found yet is a KeyError."""
+    located, have = _Located(), {}
+    for batch in batches:
+        new = [g for g in batch if g not in have]
+        per_grid = [np.array(data.draw(st.lists(st.integers(1, 10**9), max_size=3)), np.int64) for _ in new]
+        located.add(new, per_grid)
+        have.update(zip(new, per_grid))
+    if not set(asked) <= set(have):
+        with pytest.raises(KeyError):
+            located.of(asked)
+        return
+    addresses, first = located.of(asked)
+    assert [addresses[a:b].tolist() for a, b in zip(first, first[1:])] == [have[g].tolist() for g in asked]
+
+
 def test_loading_many_aggregates_leaves_none_of_the_file_mapped(tmp_path):
     """A tree's load reads aggregates spread over the LMDB file; the pages it maps are
     dropped from the process as it goes (the page cache keeps them), so the file adds
@@ -86,7 +107,7 @@ import sys
 import numpy as np
 from gridagg.grid import row_key
 from gridagg.schema import Dataset
-from gridagg.store.embedded import EmbeddedStore
+from gridagg.store.embedded import EmbeddedStore, _Located
 store = EmbeddedStore(sys.argv[1])
 store.put_rows(Dataset.from_json(eval(sys.argv[2])), [row_key("0", b"b")], np.array([[2, 7]]))
 store.close()
@@ -116,7 +137,7 @@ def test_a_scan_sees_what_another_process_wrote_since_the_last_scan(tmp_path):
 
 OPEN_RACE = """
 import sys, tempfile, threading
-from gridagg.store.embedded import EmbeddedStore
+from gridagg.store.embedded import EmbeddedStore, _Located
 path = tempfile.mkdtemp()
 for round_ in range(200):
     store = EmbeddedStore(path)
