@@ -378,7 +378,8 @@ class TreeCache:
     Tree files. Beside the board, in its "trees" folder, each dataset's tree is kept as a
     file, for every process of the host: a new process starts from it and catches up
     through the change log like any holder of the tree, instead of a whole load (every
-    leaf from PostgreSQL, every aggregate from the store: 4-5 s at 100M rows). A process
+    leaf from PostgreSQL, every aggregate from the store: 4.6-6.0 s for 173k leaves at
+    100M rows, against 0.5-1.1 s from the file). A process
     writes it after a whole load, and again at a change once it is TREE_FILE_SECONDS old,
     while the change log still reaches back to it. The file is only ever a cache: one the
     log no longer reaches back to, or of a dataset dropped and made again, is passed over.
@@ -499,8 +500,8 @@ class TreeCache:
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most
         `seconds`, at the rate of the slowest whole load of a tree about its size in this
-        process (a load's time grows with the grids: 3.9 s for 69k leaves on HBase at 100M
-        rows, 4-5 s for 173k embedded). A process that has not loaded the tree whole (it
+        process (a load's time grows with the grids: 3.0-3.2 s for 64k leaves on HBase at
+        100M rows, 4.6-6.0 s for 173k embedded). A process that has not loaded the tree whole (it
         started from the tree file) loads it now. None when `seconds` is 0 (no limit) or
         the dataset has no leaves."""
         if not seconds:

@@ -95,9 +95,9 @@ class Snapshot:
 class _Located:
     """Where the segments of a dataset's grids lie in the map, as found through one
     snapshot: grid g's are at addresses[start[slot[g]]:][:count[slot[g]]]. Held as arrays,
-    not an array per grid: joining 34k grids' arrays for one question took longer than
-    finding them again in numpy. Threads read while one adds: the arrays are replaced,
-    never changed, and a grid gets its slot only after its addresses are in them."""
+    not an array per grid: for the 34k grids of one question, 4.2-5.7 ms against 9.6-11.8
+    to join their arrays. Threads read while one adds: the arrays are replaced, never
+    changed, and a grid gets its slot only after its addresses are in them."""
 
     def __init__(self):
         self.slot: dict[str, int] = {}
