@@ -210,7 +210,7 @@ class Settings:
         _seconds_or_off, topic="http")
     tree_load_seconds: float = _setting(
         4.0, "longest a process may take to load one dataset's tree whole (its grids and their aggregates), "
-             "at the rate of the slowest whole load of that tree in the process: tuning (`gridagg tune`, the "
+             "at the rate of that tree's last whole load in the process: tuning (`gridagg tune`, the "
              "online tuner) splits no leaf past it, merges still shrink the tree; `0`: no limit. A process "
              "loads a tree whole only where its host keeps no current tree file; it also imports, opens its "
              "stores and answers a first question (about 0.8 s at 100M rows)", _seconds_or_off, topic="store")

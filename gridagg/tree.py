@@ -396,7 +396,7 @@ class TreeCache:
         self._refreshing: dict[str, _Refresh] = {}
         self._guard = threading.Lock()
         self._announced: dict[str | None, int] = {}
-        self._loads: dict[str, tuple[float, int]] = {}  # name -> seconds and leaves of a whole load (leaves_loadable)
+        self._loads: dict[str, tuple[float, int]] = {}  # name -> seconds and leaves of its last whole load
         self.files = board.path / "trees" if board is not None else None
         self._load_whole: set[str] = set()  # datasets whose next refresh skips the tree file
 
@@ -475,11 +475,7 @@ class TreeCache:
             raise DatasetReplaced(ds.name)
         state = TreeState.build(ds, version, incarnation, leaves, self.store)
         self._held[ds.name] = _Held(state, mark)
-        took, last = time.perf_counter() - started, self._loads.get(ds.name)
-        # The slowest load per leaf of a tree about this size: a new process loads slower
-        # than one that loaded before (its memory and connections are new).
-        if last is None or 2 * last[1] < len(leaves) or took * last[1] > last[0] * len(leaves):
-            self._loads[ds.name] = (took, len(leaves))
+        self._loads[ds.name] = (time.perf_counter() - started, len(leaves))
         self._load_whole.discard(ds.name)
         self._keep(ds.name, state, 0.0)
         return state
@@ -499,11 +495,11 @@ class TreeCache:
 
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most
-        `seconds`, at the rate of the slowest whole load of a tree about its size in this
-        process (a load's time grows with the grids: 3.0-3.2 s for 64k leaves on HBase at
-        100M rows, 4.6-6.0 s for 173k embedded). A process that has not loaded the tree whole (it
-        started from the tree file) loads it now. None when `seconds` is 0 (no limit) or
-        the dataset has no leaves."""
+        `seconds`, at the rate of its last whole load in this process (a load's time grows
+        with the grids: 3.0-3.2 s for 64k leaves on HBase at 100M rows, 4.6-6.0 s for 173k
+        embedded). A process that has not loaded the tree whole (it started from the tree
+        file) loads it now. None when `seconds` is 0 (no limit) or the dataset has no
+        leaves."""
         if not seconds:
             return None
         if ds.name not in self._loads:
