@@ -34,6 +34,7 @@ takes the current state once and uses it throughout.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ import numpy as np
 from .aggregate import INT64_MAX, NULL, AggArrays
 from .directory import CHANGE_LOG_SECONDS
 from .schema import Dataset
+
+log = logging.getLogger(__name__)
 
 # A tree whose epoch has not moved is still confirmed with PostgreSQL this often.
 RECONFIRM_SECONDS = 1.0
@@ -379,10 +382,11 @@ class TreeCache:
     file, for every process of the host: a new process starts from it and catches up
     through the change log like any holder of the tree, instead of a whole load (every
     leaf from PostgreSQL, every aggregate from the store: 4.6-6.0 s for 173k leaves at
-    100M rows, against 0.5-1.1 s from the file). A process
-    writes it after a whole load, and again at a change once it is TREE_FILE_SECONDS old,
-    while the change log still reaches back to it. The file is only ever a cache: one the
-    log no longer reaches back to, or of a dataset dropped and made again, is passed over.
+    100M rows, against 0.5-1.1 s from the file). A process writes it after a whole load
+    (a bulk load ends with one, for this), and again at a change once it is
+    TREE_FILE_SECONDS old, while the change log still reaches back to it. The file is
+    only ever a cache: one the log no longer reaches back to, a damaged one, or one of a
+    dataset dropped and made again is passed over; one that cannot be written is logged.
 
     One thread of a process refreshes a dataset's tree at a time; the others wait for
     that refresh and take its outcome (a failure too: while PostgreSQL is down they all
@@ -490,8 +494,11 @@ class TreeCache:
                 return
         except FileNotFoundError:
             pass
-        self.files.mkdir(exist_ok=True)
-        state.write(path)
+        try:
+            self.files.mkdir(exist_ok=True)
+            state.write(path)
+        except OSError as exc:  # only a cache: the tree in memory is current all the same
+            log.warning("the tree file of %s was not written (%s): new processes load the tree whole", name, exc)
 
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most

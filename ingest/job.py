@@ -277,6 +277,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             located = encode(read_source(spark, cfg, paths), cfg, btree,
                              then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
             _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
+        _keep_tree(engine, ds, progress)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
             bad = (encode(read_source(spark, cfg, paths), cfg).filter(F.col("_reason").isNotNull())
@@ -338,12 +339,22 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
 
             located = rows.select("_eid", *cols).mapInArrow(locate, buckets.SCHEMA)
             _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
+        _keep_tree(engine, ds, progress)
     finally:
         engine.close()
         if isinstance(progress, Progress):
             progress.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _keep_tree(engine: GridEngine, ds: Dataset, progress) -> None:
+    """After a load: the dataset's tree as it now is, in this host's tree file, so that
+    the serving processes start from it (gridagg.tree) instead of each loading it whole
+    (4.6-6.0 s at 100M rows)."""
+    t0 = time.perf_counter()
+    engine.trees.tree(engine.dataset(ds.name))
+    progress(f"tree of {ds.name} kept for serving processes in {time.perf_counter() - t0:.1f} s")
 
 
 @contextmanager

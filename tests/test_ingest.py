@@ -28,6 +28,7 @@ from gridagg.engine import GridEngine
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.schema import GridParams
 from gridagg.store import open_store
+from gridagg.tree import TreeCache
 from gridagg_ingest import hfiles, job
 from gridagg_ingest.config import load_config, parse_config
 from gridagg_ingest.encode import element_id, encode_value
@@ -93,6 +94,14 @@ def snapshot(engine, name):
     return [(g.grid_id, g.box, a) for g, a in engine.leaves(name)]
 
 
+def starts_from_the_tree_file(engine, name):
+    """The load left the dataset's tree in the host's tree file: a new serving process
+    starts from it, with no whole load."""
+    later = TreeCache(engine.directory, engine.store, engine.store.board)
+    assert later.tree(engine.dataset(name)).leaf_count == len(engine.leaves(name))
+    assert not later._loads, "the new process loaded the tree whole"
+
+
 @pytest.fixture
 def embedded(settings, services, tmp_path):
     s = settings.with_(data_dir=tmp_path, store="embedded")
@@ -114,6 +123,7 @@ def test_tmy3_load_rerun_append_embedded(spark, embedded, unique_name):
         first = load(spark, s, engine, cfg, FILES[:1])
         rows1, bad1 = expected_rows(cfg, FILES[:1])
         assert (first.read, first.loaded, first.duplicates, first.quarantined) == (8760, len(rows1), 0, bad1)
+        starts_from_the_tree_file(engine, unique_name)
         check_tree(engine, unique_name, rows1)
         assert all(a.count <= cfg.dataset.grid.n_size for _, a in engine.leaves(unique_name))
 
@@ -177,6 +187,7 @@ def test_tmy3_load_append_hbase(spark, settings, services, unique_name, monkeypa
         first = load(spark, s, engine, cfg, [half])
         rows, _ = expected_rows(cfg, [half])
         assert first.loaded == len(rows)
+        starts_from_the_tree_file(engine, unique_name)
         check_tree(engine, unique_name, rows)
         both = load(spark, s, engine, cfg, FILES)
         rows, _ = expected_rows(cfg, FILES)

@@ -1,7 +1,8 @@
 """The tree file (gridagg.tree.TreeCache): a new process on the host starts from the tree
 a process before it kept, catches up through the change log, and holds what a whole load
 would; a file the log no longer reaches back to, a damaged one, or one of a dataset
-dropped and made again is passed over. On both stores."""
+dropped and made again is passed over; one that cannot be written fails no query. On
+both stores."""
 
 from __future__ import annotations
 
@@ -89,5 +90,18 @@ def test_a_damaged_tree_file_or_one_of_a_dataset_made_before_is_passed_over(engi
             same_tree(later.tree(ds), whole_load(engine, ds))
             assert later._loads, "it started from a file it should have passed over"
         holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_a_tree_file_that_cannot_be_written_costs_the_query_nothing(engine, unique_name, tmp_path, caplog):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        insert(engine, ds, random_rows(np.random.default_rng(25), 100), "a")
+        process = new_process(engine)
+        process.files = tmp_path / "a file, not a folder"
+        process.files.write_bytes(b"")
+        same_tree(process.tree(ds), whole_load(engine, ds))
+        assert "tree file" in caplog.text and unique_name in caplog.text
     finally:
         engine.drop_dataset(ds.name)
