@@ -218,7 +218,8 @@ class TreeState:
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None
         n, ndim, ncols = len(ids), ds.ndim, len(ds.columns)
-        shapes = {"lo": (n, ndim), "hi": (n, ndim), **{k: (n,) for k in _LINKS + ("aggs_count",)},
+        shapes = {"version": (), "incarnation": (), "lo": (n, ndim), "hi": (n, ndim),
+                  **{k: (n,) for k in _LINKS + ("aggs_count",)},
                   **{f"aggs_{k}": (n, ncols) for k in _AGGREGATE_ARRAYS[1:]}}
         if any(k not in a or a[k].shape != shape or a[k].dtype != np.int64 for k, shape in shapes.items()):
             return None
