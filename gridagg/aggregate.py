@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numba
 import numpy as np
@@ -155,6 +156,8 @@ class AggArrays:
     maxs: np.ndarray
     hi: np.ndarray
     lo: np.ndarray
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("count", "present", "mins", "maxs", "hi", "lo")
 
     @classmethod
     def empty(cls, groups: int, ncols: int) -> "AggArrays":

@@ -110,7 +110,7 @@ class DayRollups:
         if lo <= hi:
             fresh = self._scan(ds, tree, lo, hi)
             rows = np.arange(lo - held.first, hi - held.first + 1)
-            for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+            for name in AggArrays.FIELDS:
                 part = getattr(aggs, name).copy()
                 part[rows] = getattr(fresh, name)
                 setattr(aggs, name, part)

@@ -59,7 +59,6 @@ HISTORY = 16
 # A tree file older than this is written again at the next change: a process can catch up
 # from it only while the change log reaches back to its version.
 TREE_FILE_SECONDS = CHANGE_LOG_SECONDS / 2
-_AGGREGATE_ARRAYS = ("count", "present", "mins", "maxs", "hi", "lo")
 _LINKS = ("left", "right", "parent", "leaves_below")
 
 
@@ -202,7 +201,7 @@ class TreeState:
                 np.savez(f, version=self.version, incarnation=self.incarnation,
                          ids=np.frombuffer("\n".join(self.ids).encode(), np.uint8), lo=self.lo, hi=self.hi,
                          **{k: getattr(self, k) for k in _LINKS},
-                         **{f"aggs_{k}": getattr(self.aggs, k) for k in _AGGREGATE_ARRAYS})
+                         **{f"aggs_{k}": getattr(self.aggs, k) for k in AggArrays.FIELDS})
             os.replace(part, path)
         finally:
             part.unlink(missing_ok=True)
@@ -220,10 +219,10 @@ class TreeState:
         n, ndim, ncols = len(ids), ds.ndim, len(ds.columns)
         shapes = {"version": (), "incarnation": (), "lo": (n, ndim), "hi": (n, ndim),
                   **{k: (n,) for k in _LINKS + ("aggs_count",)},
-                  **{f"aggs_{k}": (n, ncols) for k in _AGGREGATE_ARRAYS[1:]}}
+                  **{f"aggs_{k}": (n, ncols) for k in AggArrays.FIELDS[1:]}}
         if any(k not in a or a[k].shape != shape or a[k].dtype != np.int64 for k, shape in shapes.items()):
             return None
-        aggs = AggArrays(*(a[f"aggs_{k}"] for k in _AGGREGATE_ARRAYS))
+        aggs = AggArrays(*(a[f"aggs_{k}"] for k in AggArrays.FIELDS))
         return TreeState(int(a["version"]), int(a["incarnation"]), ids, dict(zip(ids, range(n))), a["lo"], a["hi"],
                          aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy(), *(a[k] for k in _LINKS), aggs,
                          ((0, None),))
@@ -325,7 +324,7 @@ class TreeState:
         dlo, dhi = (grow(self.dlo, INT64_MAX), grow(self.dhi, NULL)) if new else (self.dlo.copy(), self.dhi.copy())
         if len(stale):
             fresh = store.get_aggregate_arrays(ds, [ids[i] for i in stale.tolist()])
-            for name in _AGGREGATE_ARRAYS:
+            for name in AggArrays.FIELDS:
                 getattr(aggs, name)[stale] = getattr(fresh, name)
             dlo[stale], dhi[stale] = fresh.mins[:, :ndim], fresh.maxs[:, :ndim]
         step = (self.version, None if touched is None else tuple(touched) + tuple(new))
@@ -343,7 +342,7 @@ def _empty(ds: Dataset, n: int) -> TreeState:
 def _grown_aggs(aggs: AggArrays, n: int, ds: Dataset) -> AggArrays:
     out = AggArrays.empty(n, len(ds.columns))
     m = len(aggs)
-    for name in _AGGREGATE_ARRAYS:
+    for name in AggArrays.FIELDS:
         getattr(out, name)[:m] = getattr(aggs, name)
     return out
 
@@ -450,7 +449,7 @@ class TreeCache:
 
     def _refresh(self, ds: Dataset, held: _Held | None, mark: tuple) -> TreeState:
         if held is None and self.files is not None and ds.name not in self._load_whole:
-            kept = TreeState.read(self.files / f"{ds.name}.npz", ds)
+            kept = TreeState.read(self._file(ds.name), ds)
             held = _Held(kept, mark) if kept is not None else None
         if held is not None:
             state = held.state
@@ -485,11 +484,15 @@ class TreeCache:
         self._keep(ds.name, state, 0.0)
         return state
 
+    def _file(self, name: str) -> Path:
+        """The tree file of dataset `name` (self.files is not None)."""
+        return self.files / f"{name}.npz"
+
     def _keep(self, name: str, state: TreeState, age: float) -> None:
         """Write the dataset's tree file from `state` unless it is younger than `age` seconds."""
         if self.files is None or not state.n:
             return
-        path = self.files / f"{name}.npz"
+        path = self._file(name)
         try:
             if age and time.time() - path.stat().st_mtime < age:
                 return
@@ -526,7 +529,7 @@ class TreeCache:
         """The dataset was dropped: let go of its tree, and of its tree file."""
         self.forget(name)
         if self.files is not None:
-            (self.files / f"{name}.npz").unlink(missing_ok=True)
+            self._file(name).unlink(missing_ok=True)
 
 
 class _Refresh:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from gridagg import parts
-from gridagg.aggregate import NULL, INT64_MAX, PartialAggregate
+from gridagg.aggregate import NULL, INT64_MAX, AggArrays, PartialAggregate
 from gridagg.grid import grid_prefix, prefix_range
 from gridagg.kernels import scan_segments
 from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
@@ -428,7 +428,7 @@ def test_many_aggregates_are_read_by_a_scan_as_gets_read_them(store, fresh_ds, m
     got = store.get_aggregate_arrays(fresh_ds, ids)
     monkeypatch.setattr(hbase, "SCAN_AGGREGATES_FROM", 1)
     scanned = store.get_aggregate_arrays(fresh_ds, ids)
-    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+    for name in AggArrays.FIELDS:
         assert (getattr(scanned, name) == getattr(got, name)).all()
     assert got.count[1::2].sum() == 0 and (got.count[::2] > 0).all()
 

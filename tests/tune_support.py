@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 
 from engine_support import check_tree
+from gridagg.aggregate import AggArrays
 from gridagg.costmodel import CostModel
 
 AGGS = ["count", "sum:v", "min:v", "max:v"]
@@ -109,7 +110,7 @@ def same_tree(tree, fresh) -> None:
     for name in ("left", "right", "parent"):
         assert relabel(tree, getattr(tree, name)[order]) == relabel(fresh, getattr(fresh, name))
     assert (tree.leaves_below[order] == fresh.leaves_below).all()
-    for name in ("count", "present", "mins", "maxs", "hi", "lo"):
+    for name in AggArrays.FIELDS:
         assert (getattr(tree.aggs, name)[order] == getattr(fresh.aggs, name)).all()
     for name in ("lo", "hi", "dlo", "dhi"):
         assert (getattr(tree, name)[order] == getattr(fresh, name)).all()
