@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import time
 
 from . import config, costmodel
 from .config import Settings
@@ -73,19 +74,33 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
             # Each round prices at most TUNE_CANDIDATES leaves for a split, none it priced before
             # without finding one: rounds until one is still.
             settled: set = set()
+            changed = False
             for n in itertools.count(1):
                 budget = engine.trees.leaves_loadable(engine.dataset(name), settings.tree_load_seconds)
                 adapted = adapt(engine, name, model, questions, apply, candidates=TUNE_CANDIDATES, settled=settled,
                                 most_leaves=budget)
                 print(f"round {n}:")
                 _print_adapted(name, adapted, apply)
+                changed = changed or (apply and bool(adapted.changes))
                 if not apply or adapted.still:
+                    if changed:
+                        _compact(engine, name)
                     return 0
         merges, target = tune(engine, name, model, apply)
-    print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
-          "GRIDAGG_TUNE_EVERY): merging by the leaves' sizes alone")
-    _print_merges(name, model, merges, target, apply)
+        print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
+              "GRIDAGG_TUNE_EVERY): merging by the leaves' sizes alone")
+        _print_merges(name, model, merges, target, apply)
+        if apply and merges:
+            _compact(engine, name)
     return 0
+
+
+def _compact(engine, name: str) -> None:
+    """The store rewritten without the rows the tuning replaced (gridagg.store.base.CellStore.compact)."""
+    started = time.perf_counter()
+    print(f"{name}: compacting what the tuning replaced ...", flush=True)
+    done = engine.store.compact(engine.dataset(name))
+    print(f"{name}: {done or 'nothing to compact on this store'} ({time.perf_counter() - started:.1f} s)")
 
 
 def _print_adapted(name: str, adapted, apply: bool) -> None:

@@ -6,6 +6,7 @@ import org.apache.hadoop.hbase.HRegionLocation;
 import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.CompactionState;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionInfo;
@@ -24,6 +25,9 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
  *                            whether it ran)
  *   set TABLE NAME VALUE     set a value of the table's descriptor (its regions reopen;
  *                            values named like settings override hbase-site.xml there)
+ *   compact TABLE            flush the table's memstores, then major-compact it (each
+ *                            region's files rewritten as one, without deleted cells);
+ *                            returns when done
  * </pre>
  * Each returns once the table's regions are online again.
  */
@@ -66,6 +70,19 @@ public class RegionAdmin {
           admin.modifyTable(TableDescriptorBuilder.newBuilder(admin.getDescriptor(table))
               .setValue(args[2], args[3]).build());
           break;
+        case "compact": {
+          admin.flush(table);
+          admin.majorCompact(table);
+          long until = System.currentTimeMillis() + 3_600_000;
+          Thread.sleep(1000); // the request reaches the region servers before its state shows
+          while (admin.getCompactionState(table) != CompactionState.NONE) {
+            if (System.currentTimeMillis() > until) {
+              throw new IllegalStateException("major compaction of " + table + " not done after an hour");
+            }
+            Thread.sleep(1000);
+          }
+          break;
+        }
         default:
           throw new IllegalArgumentException("unknown command " + args[0]);
       }

@@ -258,10 +258,10 @@ def _loads(systems: list[System]) -> list[str]:
     lines += ["", "gridagg loads with the Spark bulk load (ingest.job.load_encoded: tree built in Spark, rows "
                   "written from the executors, directory switched once; Spark start excluded); PostgreSQL alone "
                   "with COPY, VACUUM ANALYZE and its chosen index (its build; the trials of the others not counted); "
-                  "HBase alone with batched puts and a major compaction request; DuckDB into a table sorted by time; "
-                  "ClickHouse by INSERTs of a million rows into its MergeTree, merged into one part. The peers get "
-                  "the rows in time order. Reading and encoding the archive is not timed here: `python -m "
-                  "gridagg_loadtest.ingest_bench` measures the job end to end."]
+                  "HBase alone with batched puts and a major compaction (on the local HBase; waited for); DuckDB "
+                  "into a table sorted by time; ClickHouse by INSERTs of a million rows into its MergeTree, merged "
+                  "into one part. The peers get the rows in time order. Reading and encoding the archive is not "
+                  "timed here: `python -m gridagg_loadtest.ingest_bench` measures the job end to end."]
     return lines
 
 

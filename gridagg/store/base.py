@@ -176,6 +176,12 @@ class CellStore(ABC):
         store is in this process: it always answers."""
         return True
 
+    def compact(self, ds: Dataset) -> str | None:
+        """After a tuning's splits and merges: rewrite the dataset's storage so that reads
+        no longer pass through the rows those replaced. Returns what was done, None when
+        there is nothing to do (the embedded store: LMDB reuses freed pages in place)."""
+        return None
+
     def settle(self) -> None:
         """Make every write a crashed writer committed visible to this process' reads.
         Recovery calls it (under the writer lock) before reading what a crashed writer
