@@ -911,18 +911,27 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
                             f"(see {p.out_file('admin')} and {p.log_file('admin')})")
 
 
-def region_admin(settings, command: str, table: str, *args: str) -> str:
-    """Split, merge or move regions of a table of the local HBase, run the balancer or set
-    a descriptor value, waiting until the table's regions are online again
-    (hbase/RegionAdmin.java says how; keys in hex). Returns what the tool printed."""
+# Longest a major compaction is waited for: HBase throttles it to 50-100 MB/s, and a
+# 100M-row table of gridagg's is about 6.4 GB.
+COMPACT_SECONDS = 3600
+
+
+def region_admin(settings, command: str, table: str, *args: str, timeout: float = 600) -> str:
+    """Split, merge or move regions of a table of the local HBase, run the balancer, set
+    a descriptor value or major-compact it, waiting until the table's regions are online
+    again (hbase/RegionAdmin.java says how; keys in hex), at most `timeout` seconds.
+    Returns what the tool printed."""
     if settings.hbase:
         raise LauncherError("region_admin works only with the local HBase (GRIDAGG_HBASE is set)")
     p = paths(settings)
     write_conf(settings)
     cp = resolve_classpath(settings)
     _compile_tool(settings, "RegionAdmin", cp)
-    res = subprocess.run(_java_cmd(settings, "admin", cp, ["RegionAdmin", command, table, *args]), cwd=p.root,
-                         stdin=subprocess.DEVNULL, capture_output=True, timeout=600, env=_jvm_env())
+    try:
+        res = subprocess.run(_java_cmd(settings, "admin", cp, ["RegionAdmin", command, table, *args]), cwd=p.root,
+                             stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=_jvm_env())
+    except subprocess.TimeoutExpired:
+        raise LauncherError(f"{command} on table {table} not done after {timeout:.0f} s") from None
     if res.returncode != 0:
         lines = [ln.strip() for ln in (res.stderr + res.stdout).decode(errors="replace").splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "Exception" in ln and not ln.startswith("at ")),

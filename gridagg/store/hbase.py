@@ -132,9 +132,9 @@ class HBaseStore(CellStore):
         if self.settings.hbase is not None:
             return f"{table} not compacted: an external HBase compacts on its own schedule (major_compact '{table}' " \
                    "in the HBase shell does it now)"
-        from gridagg_hbase.launcher import region_admin
+        from gridagg_hbase.launcher import COMPACT_SECONDS, region_admin
 
-        region_admin(self.settings, "compact", table)
+        region_admin(self.settings, "compact", table, timeout=COMPACT_SECONDS)
         return f"{table} major-compacted"
 
     def drop_dataset(self, name: str) -> None:

@@ -117,9 +117,9 @@ class HBasePeer(Peer):
                         for i in range(s, min(s + WRITE_ROWS, len(ids)))], {})
                 n += len(ids)
         if self.settings.hbase is None:
-            from gridagg_hbase.launcher import region_admin
+            from gridagg_hbase.launcher import COMPACT_SECONDS, region_admin
 
-            region_admin(self.settings, "compact", table_name(ds.name))
+            region_admin(self.settings, "compact", table_name(ds.name), timeout=COMPACT_SECONDS)
         return n
 
     def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
