@@ -126,7 +126,7 @@ class HBaseStore(CellStore):
         files are rewritten as one, without the cells of segments that splits, merges and
         rewrites replaced (HBase keeps them, and every scan passes through them, until a
         major compaction: by default a week later). After tuning net100th (100M rows) they
-        were a third of its bytes and a fifth of the polygon question's time. An external
+        were a fifth of its bytes and of the polygon question's time. An external
         HBase is left to its own schedule."""
         table = table_name(ds.name)
         if self.settings.hbase is not None:
