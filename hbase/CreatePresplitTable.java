@@ -6,6 +6,7 @@ import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+import org.apache.hadoop.hbase.io.encoding.DataBlockEncoding;
 
 /**
  * Creates a pre-split table (Thrift1's createTable takes no split keys). Run by
@@ -13,19 +14,23 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
  */
 public class CreatePresplitTable {
   /**
-   * families: "name:maxVersions" or "name:maxVersions:blockBytes" each; splits: the start
-   * keys of the 2nd..nth regions, in hex. Returns false when the table exists already.
+   * families: "name:maxVersions", "name:maxVersions:blockBytes" (0: HBase's default) or
+   * "name:maxVersions:blockBytes:dataBlockEncoding" each; splits: the start keys of the
+   * 2nd..nth regions, in hex. Returns false when the table exists already.
    */
   public static boolean create(Connection conn, String table, String[] families, String[] splits)
       throws Exception {
     TableName name = TableName.valueOf(table);
     TableDescriptorBuilder desc = TableDescriptorBuilder.newBuilder(name);
     for (String family : families) {
-      String[] spec = family.split(":", 3);
+      String[] spec = family.split(":", 4);
       ColumnFamilyDescriptorBuilder cf = ColumnFamilyDescriptorBuilder.newBuilder(spec[0].getBytes("UTF-8"))
           .setMaxVersions(Integer.parseInt(spec[1]));
-      if (spec.length == 3) {
+      if (spec.length >= 3 && Integer.parseInt(spec[2]) > 0) {
         cf.setBlocksize(Integer.parseInt(spec[2]));
+      }
+      if (spec.length == 4) {
+        cf.setDataBlockEncoding(DataBlockEncoding.valueOf(spec[3]));
       }
       desc.setColumnFamily(cf.build());
     }

@@ -18,6 +18,7 @@ import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionLocator;
+import org.apache.hadoop.hbase.io.encoding.DataBlockEncoding;
 import org.apache.hadoop.hbase.io.hfile.CacheConfig;
 import org.apache.hadoop.hbase.io.hfile.HFile;
 import org.apache.hadoop.hbase.io.hfile.HFileContextBuilder;
@@ -87,7 +88,7 @@ public class HFileBulkLoad {
   public static void warmUp(String quorum, String port, String file) throws Exception {
     connection(quorum, port);
     Path path = new Path(file);
-    create(base(), path, HConstants.DEFAULT_BLOCKSIZE).close();
+    create(base(), path, HConstants.DEFAULT_BLOCKSIZE, DataBlockEncoding.NONE.name()).close();
     path.getFileSystem(base()).delete(path, false);
     BulkLoadHFiles.create(conf(quorum, port));
   }
@@ -111,10 +112,13 @@ public class HFileBulkLoad {
    * Run) become HFiles under dir/family/: per task, one per region, merging the task's
    * values of that region (and more when a task buffers over FLUSH_BYTES). The returned
    * Dataset holds the other rows. Every cell is stamped `ts` (gridagg.stamps); blocks of
-   * the files hold `blockBytes` (the family's block size).
+   * the files hold `blockBytes` and are encoded as `encoding` (the family's block size and
+   * data block encoding).
    */
-  public static Dataset<Row> write(Dataset<Row> in, String family, int blockBytes, String dir, long ts) {
-    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), blockBytes, ts), Encoders.row(in.schema()));
+  public static Dataset<Row> write(Dataset<Row> in, String family, int blockBytes, String encoding, String dir,
+      long ts) {
+    return in.mapPartitions(new Writer(dir, Bytes.toBytes(family), blockBytes, encoding, ts),
+        Encoders.row(in.schema()));
   }
 
   /**
@@ -122,14 +126,14 @@ public class HFileBulkLoad {
    * dir/family/name. The file holds, per cell: a 2-byte row length, the row, a 2-byte
    * qualifier length, the qualifier, a 4-byte value length and the value (big-endian
    * lengths). A file, because py4j sends a byte array as text: 0.45 s for 9 MB. Every
-   * cell is stamped `ts`; blocks hold `blockBytes`.
+   * cell is stamped `ts`; blocks hold `blockBytes`, encoded as `encoding`.
    */
-  public static void writeCells(String cells, String dir, String family, int blockBytes, String name, long ts)
-      throws Exception {
+  public static void writeCells(String cells, String dir, String family, int blockBytes, String encoding,
+      String name, long ts) throws Exception {
     Configuration conf = base();
     byte[] fam = Bytes.toBytes(family);
     ByteBuffer in = ByteBuffer.wrap(Files.readAllBytes(Paths.get(URI.create(cells))));
-    try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name), blockBytes)) {
+    try (HFile.Writer out = create(conf, new Path(dir, family + "/" + name), blockBytes, encoding)) {
       while (in.hasRemaining()) {
         byte[] row = new byte[in.getShort() & 0xffff];
         in.get(row);
@@ -142,9 +146,10 @@ public class HFileBulkLoad {
     }
   }
 
-  static HFile.Writer create(Configuration conf, Path path, int blockBytes) throws Exception {
+  static HFile.Writer create(Configuration conf, Path path, int blockBytes, String encoding) throws Exception {
     return HFile.getWriterFactory(conf, CacheConfig.DISABLED).withPath(path.getFileSystem(conf), path)
-        .withFileContext(new HFileContextBuilder().withBlockSize(blockBytes).build()).create();
+        .withFileContext(new HFileContextBuilder().withBlockSize(blockBytes)
+            .withDataBlockEncoding(DataBlockEncoding.valueOf(encoding)).build()).create();
   }
 
   public static void load(String table, String dir, String quorum, String port) throws Exception {
@@ -158,12 +163,14 @@ public class HFileBulkLoad {
     final String dir;
     final byte[] family;
     final int blockBytes;
+    final String encoding;
     final long ts;
 
-    Writer(String dir, byte[] family, int blockBytes, long ts) {
+    Writer(String dir, byte[] family, int blockBytes, String encoding, long ts) {
       this.dir = dir;
       this.family = family;
       this.blockBytes = blockBytes;
+      this.encoding = encoding;
       this.ts = ts;
     }
 
@@ -203,7 +210,7 @@ public class HFileBulkLoad {
             runs.add(run);
           }
         }
-        try (HFile.Writer out = create(conf, path, blockBytes)) {
+        try (HFile.Writer out = create(conf, path, blockBytes, encoding)) {
           while (!runs.isEmpty()) {
             Run run = runs.poll();
             out.append(run.cell(family, ts));

@@ -1,3 +1,4 @@
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -6,12 +7,16 @@ import org.apache.hadoop.hbase.HRegionLocation;
 import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptor;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.CompactionState;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionInfo;
 import org.apache.hadoop.hbase.client.RegionLocator;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+import org.apache.hadoop.hbase.io.encoding.DataBlockEncoding;
+import org.apache.hadoop.hbase.util.Bytes;
 
 /**
  * What Thrift1 cannot do to a table's regions and descriptor (run by hbase/launcher.py's
@@ -25,9 +30,12 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
  *                            whether it ran)
  *   set TABLE NAME VALUE     set a value of the table's descriptor (its regions reopen;
  *                            values named like settings override hbase-site.xml there)
- *   compact TABLE            flush the table's memstores, then major-compact it (each
- *                            region's files rewritten as one, without deleted cells);
- *                            returns when done
+ *   compact TABLE [FAMILY=ENCODING ...]
+ *                            set each family's data block encoding where it differs,
+ *                            flush the table's memstores, then major-compact it (each
+ *                            region's files rewritten as one, without deleted cells, in
+ *                            the families' encodings); returns when done, printing each
+ *                            family's encoding
  * </pre>
  * Each returns once the table's regions are online again.
  */
@@ -71,12 +79,27 @@ public class RegionAdmin {
               .setValue(args[2], args[3]).build());
           break;
         case "compact": {
+          for (int i = 2; i < args.length; i++) {
+            String[] set = args[i].split("=", 2);
+            ColumnFamilyDescriptor family = admin.getDescriptor(table).getColumnFamily(Bytes.toBytes(set[0]));
+            DataBlockEncoding encoding = DataBlockEncoding.valueOf(set[1]);
+            if (family.getDataBlockEncoding() != encoding) {
+              admin.modifyColumnFamily(table,
+                  ColumnFamilyDescriptorBuilder.newBuilder(family).setDataBlockEncoding(encoding).build());
+              waitOnline(admin, regions, table);
+            }
+          }
           admin.flush(table);
           admin.majorCompact(table);
           Thread.sleep(1000); // the request reaches the region servers before its state shows
           while (admin.getCompactionState(table) != CompactionState.NONE) { // bounded by the caller
             Thread.sleep(1000);
           }
+          List<String> encodings = new ArrayList<>();
+          for (ColumnFamilyDescriptor family : admin.getDescriptor(table).getColumnFamilies()) {
+            encodings.add(family.getNameAsString() + "=" + family.getDataBlockEncoding());
+          }
+          System.out.println(String.join(" ", encodings));
           break;
         }
         default:

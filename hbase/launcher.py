@@ -848,15 +848,21 @@ def _compile_tool(settings, class_name: str, cp: str) -> Path:
 
 def family_specs(families) -> list[str]:
     """Column families as CreatePresplitTable takes them: "name:maxVersions", then
-    ":blockBytes" for a family that sets "block_size". `families`: iterable of names, or
-    a dict name -> {"max_versions": n, "block_size": bytes} (happybase style, both optional)."""
+    ":blockBytes" (0: HBase's default) and ":encoding" for a family that sets "block_size"
+    or "data_block_encoding". `families`: iterable of names, or a dict name ->
+    {"max_versions": n, "block_size": bytes, "data_block_encoding": name} (happybase
+    style, all optional)."""
     if not isinstance(families, dict):
         return [f"{fam}:1" for fam in families]
     specs = []
     for fam, opts in families.items():
         opts = opts or {}
         spec = f"{fam}:{int(opts.get('max_versions', 1))}"
-        specs.append(spec + (f":{int(opts['block_size'])}" if "block_size" in opts else ""))
+        if "block_size" in opts or "data_block_encoding" in opts:
+            spec += f":{int(opts.get('block_size', 0))}"
+        if "data_block_encoding" in opts:
+            spec += f":{opts['data_block_encoding']}"
+        specs.append(spec)
     return specs
 
 

@@ -89,7 +89,8 @@ class BulkLoad:
 
         family = self.format.rows_family
         return DataFrame(self.jvm.HFileBulkLoad.write(df._jdf, family.decode(), self.format.block_bytes(family),
-                                                      self.dir.as_uri(), self.stamp), self.spark)
+                                                      self.format.encoding(family), self.dir.as_uri(), self.stamp),
+                         self.spark)
 
     def load(self, aggregates) -> None:
         """Write the aggregates (grid ID -> PartialAggregate), as the store's cells, into an
@@ -111,7 +112,8 @@ class BulkLoad:
                     + struct.pack(">I", len(value)) + value for row, value in cells[a:b]))
                 try:
                     self.jvm.HFileBulkLoad.writeCells(path.as_uri(), self.dir.as_uri(), family.decode(),
-                                                      self.format.block_bytes(family), f"aggregates-r{r}", self.stamp)
+                                                      self.format.block_bytes(family), self.format.encoding(family),
+                                                      f"aggregates-r{r}", self.stamp)
                 finally:
                     path.unlink()
         self.wait_for_table()

@@ -366,6 +366,29 @@ def test_row_cell_ranges_match_brute_force(settings, store, row_cells, lo, hi, b
         assert answer.aggs.aggregate(g, [0, 2], ROW_NCOLS) == column_aggregate(part, [0, 2], ROW_NCOLS)
 
 
+def test_compacting_rewrites_a_table_made_without_the_row_index_and_every_answer_stays(settings, store, unique_name):
+    """A table of an older gridagg (family r without a data block encoding) gets
+    ROW_INDEX_V1 and one file a region from compact; its grids, rewritten and thus holding
+    dead cells, answer as before."""
+    d = dataset(unique_name)
+    old = {f: {k: v for k, v in o.items() if k != "data_block_encoding"} for f, o in hbase.FAMILIES.items()}
+    launcher.create_presplit_table(settings, table_name(d.name), old, hbase.SPLITS)
+    try:
+        rng = np.random.default_rng(12)
+        gids = grid_ids([10, 40, 90, 200])
+        for _ in range(2):  # the second write replaces the first: cells for the compaction to drop
+            rows = [rng.integers(-60, 60, (40, NCOLS)) for _ in gids]
+            for g, r in zip(gids, rows):
+                store.put_grids(d, [(grid_prefix(g), [b"e%d" % i for i in range(40)], r)])
+        request = ScanRequest(gids, [RangeCondition(1, -20, 30)], COLUMNS)
+        expected = brute(np.concatenate([matching(r, request.conditions) for r in rows]), COLUMNS)
+        assert store.scan(d, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected
+        assert store.compact(d) == f"{table_name(d.name)} major-compacted (a=NONE r=ROW_INDEX_V1)"
+        assert store.scan(d, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected
+    finally:
+        store.drop_dataset(d.name)
+
+
 def test_a_table_without_the_observer_is_read_client_side(settings, store, fresh_ds, caplog):
     """An HBase whose regions do not load GridScanObserver (here: the table's own
     setting switches coprocessors off) gets the same answers, read through Thrift, after

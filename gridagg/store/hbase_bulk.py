@@ -44,6 +44,10 @@ class HBaseBulkFormat:
         """The HFile block size of the table's column family `family`."""
         return FAMILIES[family.decode()].get("block_size", DEFAULT_BLOCK_BYTES)
 
+    def encoding(self, family: bytes) -> str:
+        """The data block encoding of the table's column family `family` (HBase's name)."""
+        return FAMILIES[family.decode()].get("data_block_encoding", "NONE")
+
     def split_keys(self) -> list[bytes]:
         """The start keys of a new table's regions after the first."""
         return list(SPLITS)
