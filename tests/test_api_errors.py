@@ -229,6 +229,13 @@ def test_other_bodies_say_what_they_must_be(client, dataset, path, send, field, 
     assert body["detail"] == detail
 
 
+@pytest.mark.parametrize("field", ["step", "window"])
+def test_a_step_or_window_longer_than_the_time_domain_is_refused(client, dataset, field):
+    body = {"aggregates": ["count"], "step": "1d", field: 2**63}  # found by the schema fuzz test: a 500 before
+    detail = assert_problem(client.post(f"/v1/datasets/{dataset.name}/series", json=body), 400, field)["detail"]
+    assert detail.startswith(f"{field} ({2**63}s) is longer than dimension ")
+
+
 def test_definitions_say_what_they_must_be(client):
     def detail(definition):
         return assert_problem(client.post("/v1/datasets", json=definition, headers=AUTH), 400)["detail"]
