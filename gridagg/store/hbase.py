@@ -125,7 +125,7 @@ class HBaseStore(CellStore):
             else:
                 # Thrift1 cannot pre-split; an external cluster splits regions as they grow.
                 conn.create_table(table_name(ds.name), {
-                    family: {k: v for k, v in opts.items() if k in ("max_versions",)} for family, opts in FAMILIES.items()})
+                    family: {"max_versions": opts["max_versions"]} for family, opts in FAMILIES.items()})
 
     def compact(self, ds: Dataset) -> str:
         """Major-compacts the dataset's table and returns once it is done: each region's
