@@ -216,13 +216,12 @@ class SeriesSpec:
             raise InvalidInput("step is required, e.g. '1d'", field="step")
         step = parse_duration(step, "step")
         window = parse_duration(window, "window") if window is not None else step
-        span = tcol.enc_hi - tcol.enc_lo + 1
-        for name, seconds in (("step", step), ("window", window)):
-            if seconds > span:  # one bucket already holds the domain; past it, no int64 holds the buckets
-                raise InvalidInput(f"{name} ({seconds}s) is longer than dimension {tcol.name}'s domain "
-                                   f"({span}s)", field=name)
         if window % step:
             raise InvalidInput(f"window ({window}s) must be a whole number of steps ({step}s)", field="window")
+        if limits is not None and limits.max_points is not None and window // step > limits.max_points:
+            # The walk keeps a bucket per step of the window: as many as points would be.
+            raise WorkLimitExceeded(f"the window is {window // step} steps wide, more than the limit of "
+                                    f"{limits.max_points}; use a larger step or a shorter window", field="window")
         spec = QuerySpec.parse(ds, where, aggregates, region, limits)
         tlo, thi = spec.box[t]
         first = tcol.encode_bound(start, upper=False) if start is not None else max(tlo, tcol.enc_lo)

@@ -38,6 +38,9 @@ MAX_ENCODED = 2**53 - 1
 TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # A duration as text: a whole number and a unit of TIME_UNITS ("360d", "12h").
 DURATION = r"^\s*([0-9]+)\s*([smhd])\s*$"
+# The longest duration: 10,000 years of seconds. A series' bucket arithmetic runs in int64
+# (the kernels, the region servers), where a step near 2**63 would wrap.
+MAX_DURATION = 10_000 * 366 * 86400
 # Rounding policies of number columns, as the decimal module's modes ("half_up": ties
 # away from zero). "refuse" (the default) rounds nothing.
 ROUNDINGS = {"half_even": ROUND_HALF_EVEN, "half_up": ROUND_HALF_UP, "floor": ROUND_FLOOR, "ceil": ROUND_CEILING}
@@ -87,13 +90,17 @@ def parse_timestamp(value: object, field_name: str) -> datetime:
 
 
 def parse_duration(value: object, field_name: str) -> int:
-    """Seconds from an int or text such as '360d', '12h', '90m', '30s'."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str):
+    """Seconds from an int or text such as '360d', '12h', '90m', '30s', at most MAX_DURATION."""
+    seconds = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, str):
         m = re.match(DURATION, value)
-        if m and int(m.group(1)) > 0:
-            return int(m.group(1)) * TIME_UNITS[m.group(2)]
+        seconds = int(m.group(1)) * TIME_UNITS[m.group(2)] if m else None
+    if seconds is not None and seconds > MAX_DURATION:
+        raise InvalidInput(f"{field_name}: {value!r} is longer than {MAX_DURATION}s (10,000 years)", field=field_name)
+    if seconds is not None and seconds > 0:
+        return seconds
     raise InvalidInput(
         f"{field_name}: {value!r} is not a positive duration like '360d' or seconds",
         field=field_name,

@@ -14,14 +14,14 @@ from typing import Annotated, Union
 
 from pydantic import BeforeValidator, ConfigDict, Field, Json
 
-from gridagg.schema import DURATION
+from gridagg.schema import DURATION, MAX_DURATION
 
 from .common import Aggregates, Answer, Deadline, Dimension, Explain, Range, Request, Value, Where
 from .geojson import Region
 
-Duration = Annotated[Union[Annotated[int, Field(gt=0)], Annotated[str, Field(pattern=DURATION)]],
+Duration = Annotated[Union[Annotated[int, Field(gt=0, le=MAX_DURATION)], Annotated[str, Field(pattern=DURATION)]],
                      Field(description="a duration: whole seconds above 0, or a number and a unit (s, m, h, d) "
-                                       "such as '1d', '6h', '90m'")]
+                                       "such as '1d', '6h', '90m'; at most 10,000 years")]
 Time = Annotated[Union[str, int, float], Field(
     description="a time: an ISO 8601 timestamp (UTC when it names no zone), or seconds since 1970")]
 
