@@ -179,6 +179,16 @@ def last_of_each(eids, values: np.ndarray):
     return eids.take(keep), values[keep.to_numpy()]
 
 
+def holds_any(segments, eids) -> bool:
+    """Whether any of eids (an Arrow binary array) is an element ID of these segments'
+    rows: read from their IDs alone, no row decoded."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stored = [id_array(s) for s in segments]
+    return bool(stored) and pc.any(pc.is_in(eids, value_set=pa.concat_arrays(stored))).as_py() is True
+
+
 def rows_of(segments) -> dict[bytes, np.ndarray]:
     """Element ID -> row of every row in these segments (later segments win)."""
     out: dict[bytes, np.ndarray] = {}

@@ -225,8 +225,8 @@ class EmbeddedStore(CellStore):
         are stored already (then one rewritten segment)."""
         eids = segments.element_ids(eids)
         present = self._segments(txn.cursor(), prefix)
-        stored = self._rows_of(present) if present else {}
-        if stored and (len(present) >= MAX_SEGMENTS or any(e in stored for e in eids.to_pylist())):
+        if present and (len(present) >= MAX_SEGMENTS or segments.holds_any((v for _, v in present), eids)):
+            stored = self._rows_of(present)
             stored.update(zip(eids.to_pylist(), values))
             self._rewrite(txn, prefix, present, stored)
             return
