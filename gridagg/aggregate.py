@@ -202,12 +202,13 @@ class AggArrays:
         have = [i for i, b in enumerate(blobs) if b is not None]
         if not have:
             return out
-        rec = np.frombuffer(b"".join(bytes(blobs[i]) for i in have), dtype=_record(ncols))
+        whole = len(have) == len(blobs)  # a tree's grids all have one: no gather, no scatter
+        rec = np.frombuffer(b"".join(blobs if whole else [blobs[i] for i in have]), dtype=_record(ncols))
         high, low = rec["sums"]["high"], rec["sums"]["low"]
         if (np.abs(high) >= 2**31).any():  # sums beyond 2**95: the exact, slow way
             return cls.of_aggregates([PartialAggregate.empty(ncols) if b is None else PartialAggregate.unpack(b, ncols)
                                       for b in blobs], ncols)
-        idx = np.array(have)
+        idx = slice(None) if whole else np.array(have)
         present = rec["present"]
         out.count[idx] = rec["count"]
         out.present[idx] = present

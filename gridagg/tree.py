@@ -163,8 +163,7 @@ class TreeState:
         if depth.max() > 62:  # deeper than a heap index holds: grow it the general way
             return _empty(ds, 0).grown(ds, version, incarnation, leaves, None, store)
         heap = np.fromiter((int("1" + g[1:], 2) for g in ids_in), np.int64, n_leaves)
-        nodes = np.unique(np.concatenate([heap >> k for k in range(int(depth.max()) + 1)]))
-        nodes = nodes[nodes > 0]
+        nodes = np.unique(np.concatenate([heap, _inner_nodes(heap, depth)]))
         n = len(nodes)
         at = lambda keys: np.searchsorted(nodes, keys)  # noqa: E731 - position of present keys
         leaf_at = at(heap)
@@ -330,6 +329,24 @@ class TreeState:
         step = (self.version, None if touched is None else tuple(touched) + tuple(new))
         return TreeState(version, incarnation, ids, index, lo, hi, dlo, dhi, left, right, parent, leaves_below,
                          aggs, (self.history + (step,))[-HISTORY:])
+
+
+def _inner_nodes(heap: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The inner grids of a tree whose leaves are `heap` (heap indices at `depth`), every
+    inner grid having two children: in the leaves' left-to-right order, the grid between
+    two neighbours is their lowest common ancestor, the longest common prefix of their
+    paths. (The ancestors of each leaf, one level at a time, took a 100M-row dataset's
+    173k leaves 0.5-1.1 s to sort out; this is one sort of the leaves.)"""
+    order = np.argsort(heap << (int(depth.max()) - depth))  # left-aligned paths sort as the leaves lie
+    a, b = heap[order[:-1]], heap[order[1:]]
+    da, db = depth[order[:-1]], depth[order[1:]]
+    d = np.minimum(da, db)
+    a, b = a >> (da - d), b >> (db - d)
+    diff = a ^ b  # > 0: no leaf is another's ancestor
+    top = np.zeros(len(diff), np.int64)  # the highest set bit of diff
+    for step in (32, 16, 8, 4, 2, 1):
+        top += step * ((diff >> (top + step)) != 0)
+    return a >> (top + 1)
 
 
 def _empty(ds: Dataset, n: int) -> TreeState:
