@@ -138,3 +138,14 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step, bud
     # Conservative leaves are reached too, empty or not: only a polygon (or a budget) makes them.
     reached = int(tally[1:].sum())
     assert reached >= ns + empty and (polygon is not None or budget >= 0 or reached == ns + empty)
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees())
+def test_a_built_tree_holds_every_ancestor_of_its_leaves_and_no_other_grid(tree_leaves):
+    tree, leaves = tree_leaves
+    assert sorted(tree.ids) == sorted({g[:k] for g in leaves for k in range(1, len(g) + 1)})
+    for i, g in enumerate(tree.ids):
+        assert (tree.left[i] == -1) == (g in leaves)
+        if tree.left[i] != -1:
+            assert (tree.ids[tree.left[i]], tree.ids[tree.right[i]]) == (g + "0", g + "1")
