@@ -3,7 +3,7 @@ servers and tokens, and the limits of one request.
 
 max_body_bytes  largest accepted request body; larger -> 413
 max_scan_rows   most raw rows one request may scan; more -> 422 asking to narrow the query
-max_points      most points one series request may return
+max_points      most points one series request may return, and steps its window may span
 max_grids       most leaves one request may touch or list
 max_vertices    most vertices of one request's polygon region
 Beyond a limit a request gets 422 naming it (gridagg.errors.WorkLimitExceeded).

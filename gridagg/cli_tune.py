@@ -186,7 +186,7 @@ def add_tune(sub) -> None:
                    help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
                    help="measure the models now (scratch datasets per store: about 1.5 minutes on the embedded store, "
-                        "15 s on HBase) and store them "
+                        "20 s on HBase) and store them "
                         f"in the data dir ({costmodel.FILE})")
     p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
                    help="rows of each scratch dataset (default: 1,000,000 on the embedded store, about 1.5 minutes; "

@@ -194,7 +194,7 @@ class Settings:
                     "asking to narrow the query", _positive, topic="http")
     # The three below keep one request under a second of CPU at 10M rows (README: Limits of
     # one request, with the measurements).
-    max_points: int = _setting(10_000, "most points one HTTP series request may return; more gets 422",
+    max_points: int = _setting(10_000, "most points one HTTP series request may return, and steps its window may span; more gets 422",
                                _positive, topic="http")
     max_grids: int = _setting(16_000, "most leaves one HTTP request may touch or list; more gets 422",
                               _positive, topic="http")

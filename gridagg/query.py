@@ -219,7 +219,7 @@ class SeriesSpec:
         if window % step:
             raise InvalidInput(f"window ({window}s) must be a whole number of steps ({step}s)", field="window")
         if limits is not None and limits.max_points is not None and window // step > limits.max_points:
-            # The walk keeps a bucket per step of the window: as many as points would be.
+            # A series reads points + window/step - 1 buckets: a wide window costs as points do.
             raise WorkLimitExceeded(f"the window is {window // step} steps wide, more than the limit of "
                                     f"{limits.max_points}; use a larger step or a shorter window", field="window")
         spec = QuerySpec.parse(ds, where, aggregates, region, limits)
