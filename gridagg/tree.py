@@ -185,6 +185,14 @@ class TreeState:
             lo[i] = np.minimum(lo[left[i]], lo[right[i]])
             hi[i] = np.maximum(hi[left[i]], hi[right[i]])
             leaves_below[i] = leaves_below[left[i]] + leaves_below[right[i]]
+        # Kept in preorder (a grid, its left subtree, its right): the walk, depth first, then
+        # reads the arrays nearly in order. In heap order it took twice as long (16 ms against
+        # 8 for a 100M-row dataset's 173k leaves), mostly waiting on memory.
+        order = np.lexsort((level, nodes << (int(level.max()) - level)))
+        new_at = np.empty(n + 1, np.int64)  # old position -> new; slot n stands for -1
+        new_at[order], new_at[n] = np.arange(n), -1
+        nodes, lo, hi, leaves_below = nodes[order], lo[order], hi[order], leaves_below[order]
+        left, right, parent = (new_at[a[order]] for a in (left, right, parent))
         ids = ["0" + format(int(k), "b")[1:] for k in nodes.tolist()]
         aggs = store.get_aggregate_arrays(ds, ids)
         dlo, dhi = aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy()

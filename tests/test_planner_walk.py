@@ -142,9 +142,9 @@ def test_walk_settles_every_touched_leaf_once(tree_leaves, q, polygon, step, bud
 
 @settings(max_examples=200, deadline=None)
 @given(trees())
-def test_a_built_tree_holds_every_ancestor_of_its_leaves_and_no_other_grid(tree_leaves):
+def test_a_built_tree_holds_every_ancestor_of_its_leaves_in_preorder_and_no_other_grid(tree_leaves):
     tree, leaves = tree_leaves
-    assert sorted(tree.ids) == sorted({g[:k] for g in leaves for k in range(1, len(g) + 1)})
+    assert tree.ids == sorted({g[:k] for g in leaves for k in range(1, len(g) + 1)})  # sorted IDs: preorder
     for i, g in enumerate(tree.ids):
         assert (tree.left[i] == -1) == (g in leaves)
         if tree.left[i] != -1:
