@@ -179,7 +179,7 @@ class TreeState:
         leaves_below = np.zeros(n, np.int64)
         leaves_below[leaf_at] = 1
         # Deepest level first: a grid's box is its children's hull, its leaves theirs.
-        level = np.floor(np.log2(nodes)).astype(np.int64)
+        level = _top_bit(nodes)
         for d in range(int(level.max()), -1, -1):
             i = np.flatnonzero((level == d) & inner)
             lo[i] = np.minimum(lo[left[i]], lo[right[i]])
@@ -350,11 +350,16 @@ def _inner_nodes(heap: np.ndarray, depth: np.ndarray) -> np.ndarray:
     da, db = depth[order[:-1]], depth[order[1:]]
     d = np.minimum(da, db)
     a, b = a >> (da - d), b >> (db - d)
-    diff = a ^ b  # > 0: no leaf is another's ancestor
-    top = np.zeros(len(diff), np.int64)  # the highest set bit of diff
+    return a >> (_top_bit(a ^ b) + 1)  # a ^ b > 0: no leaf is another's ancestor
+
+
+def _top_bit(x: np.ndarray) -> np.ndarray:
+    """The position of the highest set bit of each x > 0 (a heap index's depth), in
+    integers: exact at every depth a heap index holds, where a double's log2 is not."""
+    top = np.zeros(len(x), np.int64)
     for step in (32, 16, 8, 4, 2, 1):
-        top += step * ((diff >> (top + step)) != 0)
-    return a >> (top + 1)
+        top += step * ((x >> (top + step)) != 0)
+    return top
 
 
 def _empty(ds: Dataset, n: int) -> TreeState:

@@ -149,3 +149,21 @@ def test_a_built_tree_holds_every_ancestor_of_its_leaves_in_preorder_and_no_othe
         assert (tree.left[i] == -1) == (g in leaves)
         if tree.left[i] != -1:
             assert (tree.ids[tree.left[i]], tree.ids[tree.right[i]]) == (g + "0", g + "1")
+
+
+def test_a_deep_tree_s_grids_are_their_childrens_hull():
+    # Time split again and again at its newest end: the rightmost path 60 levels deep,
+    # its heap indices past what a double holds exactly.
+    (t_lo, t_hi), *space = DOMAIN
+    leaves = {"0" + "1" * k + "0": [(t_lo + k, t_lo + k), *space] for k in range(60)}
+    leaves["0" + "1" * 60] = [(t_lo + 60, t_hi), *space]
+    box_of = lambda i: [tuple(map(int, b)) for b in zip(tree.lo[i], tree.hi[i])]  # noqa: E731
+    rows = [(g, 0, *[v for b in box for v in b]) for g, box in leaves.items()]
+    tree = TreeState.build(DS, 1, None, rows, NoAggregates())
+    for i, g in enumerate(tree.ids):
+        if g in leaves:
+            assert box_of(i) == leaves[g]
+        else:
+            kids = [tree.left[i], tree.right[i]]
+            assert (tree.lo[i] == tree.lo[kids].min(axis=0)).all() and (tree.hi[i] == tree.hi[kids].max(axis=0)).all()
+    assert box_of(tree.root) == list(DOMAIN)
