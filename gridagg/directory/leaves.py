@@ -54,10 +54,13 @@ def table(name: str) -> sql.Identifier:
 
 
 def corners(ds: Dataset) -> sql.Composable:
-    """The leaves' (alias g) box corners as numbers, lo and hi of each dimension in order
-    (xlo, xhi, ylo, yhi per box column): no text to parse."""
+    """The leaves' (alias g) box corners as integers, lo and hi of each dimension in order
+    (xlo, xhi, ylo, yhi per box column). Cast in the server (exact: stored values are
+    within 2**53): a tree's 88k leaves come back in 0.21 s, against 0.38-0.49 as floats,
+    and need no conversion after."""
     return sql.SQL(", ").join(
-        sql.SQL("(g.{c}[1])[0], (g.{c}[0])[0], (g.{c}[1])[1], (g.{c}[0])[1]").format(c=sql.Identifier(c))
+        sql.SQL("(g.{c}[1])[0]::bigint, (g.{c}[0])[0]::bigint, (g.{c}[1])[1]::bigint, (g.{c}[0])[1]::bigint")
+        .format(c=sql.Identifier(c))
         for c in box_columns(ds.ndim))
 
 
@@ -70,7 +73,7 @@ def leaf_rows(ds: Dataset, rows) -> list[tuple]:
     """(grid_id, next_dim, lo_0, hi_0, ...) per leaf, from rows of grid_id, next_dim and
     the corners (the last dimension of an odd count dropped)."""
     n = 2 + 2 * ds.ndim
-    return [tuple(r[:2]) + tuple(int(v) for v in r[2:n]) for r in rows]
+    return [tuple(r[:n]) for r in rows]
 
 
 class Leaves:
