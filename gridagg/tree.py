@@ -234,6 +234,31 @@ class TreeState:
                          aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy(), *(a[k] for k in _LINKS), aggs,
                          ((0, None),))
 
+    def in_preorder(self) -> "TreeState":
+        """This tree with its grids in preorder, as a whole load keeps them (see build),
+        or itself when they are. A refresh appends the grids it adds, out of the walk's
+        order: on a 100M-row tree tuned in place (378k grids) the polygon over most
+        stations took 139 ms in that order, 115 in preorder."""
+        n = self.n
+        # A grid's place: its parent's, plus one, plus (a right child) its left sibling's
+        # subtree, 2 * leaves - 1 grids in a tree where every inner grid has two children.
+        depth = np.fromiter(map(len, self.ids), np.int64, n)
+        place = np.zeros(n, np.int64)
+        for d in range(2, int(depth.max()) + 1):
+            i = np.flatnonzero(depth == d)
+            p = self.parent[i]
+            right = self.right[p] == i
+            place[i] = place[p] + 1 + right * (2 * self.leaves_below[self.left[p]] - 1)
+        if (place == np.arange(n)).all():
+            return self
+        order = np.empty(n, np.int64)
+        order[place] = np.arange(n)
+        at = np.append(place, -1)  # old position -> new; slot n stands for -1
+        ids = [self.ids[k] for k in order.tolist()]
+        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(n))), self.lo[order],
+                         self.hi[order], self.dlo[order], self.dhi[order], at[self.left[order]], at[self.right[order]],
+                         at[self.parent[order]], self.leaves_below[order], self.aggs.take(order), self.history)
+
     def merged(self, grid_ids: list[str]) -> "TreeState":
         """This tree with each inner grid of `grid_ids` made a leaf holding the rows below
         it (gridagg.merge), the grids below gone; aggregates and boxes are a merge's
@@ -495,10 +520,10 @@ class TreeCache:
             if changes.incarnation == state.incarnation and changes.complete and not rebuilt:
                 if changes.version != state.version:
                     base = state.merged(merged) if merged else state
-                    held.state = base.grown(ds, changes.version, state.incarnation,
-                                            [leaf for leaf in changes.leaves if leaf[0] not in base.index],
-                                            changes.touched, self.store)
-                    self._keep(ds.name, held.state, TREE_FILE_SECONDS)
+                    held.state = self._keep(ds.name, base.grown(ds, changes.version, state.incarnation,
+                                                                [leaf for leaf in changes.leaves
+                                                                 if leaf[0] not in base.index],
+                                                                changes.touched, self.store), TREE_FILE_SECONDS)
                 held.confirm(mark)
                 self._held[ds.name] = held
                 return held.state
@@ -518,21 +543,25 @@ class TreeCache:
         """The tree file of dataset `name` (self.files is not None)."""
         return self.files / f"{name}.npz"
 
-    def _keep(self, name: str, state: TreeState, age: float) -> None:
-        """Write the dataset's tree file from `state` unless it is younger than `age` seconds."""
+    def _keep(self, name: str, state: TreeState, age: float) -> TreeState:
+        """Write the dataset's tree file from `state` unless it is younger than `age` seconds.
+        Returns the state to hold: when the file is written, `state` in preorder, so that
+        the writer and every process starting from the file walk it in order again."""
         if self.files is None or not state.n:
-            return
+            return state
         path = self._file(name)
         try:
             if age and time.time() - path.stat().st_mtime < age:
-                return
+                return state
         except FileNotFoundError:
             pass
+        state = state.in_preorder()
         try:
             self.files.mkdir(exist_ok=True)
             state.write(path)
         except OSError as exc:  # only a cache: the tree in memory is current all the same
             log.warning("the tree file of %s was not written (%s): new processes load the tree whole", name, exc)
+        return state
 
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most

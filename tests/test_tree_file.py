@@ -14,7 +14,8 @@ from tune_support import BOXES, DIMENSIONS, MEASURES, holds_exactly, insert, mod
 from gridagg.directory import changes
 from gridagg.merge import tune
 from gridagg.schema import Dataset
-from gridagg.tree import TreeCache
+from gridagg import tree as tree_module
+from gridagg.tree import TreeCache, TreeState
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
 
@@ -50,6 +51,29 @@ def test_a_new_process_starts_from_the_tree_file_and_catches_up(engine, unique_n
     finally:
         engine.drop_dataset(ds.name)
     assert not kept.exists(), "the drop left the tree file"
+
+
+def test_a_tree_grown_by_refreshes_is_put_back_in_preorder_when_its_file_is_written(engine, unique_name,
+                                                                                    monkeypatch):
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        rng = np.random.default_rng(26)
+        rows = random_rows(rng, 300)
+        insert(engine, ds, rows, "a")
+        engine.trees.tree(ds)  # a whole load: in preorder
+        for batch, due in (("b", False), ("c", True)):
+            monkeypatch.setattr(tree_module, "TREE_FILE_SECONDS", 0 if due else 3600)
+            more = random_rows(rng, 1500)
+            insert(engine, ds, more, batch)  # leaves split: the refresh appends their grids
+            rows = np.concatenate([rows, more])
+            held = engine.trees.tree(ds)
+            assert (held.ids == sorted(held.ids)) == due, "the walk's order before the file was due, or not after"
+            same_tree(held, whole_load(engine, ds))
+        kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
+        assert kept.ids == sorted(kept.ids) and kept.version == held.version
+        holds_exactly(engine, ds, rows, BOXES)
+    finally:
+        engine.drop_dataset(ds.name)
 
 
 def test_a_tree_file_out_of_the_change_logs_reach_is_passed_over(engine, unique_name, monkeypatch):
