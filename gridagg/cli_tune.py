@@ -84,23 +84,27 @@ def _tune_dataset(settings: Settings, name: str, apply: bool) -> int:
                 changed = changed or (apply and bool(adapted.changes))
                 if not apply or adapted.still:
                     if changed:
-                        _compact(engine, name)
+                        _after_tuning(engine, name)
                     return 0
         merges, target = tune(engine, name, model, apply)
         print(f"{name}: no questions sampled by a serving process yet (its online tuner keeps them, "
               "GRIDAGG_TUNE_EVERY): merging by the leaves' sizes alone")
         _print_merges(name, model, merges, target, apply)
         if apply and merges:
-            _compact(engine, name)
+            _after_tuning(engine, name)
     return 0
 
 
-def _compact(engine, name: str) -> None:
-    """The store rewritten without the rows the tuning replaced (gridagg.store.base.CellStore.compact)."""
+def _after_tuning(engine, name: str) -> None:
+    """The store rewritten without the rows the tuning replaced (gridagg.store.base.CellStore.compact),
+    and the tree kept for new processes in its walk's order (gridagg.tree.TreeCache.keep)."""
     started = time.perf_counter()
     print(f"{name}: compacting what the tuning replaced ...", flush=True)
     done = engine.store.compact(engine.dataset(name))
     print(f"{name}: {done or 'nothing to compact on this store'} ({time.perf_counter() - started:.1f} s)")
+    started = time.perf_counter()
+    engine.trees.keep(engine.dataset(name))
+    print(f"{name}: tree kept for new processes ({time.perf_counter() - started:.1f} s)")
 
 
 def _print_adapted(name: str, adapted, apply: bool) -> None:

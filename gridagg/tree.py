@@ -438,8 +438,9 @@ class TreeCache:
     through the change log like any holder of the tree, instead of a whole load (every
     leaf from PostgreSQL, every aggregate from the store: 4.6-6.0 s for 173k leaves at
     100M rows, against 0.5-1.1 s from the file). A process writes it after a whole load
-    (a bulk load ends with one, for this), and again at a change once it is
-    TREE_FILE_SECONDS old, while the change log still reaches back to it. The file is
+    (a bulk load ends with one, for this), at the end of a tuning (keep), and again at a
+    change once it is TREE_FILE_SECONDS old, while the change log still reaches back to
+    it; always with the grids in preorder, the walk's order. The file is
     only ever a cache: one the log no longer reaches back to, a damaged one, or one of a
     dataset dropped and made again is passed over; one that cannot be written is logged.
 
@@ -538,6 +539,17 @@ class TreeCache:
         self._load_whole.discard(ds.name)
         self._keep(ds.name, state, 0.0)
         return state
+
+    def keep(self, ds: Dataset) -> None:
+        """Keep the dataset's tree as it now is, in preorder, in this host's tree file, and
+        hold it so. For the end of a tuning: its refreshes appended the grids they added
+        (see TreeState.in_preorder), and a process starting from an older file would
+        append them again as it caught up."""
+        state = self.tree(ds)
+        held = self._held.get(ds.name)
+        kept = self._keep(ds.name, state, 0.0)
+        if held is not None and held.state is state:
+            held.state = kept
 
     def _file(self, name: str) -> Path:
         """The tree file of dataset `name` (self.files is not None)."""

@@ -224,6 +224,8 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
         # As `gridagg tune` does: HBase's scans otherwise pass through every cell the splits
         # and merges replaced until its weekly major compaction.
         compacted = engine.store.compact(engine.dataset(name)) if changes else None
+        if changes:
+            engine.trees.keep(engine.dataset(name))
     out = {"questions": len(sample), "rounds": rounds, "changes": changes, "leaves_before": before,
            "leaves_after": after, "seconds": tuned - t0, "compacted": compacted,
            "compact_seconds": time.perf_counter() - tuned}

@@ -36,6 +36,7 @@ from gridagg.costmodel import CostModel
 from gridagg.online import OnlineTuner
 from gridagg.questions import QuestionSample
 from gridagg.schema import Dataset
+from gridagg.tree import TreeState
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 40, "n_threshold": 400}}
 # A store on which a cut grid costs as much as 2 rows: leaves that small boxes cut are
@@ -365,6 +366,10 @@ def test_gridagg_tune_prices_the_sampled_questions_prints_what_it_split_and_comp
                          else "nothing to compact")
             assert compacted in done.stdout
             assert len(engine.leaves(ds.name)) > 1
+            # New processes start from the tuned tree, in the walk's order (TreeCache.keep).
+            assert "tree kept for new processes" in done.stdout
+            kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
+            assert kept.ids == sorted(kept.ids) and kept.leaf_count == len(engine.leaves(ds.name))
             for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
                 assert answer(engine, ds.name, box) == brute(rows, box)
         finally:
