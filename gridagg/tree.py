@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 RECONFIRM_SECONDS = 1.0
 # Refreshes a TreeState remembers (TreeState.history).
 HISTORY = 16
+# A refresh appends the grids it adds, out of the walk's order (TreeState.in_preorder): a
+# process puts its tree back in preorder once they are more than this share of it.
+OUT_OF_ORDER_SHARE = 1 / 8
 # A tree file older than this is written again at the next change: a process can catch up
 # from it only while the change log reaches back to its version.
 TREE_FILE_SECONDS = CHANGE_LOG_SECONDS / 2
@@ -413,7 +416,13 @@ class _Held:
 
     def __init__(self, state: TreeState, mark: tuple):
         self.state = state
+        self.ordered = state.n  # grids of the last state held in preorder (built or kept so)
         self.confirm(mark)
+
+    def hold(self, state: TreeState, ordered: bool) -> None:
+        self.state = state
+        if ordered:
+            self.ordered = state.n
 
     def current(self, mark: tuple) -> bool:
         """Whether the tree can answer without asking PostgreSQL: the board's epoch has
@@ -440,7 +449,9 @@ class TreeCache:
     100M rows, against 0.5-1.1 s from the file). A process writes it after a whole load
     (a bulk load ends with one, for this), at the end of a tuning (keep), and again at a
     change once it is TREE_FILE_SECONDS old, while the change log still reaches back to
-    it; always with the grids in preorder, the walk's order. The file is
+    it; always with the grids in preorder, the walk's order (a process also puts the
+    tree it holds back in that order once a share of OUT_OF_ORDER_SHARE was appended by
+    refreshes). The file is
     only ever a cache: one the log no longer reaches back to, a damaged one, or one of a
     dataset dropped and made again is passed over; one that cannot be written is logged.
 
@@ -521,10 +532,14 @@ class TreeCache:
             if changes.incarnation == state.incarnation and changes.complete and not rebuilt:
                 if changes.version != state.version:
                     base = state.merged(merged) if merged else state
-                    held.state = self._keep(ds.name, base.grown(ds, changes.version, state.incarnation,
-                                                                [leaf for leaf in changes.leaves
-                                                                 if leaf[0] not in base.index],
-                                                                changes.touched, self.store), TREE_FILE_SECONDS)
+                    state = base.grown(ds, changes.version, state.incarnation,
+                                       [leaf for leaf in changes.leaves if leaf[0] not in base.index],
+                                       changes.touched, self.store)
+                    due = self._due(ds.name, TREE_FILE_SECONDS)
+                    reorder = due or state.n - held.ordered > OUT_OF_ORDER_SHARE * state.n
+                    held.hold(state.in_preorder() if reorder else state, reorder)
+                    if due:
+                        self._write(ds.name, held.state)
                 held.confirm(mark)
                 self._held[ds.name] = held
                 return held.state
@@ -537,43 +552,45 @@ class TreeCache:
         self._held[ds.name] = _Held(state, mark)
         self._loads[ds.name] = (time.perf_counter() - started, len(leaves))
         self._load_whole.discard(ds.name)
-        self._keep(ds.name, state, 0.0)
+        if self._due(ds.name, 0.0):
+            self._write(ds.name, state)
         return state
 
     def keep(self, ds: Dataset) -> None:
         """Keep the dataset's tree as it now is, in preorder, in this host's tree file, and
-        hold it so. For the end of a tuning: its refreshes appended the grids they added
-        (see TreeState.in_preorder), and a process starting from an older file would
-        append them again as it caught up."""
-        state = self.tree(ds)
+        hold it so. For the end of a tuning: its refreshes appended the grids they added,
+        and a process starting from an older file would append them again as it caught
+        up."""
+        state = self.tree(ds).in_preorder()
         held = self._held.get(ds.name)
-        kept = self._keep(ds.name, state, 0.0)
-        if held is not None and held.state is state:
-            held.state = kept
+        if held is not None and held.state.version == state.version:
+            held.hold(state, True)
+        if self._due(ds.name, 0.0):
+            self._write(ds.name, state)
 
     def _file(self, name: str) -> Path:
         """The tree file of dataset `name` (self.files is not None)."""
         return self.files / f"{name}.npz"
 
-    def _keep(self, name: str, state: TreeState, age: float) -> TreeState:
-        """Write the dataset's tree file from `state` unless it is younger than `age` seconds.
-        Returns the state to hold: when the file is written, `state` in preorder, so that
-        the writer and every process starting from the file walk it in order again."""
-        if self.files is None or not state.n:
-            return state
-        path = self._file(name)
+    def _due(self, name: str, age: float) -> bool:
+        """Whether the dataset's tree file is to be written: this process keeps one, and it
+        is missing or at least `age` seconds old."""
+        if self.files is None:
+            return False
         try:
-            if age and time.time() - path.stat().st_mtime < age:
-                return state
+            return not age or time.time() - self._file(name).stat().st_mtime >= age
         except FileNotFoundError:
-            pass
-        state = state.in_preorder()
+            return True
+
+    def _write(self, name: str, state: TreeState) -> None:
+        """The dataset's tree file from `state` (held in preorder: see TreeState.in_preorder)."""
+        if not state.n:
+            return
         try:
             self.files.mkdir(exist_ok=True)
-            state.write(path)
+            state.write(self._file(name))
         except OSError as exc:  # only a cache: the tree in memory is current all the same
             log.warning("the tree file of %s was not written (%s): new processes load the tree whole", name, exc)
-        return state
 
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most

@@ -53,21 +53,23 @@ def test_a_new_process_starts_from_the_tree_file_and_catches_up(engine, unique_n
     assert not kept.exists(), "the drop left the tree file"
 
 
-def test_a_tree_grown_by_refreshes_is_put_back_in_preorder_when_its_file_is_written(engine, unique_name,
-                                                                                    monkeypatch):
+def test_a_tree_grown_by_refreshes_is_put_back_in_preorder_as_it_drifts_and_in_its_file(engine, unique_name,
+                                                                                         monkeypatch):
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
     try:
         rng = np.random.default_rng(26)
         rows = random_rows(rng, 300)
         insert(engine, ds, rows, "a")
         engine.trees.tree(ds)  # a whole load: in preorder
-        for batch, due in (("b", False), ("c", True)):
+        # (batch, file due, share of grids out of order the process bears, in preorder after)
+        for batch, due, share, ordered in (("b", False, 100, False), ("c", False, 1 / 8, True), ("d", True, 100, True)):
             monkeypatch.setattr(tree_module, "TREE_FILE_SECONDS", 0 if due else 3600)
+            monkeypatch.setattr(tree_module, "OUT_OF_ORDER_SHARE", share)
             more = random_rows(rng, 1500)
             insert(engine, ds, more, batch)  # leaves split: the refresh appends their grids
             rows = np.concatenate([rows, more])
             held = engine.trees.tree(ds)
-            assert (held.ids == sorted(held.ids)) == due, "the walk's order before the file was due, or not after"
+            assert (held.ids == sorted(held.ids)) == ordered, f"batch {batch}: the walk's order"
             same_tree(held, whole_load(engine, ds))
         kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
         assert kept.ids == sorted(kept.ids) and kept.version == held.version
