@@ -247,7 +247,7 @@ class TreeState:
         # subtree, 2 * leaves - 1 grids in a tree where every inner grid has two children.
         depth = np.fromiter(map(len, self.ids), np.int64, n)
         place = np.zeros(n, np.int64)
-        for d in range(2, int(depth.max()) + 1):
+        for d in range(2, int(depth.max(initial=0)) + 1):
             i = np.flatnonzero(depth == d)
             p = self.parent[i]
             right = self.right[p] == i
@@ -420,6 +420,7 @@ class _Held:
         self.confirm(mark)
 
     def hold(self, state: TreeState, ordered: bool) -> None:
+        """Hold `state` from now on (`ordered`: it is in preorder)."""
         self.state = state
         if ordered:
             self.ordered = state.n
