@@ -416,14 +416,8 @@ class _Held:
 
     def __init__(self, state: TreeState, mark: tuple):
         self.state = state
-        self.ordered = state.n  # grids of the last state held in preorder (built or kept so)
+        self.appended = 0  # grids refreshes appended since the state held was in preorder
         self.confirm(mark)
-
-    def hold(self, state: TreeState, ordered: bool) -> None:
-        """Hold `state` from now on (`ordered`: it is in preorder)."""
-        self.state = state
-        if ordered:
-            self.ordered = state.n
 
     def current(self, mark: tuple) -> bool:
         """Whether the tree can answer without asking PostgreSQL: the board's epoch has
@@ -518,7 +512,8 @@ class TreeCache:
     def _refresh(self, ds: Dataset, held: _Held | None, mark: tuple) -> TreeState:
         if held is None and self.files is not None and ds.name not in self._load_whole:
             kept = TreeState.read(self._file(ds.name), ds)
-            held = _Held(kept, mark) if kept is not None else None
+            # In preorder, as a held tree starts (a file of an older gridagg may not be).
+            held = _Held(kept.in_preorder(), mark) if kept is not None else None
         if held is not None:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
@@ -536,11 +531,13 @@ class TreeCache:
                     state = base.grown(ds, changes.version, state.incarnation,
                                        [leaf for leaf in changes.leaves if leaf[0] not in base.index],
                                        changes.touched, self.store)
+                    held.appended += state.n - base.n  # a merge keeps the order of what it leaves
                     due = self._due(ds.name, TREE_FILE_SECONDS)
-                    reorder = due or state.n - held.ordered > OUT_OF_ORDER_SHARE * state.n
-                    held.hold(state.in_preorder() if reorder else state, reorder)
+                    if due or held.appended > OUT_OF_ORDER_SHARE * state.n:
+                        state, held.appended = state.in_preorder(), 0
+                    held.state = state
                     if due:
-                        self._write(ds.name, held.state)
+                        self._write(ds.name, state)
                 held.confirm(mark)
                 self._held[ds.name] = held
                 return held.state
@@ -565,7 +562,7 @@ class TreeCache:
         state = self.tree(ds).in_preorder()
         held = self._held.get(ds.name)
         if held is not None and held.state.version == state.version:
-            held.hold(state, True)
+            held.state, held.appended = state, 0
         if self._due(ds.name, 0.0):
             self._write(ds.name, state)
 
