@@ -17,6 +17,10 @@ box, rows grouped by time bucket for a series, the rows themselves for leaves on
 polygon's edge (tested here against the polygon, exactly), and for min/max-only queries
 the leaves in the order most likely to hold the answer, so the store passes over the
 ones that cannot improve it (4.6.2).
+
+Two kinds of question skip the walk for a rollup (gridagg.rollups): a series of time
+alone in whole days, and a question over longitude and latitude alone once its position
+rollup is made (the walk answers it until then).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from .kernels import even_odd
 from .query import Limits, Progress, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .questions import QuestionSample
 from .regions import EPSILON, Region
-from .rollups import DAY, DayRollups
+from .rollups import DAY, DayRollups, PositionCells, PositionRollups
 from .scan import Buckets, RangeCondition, ScanAnswer, ScanRequest, Skip
 from .schema import Dataset
 from .tree import TreeState
@@ -284,16 +288,21 @@ class Planner:
     def __init__(self, engine):
         self.engine = engine
         self.rollups = DayRollups(engine.store)
+        self.positions = PositionRollups(engine.store)
         self.sample = QuestionSample()  # the questions walked, for the online tuner (gridagg.online)
         self.lead = parts.Lead()  # how much sooner than a deadline reading stops
 
     def query(self, ds: Dataset, spec: QuerySpec, limits: Limits, explain: bool = False,
               deadline: float | None = None) -> QueryResult:
         """The answer to spec. With a deadline (seconds from now; 0: from the tree alone),
-        the answer as it stands then (progress): exact if every read finished."""
+        the answer as it stands then (progress): exact if every read finished, or if the
+        position rollup answers."""
         if deadline is not None:
             (last,) = self.progress(ds, spec, None, limits, explain, deadline)
             return last
+        answered = self._by_positions(ds, spec)
+        if answered is not None:
+            return answered
         started = time.perf_counter()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
         buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started)
@@ -343,6 +352,11 @@ class Planner:
         parts not finished are stopped. A store that stops at a deadline itself and names
         what it left unread (HBase) gets them as one scan (cut as without a deadline) to
         stop STOP_MARGIN of the time earlier: what it read by then narrows the answer."""
+        answered = self._by_positions(ds, spec) if series is None else None
+        if answered is not None:  # exact at once
+            answered.progress = Progress.exact()
+            yield answered
+            return
         started = time.perf_counter()
         shown = None  # when the last answer was given (None: not yet)
         if every is not None and deadline > 0 and FRONTIER_GRIDS is not None:
@@ -409,6 +423,70 @@ class Planner:
             last = state()
             self.lead.learn(lead, time.perf_counter() - started, deadline)
             yield last
+
+    # -- the position rollup -----------------------------------------------------------
+
+    def _by_positions(self, ds: Dataset, spec: QuerySpec) -> QueryResult | None:
+        """The answer from the position rollup, when the question is over position alone
+        and the rollup can give it (see _from_positions); else None."""
+        if not self._over_position(ds, spec):
+            return None
+        started = time.perf_counter()
+        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
+        buckets = self._from_positions(ds, spec, plan)
+        if buckets is None:
+            return None
+        total = buckets.aggregate(0, spec.columns, len(ds.columns))
+        self._finish(plan, trips, started)
+        return QueryResult(spec, spec.values(total), total.count, plan)
+
+    def _over_position(self, ds: Dataset, spec: QuerySpec) -> bool:
+        """Whether the question selects by longitude and latitude (a box or a polygon)
+        and takes every row of every other dimension."""
+        axes = ds.lonlat_axes
+        if axes is None or spec.empty:
+            return False
+        tree = self.engine.trees.tree(ds)
+        root = tree.root
+        if tree.dlo[root, 0] > tree.dhi[root, 0]:  # no rows
+            return False
+        box = np.array(spec.box, np.int64)
+        whole = (box[:, 0] <= tree.dlo[root]) & (box[:, 1] >= tree.dhi[root])  # per dimension
+        if not all(whole[d] for d in range(ds.ndim) if d not in axes):
+            return False
+        # A question that takes every row answers from the root's aggregate.
+        return spec.region is not None or not whole[list(axes)].all()
+
+    def _from_positions(self, ds: Dataset, spec: QuerySpec, plan: QueryPlan) -> AggArrays | None:
+        """The question's aggregates over spec.columns from the position rollup: the cells
+        inside its box and polygon added up, the single positions a polygon's edge comes
+        near settled by the exact point test. None while the rollup is not as of the
+        tree's version, or the question cuts cells that are not single positions: those
+        are being made (gridagg.rollups.PositionRollups), the tree answers meanwhile."""
+        tree = self.engine.trees.tree(ds)
+        cells = self.positions.current(ds, tree)
+        if cells is None:
+            return None
+        x, y = ds.lonlat_axes
+        box = np.array(spec.box, np.int64)
+        region = spec.region if spec.region is not None and not spec.region.rectangle else None
+        side = _sides(cells, box[x], box[y], region)
+        cut = np.flatnonzero(side == 1)
+        wide = cut[~cells.points(cut)]
+        if len(wide):
+            self.positions.refine(ds, tree, cells, wide)
+            return None
+        plan.total_grids = tree.leaf_count
+        if len(cut):  # single positions a polygon's edge comes near
+            rows = np.zeros((len(cut), len(ds.columns)), np.int64)
+            rows[:, x], rows[:, y] = cells.box[cut, 0], cells.box[cut, 2]
+            side[cut] = np.where(region.mask(rows), 2, 0)
+        inside = np.flatnonzero(side == 2)
+        out = AggArrays.empty(1, len(spec.columns))
+        plan.rows_in_reused_grids = out.add_into(np.zeros(len(inside), np.int64), cells.aggs, rows=inside,
+                                                 columns=spec.columns)
+        plan.rollup_positions = len(inside)
+        return out
 
     # -- the walk and the scan ---------------------------------------------------------
 
@@ -585,6 +663,30 @@ def walk(tree: TreeState, query: WalkQuery, budget: int | None = None):
     nr, ns = _walk(tree.walk, query, out, -1 if budget is None else budget)
     return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
             out.region_leaves, out.tally)
+
+
+def _sides(cells: PositionCells, xr: np.ndarray, yr: np.ndarray, region: Region | None) -> np.ndarray:
+    """Per cell: 0 outside the box lon xr by lat yr (stored values) or the polygon, 2
+    inside both, 1 cut (for the polygon: an edge comes near, see face)."""
+    b = cells.box
+    out = (b[:, 1] < xr[0]) | (b[:, 0] > xr[1]) | (b[:, 3] < yr[0]) | (b[:, 2] > yr[1])
+    inside = (b[:, 0] >= xr[0]) & (b[:, 1] <= xr[1]) & (b[:, 2] >= yr[0]) & (b[:, 3] <= yr[1])
+    side = np.where(out, 0, np.where(inside, 2, 1))
+    if region is not None:
+        near = np.flatnonzero(side > 0)
+        side[near] = np.minimum(side[near], _faces(b[near], region.edges, float(region.lon_scale),
+                                                   float(region.lat_scale), EPSILON))
+    return side
+
+
+@numba.njit(cache=True, nogil=True)
+def _faces(box, edges, lon_scale, lat_scale, eps):
+    """face() of each box (lon_lo, lon_hi, lat_lo, lat_hi) in stored values."""
+    out = np.empty(box.shape[0], np.int64)
+    for i in range(box.shape[0]):
+        out[i] = face(box[i, 0] / lon_scale, box[i, 1] / lon_scale, box[i, 2] / lat_scale, box[i, 3] / lat_scale,
+                      edges, eps)
+    return out
 
 
 def rollup_answers(ds: Dataset, series: SeriesSpec) -> bool:

@@ -1,35 +1,55 @@
-"""Day rollups: the partial aggregate of every day of a dataset, for series over time
-alone.
+"""Rollups: tables of partial aggregates derived from the rows, for questions the tree
+cannot answer without reading rows.
 
-A series whose only condition is time, in buckets of whole days, needs per bucket the
-aggregate of every row of those days: the tree cannot give that without reading rows
+Day rollups hold the partial aggregate of every day of a dataset, for series over time
+alone. A series whose only condition is time, in buckets of whole days, needs per bucket
+the aggregate of every row of those days: the tree cannot give that without reading rows
 (its grids span many days), a table of per-day aggregates can (in the manner of
-TimescaleDB's continuous aggregates). Each serving process keeps one per dataset it
-answers such series for, derived from the rows and kept current the way the tree is:
+TimescaleDB's continuous aggregates).
 
-- built by one scan of every leaf, grouped by day (on HBase, on the region servers:
-  only day aggregates come back);
-- at each later use, the days the tree's recent changes touched (the data time bounds
-  of the leaves the change log names, gridagg.tree.TreeState.history) are scanned
-  again, only those; when the tree cannot tell (a bulk load, a repair, too many changes
-  since), it is built again.
+Position rollups hold the rows cut by position, for questions over longitude and
+latitude alone (a box or a polygon over the map, every other dimension whole). Sensor
+rows share a few thousand positions, one per station, while the tree's leaves each span
+many stations, so such a question reads most rows where the polygon cuts the tree. A
+cell holds the rows whose position lies in its box (the data bounds of those rows); a
+question adds up the cells inside it; the cells it cuts that are not yet single
+positions are refined, by one grouped scan each, for the next question. The position
+rollup is made in the background (a question never waits for it: the tree answers
+meanwhile); the day rollup as a series asks for it.
+
+Each serving process keeps one of each per dataset it answers such questions for,
+derived from the rows and kept current the way the tree is:
+
+- built by one scan of every leaf, grouped by day, or by longitude (on HBase, on the
+  region servers: only group aggregates come back);
+- at each later use, the days (or positions) the tree's recent changes touched (the
+  data bounds of the leaves the change log names, gridagg.tree.TreeState.history) are
+  scanned again, only those; when the tree cannot tell (a bulk load, a repair, too many
+  changes since), it is built again.
 
 Days count from the time dimension's domain start (encoded 0), in whole 86,400 s.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .aggregate import AggArrays
+from .errors import StoreUnavailable
 from .scan import Buckets, RangeCondition, ScanRequest
 from .schema import Dataset
 from .tree import TreeState
 
+log = logging.getLogger(__name__)
+
 DAY = 86_400
+# Groups of one position scan: every column's aggregate per group, 21 MB at 8 columns.
+POSITION_GROUPS = 65_536
 
 
 @dataclass
@@ -115,3 +135,181 @@ class DayRollups:
                 part[rows] = getattr(fresh, name)
                 setattr(aggs, name, part)
         return DayRollup(tree.version, held.first, aggs)
+
+
+@dataclass
+class PositionCells:
+    """The rows cut by position: cell i holds the rows whose (lon, lat) lie in
+    box[i] = (lon_lo, lon_hi, lat_lo, lat_hi) (stored values, the data bounds of those
+    rows), their aggregate over every column is aggs row i. Cells do not overlap. A cell
+    whose box is a point holds the rows of one position."""
+
+    version: int  # the tree version it reflects
+    box: np.ndarray  # (cells, 4) int64
+    aggs: AggArrays
+
+    def points(self, cells: np.ndarray) -> np.ndarray:
+        """Which of these cells are single positions."""
+        b = self.box[cells]
+        return (b[:, 0] == b[:, 1]) & (b[:, 2] == b[:, 3])
+
+    def replaced(self, drop: np.ndarray, box: np.ndarray, aggs: AggArrays) -> "PositionCells":
+        """These cells without the cells `drop` (indexes), with the cells (box, aggs) added."""
+        keep = np.setdiff1d(np.arange(len(self.box)), drop)
+        out = AggArrays.empty(len(keep) + len(box), self.aggs.present.shape[1])
+        out.add_into(np.arange(len(keep)), self.aggs, rows=keep)
+        out.add_into(np.arange(len(keep), len(out)), aggs)
+        return PositionCells(self.version, np.concatenate([self.box[keep], box]), out)
+
+
+class PositionRollups:
+    """The position rollups of every dataset one planner answers questions over position
+    for. A question never waits for one: what a question finds missing (the cells as of
+    the tree's version, or cells it cuts refined) is made by a background thread, one
+    per dataset at a time, for the questions after it; builds and patches of one dataset
+    rest REST times as long as the last one took (rows arriving all over the map would
+    otherwise keep a core scanning)."""
+
+    REST = 4
+
+    def __init__(self, store):
+        self.store = store
+        self._held: dict[str, PositionCells] = {}
+        self._jobs: dict[str, threading.Thread] = {}
+        self._rest_until: dict[str, float] = {}
+        self._forgotten = 0  # forget() calls so far: a job started before one keeps nothing
+        self._lock = threading.Lock()
+
+    def current(self, ds: Dataset, tree: TreeState) -> PositionCells | None:
+        """The dataset's cells as of the tree's version, or None (they are being made)."""
+        with self._lock:
+            held = self._held.get(ds.name)
+            if held is not None and held.version == tree.version:
+                return held
+            if time.monotonic() >= self._rest_until.get(ds.name, 0.0):
+                self._start(ds.name, self._bring, ds, tree, held)
+            return None
+
+    def refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> None:
+        """Have the cells `which` of cells (current) replaced by the cells one grouped scan
+        of each one's box finds."""
+        with self._lock:
+            self._start(ds.name, self._refine, ds, tree, cells, which)
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for the background work started so far (tests, benchmarks)."""
+        for job in list(self._jobs.values()):
+            job.join(timeout)
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._held.pop(name, None)
+            self._rest_until.pop(name, None)
+            self._forgotten += 1
+
+    def _start(self, name: str, work, *args) -> None:
+        """Run work(*args) in the background unless the dataset's last job is still running
+        (the caller holds the lock). work returns the cells to keep, or None."""
+        job = self._jobs.get(name)
+        if job is not None and job.is_alive():
+            return
+        forgotten = self._forgotten
+
+        def run():
+            try:
+                cells = work(*args)
+            except Exception:  # the store unreachable, the dataset dropped: a later question asks again
+                log.exception("position rollup of %s not made", name)
+                return
+            with self._lock:
+                if cells is not None and self._forgotten == forgotten:
+                    self._held[name] = cells
+
+        self._jobs[name] = job = threading.Thread(target=run, name=f"gridagg-positions-{name}", daemon=True)
+        job.start()
+
+    def _bring(self, ds: Dataset, tree: TreeState, held: PositionCells | None) -> PositionCells:
+        """The cells as of the tree's version: held patched where the change log tells
+        which leaves changed, else built anew."""
+        started = time.monotonic()
+        touched = None if held is None else tree.touched_since(held.version)
+        if touched is None:
+            area = _bounds(ds, tree, [tree.root])
+            cells = PositionCells(tree.version, *self._scan(ds, tree, area))
+        else:
+            cells = self._patch(ds, tree, held, touched)
+        now = time.monotonic()
+        with self._lock:
+            self._rest_until[ds.name] = now + self.REST * (now - started)
+        return cells
+
+    def _refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> PositionCells | None:
+        if self._held.get(ds.name) is not cells:  # changed meanwhile: a later question asks again
+            return None
+        boxes, parts = [], []
+        for i in which.tolist():
+            box, aggs = self._scan(ds, tree, cells.box[i])
+            boxes.append(box)
+            parts.append(aggs)
+        fresh = AggArrays.empty(sum(map(len, boxes)), len(ds.columns))
+        at = 0
+        for aggs in parts:
+            fresh.add_into(np.arange(at, at + len(aggs)), aggs)
+            at += len(aggs)
+        return cells.replaced(which, np.concatenate(boxes), fresh)
+
+    def _scan(self, ds: Dataset, tree: TreeState, box) -> tuple[np.ndarray, AggArrays]:
+        """The cells of the rows whose position lies in box (lon_lo, lon_hi, lat_lo,
+        lat_hi): one scan of the leaves there, grouped along longitude (along latitude
+        where the box is one longitude) in at most POSITION_GROUPS groups of equal width,
+        on one thread (the serving threads keep the others)."""
+        x, y = ds.lonlat_axes
+        ncols = len(ds.columns)
+        xlo, xhi, ylo, yhi = (int(v) for v in box)
+        leaves = np.flatnonzero((tree.left < 0) & (tree.aggs.count > 0) & (tree.dlo[:, x] <= xhi)
+                                & (tree.dhi[:, x] >= xlo) & (tree.dlo[:, y] <= yhi) & (tree.dhi[:, y] >= ylo))
+        if not len(leaves) or xlo > xhi:
+            return np.zeros((0, 4), np.int64), AggArrays.empty(0, ncols)
+        axis, lo, hi = (x, xlo, xhi) if xlo < xhi else (y, ylo, yhi)
+        step = -(-(hi - lo + 1) // POSITION_GROUPS)
+        count = -(-(hi - lo + 1) // step)
+        request = ScanRequest([tree.ids[i] for i in leaves.tolist()],
+                              [RangeCondition(x, xlo, xhi), RangeCondition(y, ylo, yhi)], list(range(ncols)),
+                              ngroups=count, buckets=Buckets(axis, lo, step, count))
+        answer = self.store.scan(ds, request)
+        if answer.stopped:
+            raise StoreUnavailable(f"the store stopped scanning {ds.name}'s positions before the end")
+        aggs = answer.aggs.take(np.flatnonzero(answer.aggs.count > 0))
+        # Every row has a position: the lon and lat columns' min and max are its cell's box.
+        return np.stack([aggs.mins[:, x], aggs.maxs[:, x], aggs.mins[:, y], aggs.maxs[:, y]], axis=1), aggs
+
+    def _patch(self, ds: Dataset, tree: TreeState, held: PositionCells, touched: set[str]) -> PositionCells:
+        """held brought to the tree's version: the cells that meet the touched leaves'
+        positions dropped and their area scanned again."""
+        area = _bounds(ds, tree, [tree.index[g] for g in touched if g in tree.index])
+        if area[0] > area[1]:
+            return PositionCells(tree.version, held.box, held.aggs)
+        b = held.box
+        while True:  # grow the area until every cell it meets lies inside it
+            meets = np.flatnonzero((b[:, 0] <= area[1]) & (b[:, 1] >= area[0]) & (b[:, 2] <= area[3])
+                                   & (b[:, 3] >= area[2]))
+            m = b[meets]
+            grown = np.array([m[:, 0].min(initial=area[0]), m[:, 1].max(initial=area[1]),
+                              m[:, 2].min(initial=area[2]), m[:, 3].max(initial=area[3])], np.int64)
+            if (grown == area).all():
+                break
+            area = grown
+        box, aggs = self._scan(ds, tree, area)
+        return PositionCells(tree.version, held.box, held.aggs).replaced(meets, box, aggs)
+
+
+def _bounds(ds: Dataset, tree: TreeState, nodes) -> np.ndarray:
+    """(lon_lo, lon_hi, lat_lo, lat_hi): the data bounds of these grids' rows (lo > hi:
+    none)."""
+    x, y = ds.lonlat_axes
+    nodes = np.asarray(nodes, np.int64)
+    has = nodes[tree.dlo[nodes, x] <= tree.dhi[nodes, x]]
+    if not len(has):
+        return np.array([0, -1, 0, -1], np.int64)
+    return np.array([tree.dlo[has, x].min(), tree.dhi[has, x].max(), tree.dlo[has, y].min(), tree.dhi[has, y].max()],
+                    np.int64)

@@ -5,7 +5,7 @@ for a compiler.
 It answers a tiny synthetic dataset's queries through the real query path, in a
 throwaway embedded store: the planner's walk over a tree, the polygon test on grid faces
 and on rows, the scan kernel over segments whose columns are 2, 4 and 8 bytes wide (with
-absent values), series buckets and moving windows, the day rollup, min/max skipping,
+absent values), series buckets and moving windows, the day and position rollups, min/max skipping,
 answers within a deadline (bounds from the tree, scans read in parts), and the kernel
 over segments copied out as bytes (how the HBase store scans where its
 region servers lack the observer). Numba compiles a function once per argument types,
@@ -220,6 +220,10 @@ def _answer_every_kind(store: EmbeddedStore) -> None:
                                    deadline=deadline)
             # Time alone in whole days: the day rollup answers.
             planner.series(ds, SeriesSpec.parse(ds, {}, every, "1d", "7d", *MONTH), Limits(), deadline=deadline)
+        # Position alone: the position rollup, made in the background, answers.
+        for _ in range(3):
+            planner.positions.settle()
+            planner.query(ds, QuerySpec.parse(ds, {}, every, REGION), Limits())
 
 
 def _rows(ds: Dataset) -> np.ndarray:

@@ -52,6 +52,18 @@ def check_query(engine: GridEngine, name: str, table: oracle.Table, rows: list[d
     return result
 
 
+def from_position_rollup(ask, rollups, answered=lambda result: result.plan.rollup_positions is not None):
+    """ask() again until its answer comes from the position rollup, which a background
+    thread makes meanwhile (rollups: the engine's gridagg.rollups.PositionRollups; up to
+    a refinement per try); returns that answer."""
+    for _ in range(6):
+        result = ask()
+        if answered(result):
+            return result
+        rollups.settle()
+    raise AssertionError("the position rollup never answered")
+
+
 def check_series(engine: GridEngine, name: str, table: oracle.Table, rows: list[dict], request: dict):
     """As check_query, for a series request (a query's fields and step, window, start,
     end). Returns the SeriesResult."""

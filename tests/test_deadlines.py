@@ -353,13 +353,14 @@ def test_the_api_answers_from_the_tree_with_deadline_0(client):
     for label in AGGREGATES:
         lo, hi = (None if v is None else decoded(None, ds, label, v) for v in r.get_json()["bounds"][label])
         assert in_bounds(brute(chosen, label), (lo, hi), label in r.get_json()["may_be_null"]), label
-    again = http.get(f"/v1/datasets/{ds.name}/query?aggregates=count&where.lon=-50,50&deadline_ms=0")
+    again = http.get(f"/v1/datasets/{ds.name}/query?aggregates=count&where.lon=-50,50"
+                     "&where.t=2020-01-01T00:10:00Z,2020-01-01T00:40:00Z&deadline_ms=0")
     assert again.status_code == 200 and again.get_json()["exact"] is False
 
 
 def test_the_api_streams_an_answer_as_it_improves(client):
     http, ds, rows = client
-    body = {"where": {"lon": [-50, 50]}, "aggregates": ["count", "sum:v", "avg:v"]}
+    body = {"where": {"lon": [-50, 50], "t": ["2020-01-01T00:10:00Z", None]}, "aggregates": ["count", "sum:v", "avg:v"]}
     r = http.post(f"/v1/datasets/{ds.name}/query", json=body, headers={"Accept": "application/x-ndjson"})
     assert r.status_code == 200 and r.mimetype == "application/x-ndjson"
     import json
@@ -396,10 +397,12 @@ def test_the_cli_shows_bounds_when_the_deadline_leaves_rows_unread(loaded, setti
         pytest.skip("the CLI asks the configured store; the module's embedded store is its own")
     monkeypatch.setattr("gridagg.cli_query.Local.__init__", lambda self, _: setattr(self, "engine", engine))
     monkeypatch.setattr("gridagg.cli_query.Local.close", lambda self: None)
-    assert main(["query", ds.name, "--where", "lon=-50:50", "--agg", "count", "--agg", "max:v", "--deadline", "0"]) == 0
+    # A bound on time too: over position alone the position rollup would answer exactly.
+    assert main(["query", ds.name, "--where", "lon=-50:50", "--where", "t=2020-01-01T00:10:00Z..2020-01-01T00:40:00Z",
+                 "--agg", "count", "--agg", "max:v", "--deadline", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
     low, high = map(int, out[2].split()[0].split(".."))
-    assert low <= len(selected(rows, {"lon": (-50, 50)}, None)) <= high
+    assert low <= len(selected(rows, {"lon": (-50, 50), "t": (600, 2400)}, None)) <= high
     assert out[3].startswith("not exact: the deadline passed with 0% of the cut leaves' rows read")
     with pytest.raises(SystemExit) as refused:
         main(["query", ds.name, "--agg", "count", "--deadline", "-1"])

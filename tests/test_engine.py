@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import oracle
-from engine_support import check_query, check_series, check_tree
+from engine_support import check_query, check_series, check_tree, from_position_rollup
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput, UnknownDataset
+from gridagg.rollups import PositionRollups
 from gridagg.schema import Dataset
 
 
@@ -263,6 +264,78 @@ def test_a_series_of_time_alone_reads_day_rollups_kept_current(engine, weather, 
         check_series(engine, weather.name, TABLE, seen, {**request, "window": "28d"})
     finally:
         writer.directory.close()
+
+
+NETWORK = {
+    "dimensions": [
+        {"name": "time", "type": "time", "min": "2012-01-01T00:00:00Z", "max": "2012-12-31T23:00:00Z"},
+        {"name": "lon", "scale": 2, "min": -10, "max": 10},
+        {"name": "lat", "scale": 2, "min": -10, "max": 10},
+    ],
+    "measures": [{"name": "temp", "scale": 1, "nullable": True}],
+    "grid": {"n_size": 40, "n_threshold": 160, "l_time": "60d"},
+}
+NETWORK_TABLE = oracle.Table.of(NETWORK)
+
+
+def network_rows(n: int, seed: int) -> list[dict]:
+    """n hourly rows of 24 stations: some share a longitude, some a latitude, one stands
+    on the polygons' edges below."""
+    rng = np.random.default_rng(seed)
+    places = [(round(float(x), 2), round(float(y), 2)) for x, y in rng.uniform(-9, 9, (18, 2))]
+    places += [(1.5, -2.0), (1.5, 3.25), (1.5, 7.0), (-4.0, 2.5), (6.75, 2.5), (0.0, 0.0)]
+    station = rng.integers(0, len(places), n)
+    hours = rng.integers(0, 366 * 24 - 1, n)
+    temp = rng.integers(-100, 350, n)
+    return [{"time": str(np.datetime64("2012-01-01T00:00:00") + np.timedelta64(int(h), "h")) + "Z",
+             "lon": places[s][0], "lat": places[s][1], "temp": None if t % 9 == 0 else t / 10}
+            for s, h, t in zip(station, hours, temp)]
+
+
+def test_questions_over_position_alone_read_the_position_rollup_kept_current(engine, settings, unique_name,
+                                                                             monkeypatch):
+    """A box or polygon over lon/lat alone (every time, all of it) is answered from the
+    position rollup, no rows read by the question, once a background thread has made it
+    (the tree answers meanwhile): the cells it cuts are refined down to single positions,
+    those on a polygon's edge tested exactly. After another process's inserts (splits)
+    and a repair the rollup follows the change log; the answers stay brute force. A
+    question that also narrows time reads the tree."""
+    monkeypatch.setattr(PositionRollups, "REST", 0)
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **NETWORK}))
+    writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    aggregates = ["count", "sum:temp", "min:temp", "max:temp", "avg:temp"]
+    triangle = {"type": "Polygon", "coordinates": [[[-8, -8], [0, 0], [8, -8], [-8, -8]]]}  # (0, 0) on its edge
+    holed = {"type": "Polygon", "coordinates": [[[-9, -9], [9, -9], [9, 9], [-9, 9], [-9, -9]],
+                                                [[1, -3], [2, -3], [2, 8], [1, 8], [1, -3]]]}  # around lon 1.5
+    by_position = [
+        {"aggregates": aggregates, "region": triangle},
+        {"aggregates": aggregates, "region": holed},
+        {"aggregates": aggregates, "region": {"type": "Polygon", "coordinates": [[[1, 0], [7, 0], [7, 5], [1, 5],
+                                                                                 [1, 0]]]}},
+        {"aggregates": aggregates, "where": {"lon": [1.5, 1.5], "lat": [-2, 3.25]}},
+        {"aggregates": aggregates, "where": {"lat": [2.5, None], "time": ["2011-06-01T00:00:00Z", None]}},
+    ]
+    rows = network_rows(2400, seed=5)
+    seen = NETWORK_TABLE.rows(rows)
+    try:
+        for part in (slice(0, 1200), slice(1200, 2400)):
+            assert writer.insert(ds.name, rows[part]).stored == 1200
+            for request in by_position:
+                result = from_position_rollup(
+                    lambda: check_query(engine, ds.name, NETWORK_TABLE, seen[: part.stop], request),
+                    engine.planner.positions)
+                assert result.plan.rows_in_scanned_grids == 0
+        writer.repair(ds.name)
+        for request in by_position:
+            from_position_rollup(lambda: check_query(engine, ds.name, NETWORK_TABLE, seen, request),
+                                 engine.planner.positions)
+        narrowed = check_query(engine, ds.name, NETWORK_TABLE, seen,
+                               {"aggregates": aggregates, "region": triangle,
+                                "where": {"time": ["2012-03-01T00:00:00Z", "2012-09-01T00:00:00Z"]}})
+        assert narrowed.plan.rollup_positions is None
+    finally:
+        writer.directory.close()
+        engine.drop_dataset(ds.name)
 
 
 def test_a_writer_on_another_machine_is_heard_through_notify(engine, weather, settings, monkeypatch):

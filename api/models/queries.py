@@ -140,6 +140,8 @@ class Plan(Answer):
     region: RegionPlan = Field(None, description="with a region: where the leaves lie against it")
     grids: ExplainedGrids = Field(None, description="with explain: the grids reused and scanned")
     rollup_days: int = Field(None, description="a series of time alone: days read from the day rollup")
+    rollup_positions: int = Field(None, description="a question over longitude and latitude alone: positions "
+                                                    "added up from the position rollup")
     bounds: BoundsPlan = Field(None, description="with a deadline: what the answer and its bounds came from")
     n_size_chosen: str = Field(None, description="when gridagg chose the dataset's n_size (its definition gave "
                                                  "none): what it chose and why")
