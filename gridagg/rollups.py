@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import parts
 from .aggregate import AggArrays
 from .errors import StoreUnavailable
 from .scan import Buckets, RangeCondition, ScanRequest
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 DAY = 86_400
 # Groups of one position scan: every column's aggregate per group, 21 MB at 8 columns.
 POSITION_GROUPS = 65_536
+# Rows of one store call of a position scan, one call after another: short calls leave
+# the store free for questions meanwhile (HBase's region servers too).
+POSITION_SCAN_ROWS = 2_000_000
 
 
 @dataclass
@@ -234,8 +238,7 @@ class PositionRollups:
         started = time.monotonic()
         touched = None if held is None else tree.touched_since(held.version)
         if touched is None:
-            area = _bounds(ds, tree, [tree.root])
-            cells = PositionCells(tree.version, *self._scan(ds, tree, area))
+            cells = self._cells(ds, tree, _bounds(ds, tree, [tree.root]))
         else:
             cells = self._patch(ds, tree, held, touched)
         now = time.monotonic()
@@ -247,8 +250,9 @@ class PositionRollups:
         if self._held.get(ds.name) is not cells:  # changed meanwhile: a later question asks again
             return None
         boxes, parts = [], []
+        x, y = ds.lonlat_axes
         for i in which.tolist():
-            box, aggs = self._scan(ds, tree, cells.box[i])
+            box, aggs = self._scan(ds, tree, cells.box[i], x if cells.box[i, 0] < cells.box[i, 1] else y)
             boxes.append(box)
             parts.append(aggs)
         fresh = AggArrays.empty(sum(map(len, boxes)), len(ds.columns))
@@ -258,11 +262,40 @@ class PositionRollups:
             at += len(aggs)
         return cells.replaced(which, np.concatenate(boxes), fresh)
 
-    def _scan(self, ds: Dataset, tree: TreeState, box) -> tuple[np.ndarray, AggArrays]:
+    def _cells(self, ds: Dataset, tree: TreeState, area) -> PositionCells:
+        """The cells of the rows whose position lies in area (lon_lo, lon_hi, lat_lo,
+        lat_hi), grouped by longitude. Where some longitude holds several positions, a
+        second scan grouped by latitude finds latitudes that hold one position each; a
+        longitude whose rows all lie in such positions is cut into them (a few of several
+        thousand stations share both a longitude and a latitude with others: those stay
+        whole until a question cuts them)."""
+        x, y = ds.lonlat_axes
+        box, aggs = self._scan(ds, tree, area, x)
+        cells = PositionCells(tree.version, box, aggs)
+        shared = np.flatnonzero(~cells.points(np.arange(len(box))) & (box[:, 0] == box[:, 1]))
+        if not len(shared):
+            return cells
+        bands = PositionCells(tree.version, *self._scan(ds, tree, area, y))
+        single = np.flatnonzero(bands.points(np.arange(len(bands.box))))
+        single = single[np.argsort(bands.box[single, 0], kind="stable")]
+        at = bands.box[single, 0]
+        cut, into = [], []
+        for i in shared.tolist():
+            mine = single[np.searchsorted(at, box[i, 0], "left"):np.searchsorted(at, box[i, 0], "right")]
+            if bands.aggs.count[mine].sum() == aggs.count[i]:  # its rows all lie in these positions
+                cut.append(i)
+                into.append(mine)
+        if not cut:
+            return cells
+        into = np.concatenate(into)
+        return cells.replaced(np.array(cut), bands.box[into], bands.aggs.take(into))
+
+    def _scan(self, ds: Dataset, tree: TreeState, box, axis: int) -> tuple[np.ndarray, AggArrays]:
         """The cells of the rows whose position lies in box (lon_lo, lon_hi, lat_lo,
-        lat_hi): one scan of the leaves there, grouped along longitude (along latitude
-        where the box is one longitude) in at most POSITION_GROUPS groups of equal width,
-        on one thread (the serving threads keep the others)."""
+        lat_hi): one scan of the leaves there, grouped along `axis` (the lon or lat
+        dimension) in at most POSITION_GROUPS groups of equal width, in calls of about
+        POSITION_SCAN_ROWS rows one after another, on one thread (the serving threads
+        keep the others)."""
         x, y = ds.lonlat_axes
         ncols = len(ds.columns)
         xlo, xhi, ylo, yhi = (int(v) for v in box)
@@ -270,16 +303,20 @@ class PositionRollups:
                                 & (tree.dhi[:, x] >= xlo) & (tree.dlo[:, y] <= yhi) & (tree.dhi[:, y] >= ylo))
         if not len(leaves) or xlo > xhi:
             return np.zeros((0, 4), np.int64), AggArrays.empty(0, ncols)
-        axis, lo, hi = (x, xlo, xhi) if xlo < xhi else (y, ylo, yhi)
+        lo, hi = (xlo, xhi) if axis == x else (ylo, yhi)
         step = -(-(hi - lo + 1) // POSITION_GROUPS)
         count = -(-(hi - lo + 1) // step)
         request = ScanRequest([tree.ids[i] for i in leaves.tolist()],
                               [RangeCondition(x, xlo, xhi), RangeCondition(y, ylo, yhi)], list(range(ncols)),
                               ngroups=count, buckets=Buckets(axis, lo, step, count))
-        answer = self.store.scan(ds, request)
-        if answer.stopped:
-            raise StoreUnavailable(f"the store stopped scanning {ds.name}'s positions before the end")
-        aggs = answer.aggs.take(np.flatnonzero(answer.aggs.count > 0))
+        rows = tree.aggs.count[leaves]
+        aggs = AggArrays.empty(count, ncols)
+        for g0, g1 in parts.cut(rows, -(-int(rows.sum()) // POSITION_SCAN_ROWS)):
+            answer = self.store.scan(ds, request.part(g0, g1))
+            if answer.stopped:
+                raise StoreUnavailable(f"the store stopped scanning {ds.name}'s positions before the end")
+            aggs.add_into(np.arange(count), answer.aggs)
+        aggs = aggs.take(np.flatnonzero(aggs.count > 0))
         # Every row has a position: the lon and lat columns' min and max are its cell's box.
         return np.stack([aggs.mins[:, x], aggs.maxs[:, x], aggs.mins[:, y], aggs.maxs[:, y]], axis=1), aggs
 
@@ -299,8 +336,8 @@ class PositionRollups:
             if (grown == area).all():
                 break
             area = grown
-        box, aggs = self._scan(ds, tree, area)
-        return PositionCells(tree.version, held.box, held.aggs).replaced(meets, box, aggs)
+        fresh = self._cells(ds, tree, area)
+        return PositionCells(tree.version, held.box, held.aggs).replaced(meets, fresh.box, fresh.aggs)
 
 
 def _bounds(ds: Dataset, tree: TreeState, nodes) -> np.ndarray:

@@ -279,11 +279,13 @@ NETWORK_TABLE = oracle.Table.of(NETWORK)
 
 
 def network_rows(n: int, seed: int) -> list[dict]:
-    """n hourly rows of 24 stations: some share a longitude, some a latitude, one stands
-    on the polygons' edges below."""
+    """n hourly rows of 27 stations: some share a longitude, some a latitude, one both
+    (so the rollup's first cells hold several positions, and some stay whole until a
+    question cuts them), one stands on the polygons' edges below."""
     rng = np.random.default_rng(seed)
     places = [(round(float(x), 2), round(float(y), 2)) for x, y in rng.uniform(-9, 9, (18, 2))]
-    places += [(1.5, -2.0), (1.5, 3.25), (1.5, 7.0), (-4.0, 2.5), (6.75, 2.5), (0.0, 0.0)]
+    places += [(1.5, -2.0), (1.5, 3.25), (1.5, 7.0), (-4.0, 2.5), (6.75, 2.5), (6.75, 7.0), (-6.0, 5.5), (-6.0, -7.25),
+               (0.0, 0.0)]
     station = rng.integers(0, len(places), n)
     hours = rng.integers(0, 366 * 24 - 1, n)
     temp = rng.integers(-100, 350, n)
