@@ -95,7 +95,8 @@ class GridEngine:
         return cls(directory, store)
 
     def close(self) -> None:
-        """Close the store and the directory."""
+        """Close the store and the directory (background work stopped first)."""
+        self.planner.positions.close()
         self.store.close()
         self.directory.close()
 

@@ -182,6 +182,7 @@ class PositionRollups:
         self._jobs: dict[str, threading.Thread] = {}
         self._rest_until: dict[str, float] = {}
         self._forgotten = 0  # forget() calls so far: a job started before one keeps nothing
+        self._closing = threading.Event()
         self._lock = threading.Lock()
 
     def current(self, ds: Dataset, tree: TreeState) -> PositionCells | None:
@@ -211,17 +212,25 @@ class PositionRollups:
             self._rest_until.pop(name, None)
             self._forgotten += 1
 
+    def close(self) -> None:
+        """Stop the background work (at its next store call) and wait for it: before the
+        store closes."""
+        self._closing.set()
+        self.settle()
+
     def _start(self, name: str, work, *args) -> None:
         """Run work(*args) in the background unless the dataset's last job is still running
         (the caller holds the lock). work returns the cells to keep, or None."""
         job = self._jobs.get(name)
-        if job is not None and job.is_alive():
+        if self._closing.is_set() or job is not None and job.is_alive():
             return
         forgotten = self._forgotten
 
         def run():
             try:
                 cells = work(*args)
+            except _Closing:
+                return
             except Exception:  # the store unreachable, the dataset dropped: a later question asks again
                 log.exception("position rollup of %s not made", name)
                 return
@@ -312,6 +321,8 @@ class PositionRollups:
         rows = tree.aggs.count[leaves]
         aggs = AggArrays.empty(count, ncols)
         for g0, g1 in parts.cut(rows, -(-int(rows.sum()) // POSITION_SCAN_ROWS)):
+            if self._closing.is_set():
+                raise _Closing
             answer = self.store.scan(ds, request.part(g0, g1))
             if answer.stopped:
                 raise StoreUnavailable(f"the store stopped scanning {ds.name}'s positions before the end")
@@ -338,6 +349,10 @@ class PositionRollups:
             area = grown
         fresh = self._cells(ds, tree, area)
         return PositionCells(tree.version, held.box, held.aggs).replaced(meets, fresh.box, fresh.aggs)
+
+
+class _Closing(Exception):
+    """The rollups are closing: background work stops."""
 
 
 def _bounds(ds: Dataset, tree: TreeState, nodes) -> np.ndarray:
