@@ -245,28 +245,28 @@ class PositionRollups:
         """The cells as of the tree's version: held patched where the change log tells
         which leaves changed, else built anew."""
         started = time.monotonic()
-        touched = None if held is None else tree.touched_since(held.version)
-        if touched is None:
-            cells = self._cells(ds, tree, _bounds(ds, tree, [tree.root]))
-        else:
-            cells = self._patch(ds, tree, held, touched)
-        now = time.monotonic()
-        with self._lock:
-            self._rest_until[ds.name] = now + self.REST * (now - started)
-        return cells
+        try:
+            touched = None if held is None else tree.touched_since(held.version)
+            if touched is None:
+                return self._cells(ds, tree, _bounds(ds, tree, [tree.root]))
+            return self._patch(ds, tree, held, touched)
+        finally:  # failed too: a store that is away is not asked again at once
+            now = time.monotonic()
+            with self._lock:
+                self._rest_until[ds.name] = now + self.REST * (now - started)
 
     def _refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> PositionCells | None:
         if self._held.get(ds.name) is not cells:  # changed meanwhile: a later question asks again
             return None
-        boxes, parts = [], []
+        boxes, found = [], []
         x, y = ds.lonlat_axes
         for i in which.tolist():
             box, aggs = self._scan(ds, tree, cells.box[i], x if cells.box[i, 0] < cells.box[i, 1] else y)
             boxes.append(box)
-            parts.append(aggs)
+            found.append(aggs)
         fresh = AggArrays.empty(sum(map(len, boxes)), len(ds.columns))
         at = 0
-        for aggs in parts:
+        for aggs in found:
             fresh.add_into(np.arange(at, at + len(aggs)), aggs)
             at += len(aggs)
         return cells.replaced(which, np.concatenate(boxes), fresh)
