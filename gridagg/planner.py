@@ -536,7 +536,9 @@ class Planner:
         reused, rbucket, scan, kind, tested, region_leaves, tally = walk(tree, query, budget)
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         walked.scan_rows = int(tree.aggs.count[scan].sum())
-        if budget is None:  # a whole walk: the question is offered to the tuner's sample
+        # A whole walk offers the question to the tuner's sample, unless the position
+        # rollup answers it once made: leaves split for it would be spent for nothing.
+        if budget is None and (series is not None or not self._over_position(ds, spec)):
             self.sample.offer(ds.name, query, len(scan), walked.scan_rows)
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:

@@ -301,7 +301,7 @@ def test_questions_over_position_alone_read_the_position_rollup_kept_current(eng
     (the tree answers meanwhile): the cells it cuts are refined down to single positions,
     those on a polygon's edge tested exactly. After another process's inserts (splits)
     and a repair the rollup follows the change log; the answers stay brute force. A
-    question that also narrows time reads the tree."""
+    question that also narrows time reads the tree, and only it is offered to the tuner."""
     monkeypatch.setattr(PositionRollups, "REST", 0)
     ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **NETWORK}))
     writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
@@ -335,6 +335,8 @@ def test_questions_over_position_alone_read_the_position_rollup_kept_current(eng
                                {"aggregates": aggregates, "region": triangle,
                                 "where": {"time": ["2012-03-01T00:00:00Z", "2012-09-01T00:00:00Z"]}})
         assert narrowed.plan.rollup_positions is None
+        # Only the narrowed question is the tree's to answer: the tuner is offered no other.
+        assert len(engine.planner.sample.take(ds.name)) == 1
     finally:
         writer.directory.close()
         engine.drop_dataset(ds.name)
