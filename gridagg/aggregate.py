@@ -236,6 +236,11 @@ class AggArrays:
     def take(self, idx) -> "AggArrays":
         return AggArrays(self.count[idx], self.present[idx], self.mins[idx], self.maxs[idx], self.hi[idx], self.lo[idx])
 
+    @classmethod
+    def concat(cls, parts: list["AggArrays"]) -> "AggArrays":
+        """The rows of every part, in order (at least one part)."""
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.FIELDS))
+
     def add_into(self, groups: np.ndarray, other: "AggArrays", rows: np.ndarray | None = None,
                  columns: np.ndarray | list[int] | None = None) -> int:
         """Merge row rows[j] of other into row groups[j] of self, for every j (a group may

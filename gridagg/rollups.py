@@ -160,10 +160,8 @@ class PositionCells:
     def replaced(self, drop: np.ndarray, box: np.ndarray, aggs: AggArrays) -> "PositionCells":
         """These cells without the cells `drop` (indexes), with the cells (box, aggs) added."""
         keep = np.setdiff1d(np.arange(len(self.box)), drop)
-        out = AggArrays.empty(len(keep) + len(box), self.aggs.present.shape[1])
-        out.add_into(np.arange(len(keep)), self.aggs, rows=keep)
-        out.add_into(np.arange(len(keep), len(out)), aggs)
-        return PositionCells(self.version, np.concatenate([self.box[keep], box]), out)
+        return PositionCells(self.version, np.concatenate([self.box[keep], box]),
+                             AggArrays.concat([self.aggs.take(keep), aggs]))
 
 
 class PositionRollups:
@@ -258,18 +256,10 @@ class PositionRollups:
     def _refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> PositionCells | None:
         if self._held.get(ds.name) is not cells:  # changed meanwhile: a later question asks again
             return None
-        boxes, found = [], []
         x, y = ds.lonlat_axes
-        for i in which.tolist():
-            box, aggs = self._scan(ds, tree, cells.box[i], x if cells.box[i, 0] < cells.box[i, 1] else y)
-            boxes.append(box)
-            found.append(aggs)
-        fresh = AggArrays.empty(sum(map(len, boxes)), len(ds.columns))
-        at = 0
-        for aggs in found:
-            fresh.add_into(np.arange(at, at + len(aggs)), aggs)
-            at += len(aggs)
-        return cells.replaced(which, np.concatenate(boxes), fresh)
+        boxes, found = zip(*(self._scan(ds, tree, cells.box[i], x if cells.box[i, 0] < cells.box[i, 1] else y)
+                             for i in which.tolist()))
+        return cells.replaced(which, np.concatenate(boxes), AggArrays.concat(list(found)))
 
     def _cells(self, ds: Dataset, tree: TreeState, area) -> PositionCells:
         """The cells of the rows whose position lies in area (lon_lo, lon_hi, lat_lo,
