@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -82,9 +83,19 @@ def questions(seed: int) -> list[dashboard.Question]:
 
 
 def disk_bytes(path: Path) -> int:
-    """Bytes of a file, or of every file under a directory."""
+    """Bytes of a file, or of every file under a directory. ClickHouse merges parts in
+    the background as it loads: a file or directory removed during the walk counts nothing."""
     path = Path(path)
-    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _, files in os.walk(path):  # skips directories that vanish before it lists them
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def peer_bytes(settings: Settings, peer, kind: str, name: str) -> int:

@@ -185,6 +185,23 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     assert "PostgreSQL alone: the index kept" in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Index" in text
 
 
+def test_bytes_on_disk_count_nothing_for_a_file_removed_during_the_walk(tmp_path, monkeypatch):
+    """ClickHouse merges parts while the bench sums its directory: a file that vanishes
+    between the listing and its stat counts nothing, the rest are counted."""
+    (tmp_path / "part").mkdir()
+    (tmp_path / "part" / "kept.bin").write_bytes(b"x" * 10)
+    (tmp_path / "part" / "merged.bin").write_bytes(b"y" * 5)
+    stat = scale.os.stat
+
+    def merged_away(path, *args, **kwargs):
+        if str(path).endswith("merged.bin"):
+            raise FileNotFoundError(path)
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(scale.os, "stat", merged_away)
+    assert scale.disk_bytes(tmp_path) == 10
+
+
 class _Recorder(http.server.BaseHTTPRequestHandler):
     """Answers 200 to POST /ok/... (after a second to POST /ok/slow/...), 503 to anything
     else, and keeps every request it got: (client port, path, content type, body)."""
