@@ -97,6 +97,7 @@ class GridEngine:
     def close(self) -> None:
         """Close the store and the directory (background work stopped first)."""
         self.planner.positions.close()
+        self.planner.rollups.close()
         self.store.close()
         self.directory.close()
 
@@ -232,17 +233,19 @@ class GridEngine:
         limits: this query's work limits (default: the engine's). deadline: seconds the
         answer may take (0: from the tree alone, no store call); past it the answer holds
         bounds instead of what was not read (QueryResult.progress). None: exact, always.
-        Over longitude and latitude alone (every time, every other dimension whole) the
-        answer comes from the position rollup once a background thread has made it
-        (gridagg.rollups), exact at once, deadline or not; the tree answers meanwhile."""
+        Over longitude and latitude alone (every time, every other dimension whole), or
+        over time alone in whole days, the answer comes from the position or day rollup
+        once a background thread has made it (gridagg.rollups), exact at once, deadline or
+        not; the tree answers meanwhile."""
         limits = limits or self.limits
         return self._asked(name, lambda ds: self.planner.query(
             ds, QuerySpec.parse(ds, where, aggregates, region, limits), limits, explain, deadline))
 
     def settle(self, timeout: float | None = None) -> None:
-        """Wait for the work questions started in the background: the position rollups
+        """Wait for the work questions started in the background: the rollups
         (gridagg.rollups) they found missing or to refine. Benchmarks measure after it."""
         self.planner.positions.settle(timeout)
+        self.planner.rollups.settle(timeout)
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,
                end=None, region: dict | None = None, explain: bool = False, limits: Limits | None = None,

@@ -18,9 +18,9 @@ polygon's edge (tested here against the polygon, exactly), and for min/max-only 
 the leaves in the order most likely to hold the answer, so the store passes over the
 ones that cannot improve it (4.6.2).
 
-Two kinds of question skip the walk for a rollup (gridagg.rollups): a series of time
-alone in whole days, and a question over longitude and latitude alone once its position
-rollup is made (the walk answers it until then).
+Some questions skip the walk for a rollup (gridagg.rollups): a series of time alone in
+whole days; a plain question over time alone in whole days, and one over longitude and
+latitude alone, once their rollup is made (the walk answers them until then).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ class Planner:
         if deadline is not None:
             (last,) = self.progress(ds, spec, None, limits, explain, deadline)
             return last
-        answered = self._by_positions(ds, spec)
+        answered = self._by_rollup(ds, spec)
         if answered is not None:
             return answered
         started = time.perf_counter()
@@ -318,17 +318,13 @@ class Planner:
             return last
         started = time.perf_counter()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        days = _whole_days(ds, series)
+        days = _series_days(ds, series)
         if days is not None:  # time alone, in whole days: the day rollup answers
             tree = self.engine.trees.tree(ds)
-            plan.total_grids = tree.leaf_count
-            rollup = self.rollups.current(ds, tree)
             first, count = days
-            buckets = AggArrays.empty(series.buckets, len(series.query.columns))
-            plan.rows_in_reused_grids = buckets.add_into(
-                (first + np.arange(count) - series.base // DAY) // (series.step // DAY), rollup.days(first, count),
-                columns=series.query.columns)
-            plan.rollup_days = count
+            buckets = _from_days(self.rollups.current(ds, tree), first, count, series.query, plan, tree,
+                                 (first + np.arange(count) - series.base // DAY) // (series.step // DAY),
+                                 series.buckets)
         else:
             buckets, _ = self._evaluate(ds, series.query, series, limits, plan, explain, started)
         windows = _windows(buckets, series.width)
@@ -352,7 +348,7 @@ class Planner:
         parts not finished are stopped. A store that stops at a deadline itself and names
         what it left unread (HBase) gets them as one scan (cut as without a deadline) to
         stop STOP_MARGIN of the time earlier: what it read by then narrows the answer."""
-        answered = self._by_positions(ds, spec) if series is None else None
+        answered = self._by_rollup(ds, spec) if series is None else None
         if answered is not None:  # exact at once
             answered.progress = Progress.exact()
             yield answered
@@ -424,21 +420,40 @@ class Planner:
             self.lead.learn(lead, time.perf_counter() - started, deadline)
             yield last
 
-    # -- the position rollup -----------------------------------------------------------
+    # -- the rollups -------------------------------------------------------------------
 
-    def _by_positions(self, ds: Dataset, spec: QuerySpec) -> QueryResult | None:
-        """The answer from the position rollup, when the question is over position alone
-        and the rollup can give it (see _from_positions); else None."""
-        if not self._over_position(ds, spec):
+    def _by_rollup(self, ds: Dataset, spec: QuerySpec) -> QueryResult | None:
+        """The answer from a rollup, when one is made that gives it: the position rollup's
+        for a question over position alone (see _from_positions), the day rollup's for one
+        over time alone in whole days; else None."""
+        over_position = self._over_position(ds, spec)
+        days = None if over_position else self._over_days(ds, spec)
+        if not over_position and days is None:
             return None
         started = time.perf_counter()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        buckets = self._from_positions(ds, spec, plan)
+        if days is None:
+            buckets = self._from_positions(ds, spec, plan)
+        else:
+            tree = self.engine.trees.tree(ds)
+            rollup = self.rollups.made(ds, tree)
+            buckets = None if rollup is None else _from_days(rollup, *days, spec, plan, tree,
+                                                             np.zeros(days[1], np.int64), 1)
         if buckets is None:
             return None
         total = buckets.aggregate(0, spec.columns, len(ds.columns))
         self._finish(plan, trips, started)
         return QueryResult(spec, spec.values(total), total.count, plan)
+
+    def _over_days(self, ds: Dataset, spec: QuerySpec) -> tuple[int, int] | None:
+        """(first day, number of days) when the question selects by time alone, in whole
+        days, and not every row (that answers from the root's aggregate); else None."""
+        days = _whole_days(ds, spec)
+        if days is None:
+            return None
+        tree, t = self.engine.trees.tree(ds), ds.time_axis
+        lo, hi = spec.box[t]
+        return None if lo <= tree.dlo[tree.root, t] and hi >= tree.dhi[tree.root, t] else days
 
     def _over_position(self, ds: Dataset, spec: QuerySpec) -> bool:
         """Whether the question selects by longitude and latitude (a box or a polygon)
@@ -536,9 +551,10 @@ class Planner:
         reused, rbucket, scan, kind, tested, region_leaves, tally = walk(tree, query, budget)
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         walked.scan_rows = int(tree.aggs.count[scan].sum())
-        # A whole walk offers the question to the tuner's sample, unless the position
-        # rollup answers it once made: leaves split for it would be spent for nothing.
-        if budget is None and (series is not None or not self._over_position(ds, spec)):
+        # A whole walk offers the question to the tuner's sample, unless a rollup (of
+        # positions or days) answers it once made: leaves split for it would be spent for nothing.
+        if budget is None and (series is not None or not self._over_position(ds, spec)
+                               and self._over_days(ds, spec) is None):
             self.sample.offer(ds.name, query, len(scan), walked.scan_rows)
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
@@ -693,14 +709,22 @@ def _faces(box, edges, lon_scale, lat_scale, eps):
 
 def rollup_answers(ds: Dataset, series: SeriesSpec) -> bool:
     """Whether the day rollup answers this series (exact, without a walk or a read)."""
-    return _whole_days(ds, series) is not None
+    return _series_days(ds, series) is not None
 
 
-def _whole_days(ds: Dataset, series: SeriesSpec) -> tuple[int, int] | None:
-    """(first day, number of days) when the series asks about time alone, in buckets of
-    whole days over whole days (what the day rollup holds), else None."""
-    spec, t = series.query, ds.time_axis
-    if spec.region is not None or series.step % DAY or series.base % DAY:
+def _series_days(ds: Dataset, series: SeriesSpec) -> tuple[int, int] | None:
+    """(first day, number of days) when the series asks about time alone over whole days,
+    in buckets of whole days (what the day rollup holds), else None."""
+    if series.step % DAY or series.base % DAY:
+        return None
+    return _whole_days(ds, series.query)
+
+
+def _whole_days(ds: Dataset, spec: QuerySpec) -> tuple[int, int] | None:
+    """(first day, number of days) when the question asks about time alone, over whole
+    days, else None."""
+    t = ds.time_axis
+    if t is None or spec.region is not None:
         return None
     domain = ds.domain()
     if any(rng != domain[i] for i, rng in enumerate(spec.box) if i != t):
@@ -710,6 +734,17 @@ def _whole_days(ds: Dataset, series: SeriesSpec) -> tuple[int, int] | None:
     if lo > hi or lo % DAY and lo != domain[t][0] or (hi + 1) % DAY and hi != domain[t][1]:
         return None
     return lo // DAY, hi // DAY - lo // DAY + 1
+
+
+def _from_days(rollup, first: int, count: int, spec: QuerySpec, plan: QueryPlan, tree: TreeState,
+               bucket: np.ndarray, buckets: int) -> AggArrays:
+    """The aggregates over spec.columns of days first .. first+count-1 from the day
+    rollup, day i into bucket[i] of `buckets`; the plan says so."""
+    out = AggArrays.empty(buckets, len(spec.columns))
+    plan.total_grids = tree.leaf_count
+    plan.rows_in_reused_grids = out.add_into(bucket, rollup.days(first, count), columns=spec.columns)
+    plan.rollup_days = count
+    return out
 
 
 def _conditions(ds: Dataset, spec: QuerySpec) -> list[RangeCondition]:

@@ -15,7 +15,9 @@ cell holds the rows whose position lies in its box (the data bounds of those row
 question adds up the cells inside it; the cells it cuts that are not yet single
 positions are refined, by one grouped scan each, for the next question. The position
 rollup is made in the background (a question never waits for it: the tree answers
-meanwhile); the day rollup as a series asks for it.
+meanwhile). A series of time alone makes the day rollup as it asks (it waits); a plain
+question over time alone in whole days (a month, a year) takes it once made, and has it
+made in the background otherwise.
 
 Each serving process keeps one of each per dataset it answers such questions for,
 derived from the rows and kept current the way the tree is:
@@ -51,9 +53,9 @@ log = logging.getLogger(__name__)
 DAY = 86_400
 # Groups of one position scan: every column's aggregate per group, 21 MB at 8 columns.
 POSITION_GROUPS = 65_536
-# Rows of one store call of a position scan, one call after another: short calls leave
+# Rows of one store call of a rollup's scan, one call after another: short calls leave
 # the store free for questions meanwhile (HBase's region servers too).
-POSITION_SCAN_ROWS = 2_000_000
+SCAN_ROWS = 2_000_000
 
 
 @dataclass
@@ -72,28 +74,126 @@ class DayRollup:
         return out
 
 
-class DayRollups:
-    """The day rollups of every dataset one planner answers series for."""
+class _Background:
+    """Rollups of every dataset one planner answers questions for, made by background
+    threads: one job per dataset at a time, each keeping what it returns; a dataset's
+    builds and patches rest REST times as long as its last one took (rows arriving all
+    the time would otherwise keep a core scanning, and a store that is away is not asked
+    again at once)."""
+
+    REST = 4
+    what = "rollup"  # what the log calls it
 
     def __init__(self, store):
         self.store = store
-        self._held: dict[str, DayRollup] = {}
+        self._held: dict = {}
+        self._jobs: dict[str, threading.Thread] = {}
+        self._rest_until: dict[str, float] = {}
+        self._forgotten = 0  # forget() calls so far: a job started before one keeps nothing
+        self._closing = threading.Event()
         self._lock = threading.Lock()
 
-    def current(self, ds: Dataset, tree: TreeState) -> DayRollup:
-        """The dataset's rollup as of the tree's version."""
-        with self._lock:  # one builder at a time; the others wait and take its result
-            held = self._held.get(ds.name)
-            if held is not None and held.version == tree.version:
-                return held
-            touched = None if held is None else tree.touched_since(held.version)
-            rollup = self._build(ds, tree) if touched is None else self._patch(ds, tree, held, touched)
-            self._held[ds.name] = rollup
-            return rollup
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for the background work started so far (tests, benchmarks)."""
+        for job in list(self._jobs.values()):
+            job.join(timeout)
 
     def forget(self, name: str) -> None:
         with self._lock:
             self._held.pop(name, None)
+            self._rest_until.pop(name, None)
+            self._forgotten += 1
+
+    def close(self) -> None:
+        """Stop the background work (at its next store call) and wait for it: before the
+        store closes."""
+        self._closing.set()
+        self.settle()
+
+    def _resting(self, name: str) -> bool:
+        return time.monotonic() < self._rest_until.get(name, 0.0)
+
+    def _start(self, name: str, work, *args) -> None:
+        """Run work(*args) in the background unless the dataset's last job is still running
+        (the caller holds the lock). work returns the rollup to keep, or None."""
+        job = self._jobs.get(name)
+        if self._closing.is_set() or job is not None and job.is_alive():
+            return
+        forgotten = self._forgotten
+
+        def run():
+            try:
+                made = work(*args)
+            except _Closing:
+                return
+            except Exception:  # the store unreachable, the dataset dropped: a later question asks again
+                log.exception("%s of %s not made", self.what, name)
+                return
+            with self._lock:
+                if made is not None and self._forgotten == forgotten:
+                    self._held[name] = made
+
+        self._jobs[name] = job = threading.Thread(target=run, name=f"gridagg-rollup-{name}", daemon=True)
+        job.start()
+
+    def _timed(self, name: str, work, *args):
+        """work(*args), after which the dataset's jobs rest (see the class); failed too."""
+        started = time.monotonic()
+        try:
+            return work(*args)
+        finally:
+            now = time.monotonic()
+            with self._lock:
+                self._rest_until[name] = now + self.REST * (now - started)
+
+    def _grouped(self, ds: Dataset, request: ScanRequest, rows: np.ndarray) -> AggArrays:
+        """The request's aggregates per group, its leaves (holding `rows` rows each) read in
+        calls of about SCAN_ROWS rows one after another; stopped when the rollups close."""
+        aggs = AggArrays.empty(request.ngroups, len(ds.columns))
+        for g0, g1 in parts.cut(rows, -(-int(rows.sum()) // SCAN_ROWS)):
+            if self._closing.is_set():
+                raise _Closing(f"{ds.name}: the server is closing")
+            answer = self.store.scan(ds, request.part(g0, g1))
+            if answer.stopped:
+                raise StoreUnavailable(f"the store stopped scanning {ds.name} for a rollup before the end")
+            aggs.add_into(np.arange(request.ngroups), answer.aggs)
+        return aggs
+
+
+class DayRollups(_Background):
+    """The day rollups of every dataset one planner answers questions over time for."""
+
+    what = "day rollup"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._making = threading.Lock()  # one maker at a time; the others wait and take its result
+
+    def current(self, ds: Dataset, tree: TreeState) -> DayRollup:
+        """The dataset's rollup as of the tree's version, made now if need be (a series
+        waits for it)."""
+        with self._making:
+            with self._lock:
+                held, forgotten = self._held.get(ds.name), self._forgotten
+            if held is not None and held.version == tree.version:
+                return held
+            touched = None if held is None else tree.touched_since(held.version)
+            rollup = self._build(ds, tree) if touched is None else self._patch(ds, tree, held, touched)
+            with self._lock:
+                if self._forgotten == forgotten:  # a dataset dropped meanwhile keeps nothing
+                    self._held[ds.name] = rollup
+            return rollup
+
+    def made(self, ds: Dataset, tree: TreeState) -> DayRollup | None:
+        """The dataset's rollup as of the tree's version, or None: it is then made in the
+        background for the questions after (a plain question never waits for it)."""
+        with self._lock:
+            held = self._held.get(ds.name)
+            if held is not None and held.version == tree.version:
+                return held
+            if not self._resting(ds.name):
+                self._start(ds.name, self._timed, ds.name, self.current, ds, tree)
+            return None
 
     def _span(self, tree: TreeState, nodes: np.ndarray, t: int) -> tuple[int, int]:
         """The days the rows of these grids fall on: [first, last] (first > last: none)."""
@@ -115,7 +215,7 @@ class DayRollups:
         request = ScanRequest([tree.ids[i] for i in leaves.tolist()],
                               [RangeCondition(t, first * DAY, (last + 1) * DAY - 1)], list(range(ncols)),
                               ngroups=count, buckets=Buckets(t, first * DAY, DAY, count))
-        return self.store.scan(ds, request).aggs
+        return self._grouped(ds, request, tree.aggs.count[leaves])
 
     def _build(self, ds: Dataset, tree: TreeState) -> DayRollup:
         first, last = self._span(tree, np.array([tree.root]), ds.time_axis)
@@ -164,24 +264,12 @@ class PositionCells:
                              AggArrays.concat([self.aggs.take(keep), aggs]))
 
 
-class PositionRollups:
+class PositionRollups(_Background):
     """The position rollups of every dataset one planner answers questions over position
     for. A question never waits for one: what a question finds missing (the cells as of
-    the tree's version, or cells it cuts refined) is made by a background thread, one
-    per dataset at a time, for the questions after it; builds and patches of one dataset
-    rest REST times as long as the last one took (rows arriving all over the map would
-    otherwise keep a core scanning)."""
+    the tree's version, or cells it cuts refined) is made by a background thread."""
 
-    REST = 4
-
-    def __init__(self, store):
-        self.store = store
-        self._held: dict[str, PositionCells] = {}
-        self._jobs: dict[str, threading.Thread] = {}
-        self._rest_until: dict[str, float] = {}
-        self._forgotten = 0  # forget() calls so far: a job started before one keeps nothing
-        self._closing = threading.Event()
-        self._lock = threading.Lock()
+    what = "position rollup"
 
     def current(self, ds: Dataset, tree: TreeState) -> PositionCells | None:
         """The dataset's cells as of the tree's version, or None (they are being made)."""
@@ -189,8 +277,8 @@ class PositionRollups:
             held = self._held.get(ds.name)
             if held is not None and held.version == tree.version:
                 return held
-            if time.monotonic() >= self._rest_until.get(ds.name, 0.0):
-                self._start(ds.name, self._bring, ds, tree, held)
+            if not self._resting(ds.name):
+                self._start(ds.name, self._timed, ds.name, self._bring, ds, tree, held)
             return None
 
     def refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> None:
@@ -199,59 +287,13 @@ class PositionRollups:
         with self._lock:
             self._start(ds.name, self._refine, ds, tree, cells, which)
 
-    def settle(self, timeout: float | None = None) -> None:
-        """Wait for the background work started so far (tests, benchmarks)."""
-        for job in list(self._jobs.values()):
-            job.join(timeout)
-
-    def forget(self, name: str) -> None:
-        with self._lock:
-            self._held.pop(name, None)
-            self._rest_until.pop(name, None)
-            self._forgotten += 1
-
-    def close(self) -> None:
-        """Stop the background work (at its next store call) and wait for it: before the
-        store closes."""
-        self._closing.set()
-        self.settle()
-
-    def _start(self, name: str, work, *args) -> None:
-        """Run work(*args) in the background unless the dataset's last job is still running
-        (the caller holds the lock). work returns the cells to keep, or None."""
-        job = self._jobs.get(name)
-        if self._closing.is_set() or job is not None and job.is_alive():
-            return
-        forgotten = self._forgotten
-
-        def run():
-            try:
-                cells = work(*args)
-            except _Closing:
-                return
-            except Exception:  # the store unreachable, the dataset dropped: a later question asks again
-                log.exception("position rollup of %s not made", name)
-                return
-            with self._lock:
-                if cells is not None and self._forgotten == forgotten:
-                    self._held[name] = cells
-
-        self._jobs[name] = job = threading.Thread(target=run, name=f"gridagg-positions-{name}", daemon=True)
-        job.start()
-
     def _bring(self, ds: Dataset, tree: TreeState, held: PositionCells | None) -> PositionCells:
         """The cells as of the tree's version: held patched where the change log tells
         which leaves changed, else built anew."""
-        started = time.monotonic()
-        try:
-            touched = None if held is None else tree.touched_since(held.version)
-            if touched is None:
-                return self._cells(ds, tree, _bounds(ds, tree, [tree.root]))
-            return self._patch(ds, tree, held, touched)
-        finally:  # failed too: a store that is away is not asked again at once
-            now = time.monotonic()
-            with self._lock:
-                self._rest_until[ds.name] = now + self.REST * (now - started)
+        touched = None if held is None else tree.touched_since(held.version)
+        if touched is None:
+            return self._cells(ds, tree, _bounds(ds, tree, [tree.root]))
+        return self._patch(ds, tree, held, touched)
 
     def _refine(self, ds: Dataset, tree: TreeState, cells: PositionCells, which: np.ndarray) -> PositionCells | None:
         if self._held.get(ds.name) is not cells:  # changed meanwhile: a later question asks again
@@ -293,8 +335,8 @@ class PositionRollups:
         """The cells of the rows whose position lies in box (lon_lo, lon_hi, lat_lo,
         lat_hi): one scan of the leaves there, grouped along `axis` (the lon or lat
         dimension) in at most POSITION_GROUPS groups of equal width, in calls of about
-        POSITION_SCAN_ROWS rows one after another, on one thread (the serving threads
-        keep the others)."""
+        SCAN_ROWS rows one after another, on one thread (the serving threads keep the
+        others)."""
         x, y = ds.lonlat_axes
         ncols = len(ds.columns)
         xlo, xhi, ylo, yhi = (int(v) for v in box)
@@ -308,15 +350,7 @@ class PositionRollups:
         request = ScanRequest([tree.ids[i] for i in leaves.tolist()],
                               [RangeCondition(x, xlo, xhi), RangeCondition(y, ylo, yhi)], list(range(ncols)),
                               ngroups=count, buckets=Buckets(axis, lo, step, count))
-        rows = tree.aggs.count[leaves]
-        aggs = AggArrays.empty(count, ncols)
-        for g0, g1 in parts.cut(rows, -(-int(rows.sum()) // POSITION_SCAN_ROWS)):
-            if self._closing.is_set():
-                raise _Closing
-            answer = self.store.scan(ds, request.part(g0, g1))
-            if answer.stopped:
-                raise StoreUnavailable(f"the store stopped scanning {ds.name}'s positions before the end")
-            aggs.add_into(np.arange(count), answer.aggs)
+        aggs = self._grouped(ds, request, tree.aggs.count[leaves])
         aggs = aggs.take(np.flatnonzero(aggs.count > 0))
         # Every row has a position: the lon and lat columns' min and max are its cell's box.
         return np.stack([aggs.mins[:, x], aggs.maxs[:, x], aggs.mins[:, y], aggs.maxs[:, y]], axis=1), aggs
@@ -341,8 +375,9 @@ class PositionRollups:
         return PositionCells(tree.version, held.box, held.aggs).replaced(meets, fresh.box, fresh.aggs)
 
 
-class _Closing(Exception):
-    """The rollups are closing: background work stops."""
+class _Closing(StoreUnavailable):
+    """The rollups are closing: background work stops (a series asking meanwhile hears
+    the store is going away)."""
 
 
 def _bounds(ds: Dataset, tree: TreeState, nodes) -> np.ndarray:

@@ -12,7 +12,7 @@ from engine_support import check_query, check_series, check_tree, from_position_
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput, UnknownDataset
-from gridagg.rollups import PositionRollups
+from gridagg.rollups import DayRollups, PositionRollups
 from gridagg.schema import Dataset
 
 
@@ -246,22 +246,34 @@ def test_a_writer_that_dies_before_moving_the_epoch_is_seen_after_reconfirm_seco
         writer.directory.close()
 
 
-def test_a_series_of_time_alone_reads_day_rollups_kept_current(engine, weather, settings):
+def test_questions_over_time_alone_read_day_rollups_kept_current(engine, weather, settings, monkeypatch):
     """A series whose only condition is time, in whole days, reads the day rollup, no
-    rows; after another process's inserts (new days, splits) and a repair the rollup
-    follows the change log and the answers stay brute force."""
+    rows, made as it asks. A plain question over whole days (a month) reads it too, once
+    a background thread has made it (the tree answers meanwhile), and is not offered to
+    the tuner. After another process's inserts (new days, splits) and a repair the
+    rollup follows the change log and the answers stay brute force."""
+    monkeypatch.setattr(DayRollups, "REST", 0)
     writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
     rows = weather_rows(3000, seed=21)[0]
     seen = TABLE.rows(rows)
-    request = {"aggregates": ["count", "sum:wind_speed", "min:temperature", "max:humidity", "avg:wind_speed"],
-               "step": "7d", "start": "2012-01-01T00:00:00Z", "end": "2012-12-30T23:59:59Z"}
+    aggregates = ["count", "sum:wind_speed", "min:temperature", "max:humidity", "avg:wind_speed"]
+    request = {"aggregates": aggregates, "step": "7d", "start": "2012-01-01T00:00:00Z", "end": "2012-12-30T23:59:59Z"}
+    month = {"aggregates": aggregates, "where": {"time": ["2012-03-01T00:00:00Z", "2012-03-31T23:59:59Z"]}}
     try:
         for part in (slice(0, 1500), slice(1500, 3000)):
             assert writer.insert(weather.name, rows[part]).stored == 1500
+            engine.planner.sample.take(weather.name)
+            first = check_query(engine, weather.name, TABLE, seen[: part.stop], month)
+            assert first.plan.rollup_days is None  # the tree's answer: the rollup is behind the inserts
+            engine.settle()
+            result = check_query(engine, weather.name, TABLE, seen[: part.stop], month)
+            assert result.plan.rollup_days == 31 and result.plan.rows_in_scanned_grids == 0
+            assert engine.planner.sample.take(weather.name) == []
             result = check_series(engine, weather.name, TABLE, seen[: part.stop], request)
             assert result.plan.rollup_days == 366 and result.plan.rows_in_scanned_grids == 0  # 2012, to its end
         writer.repair(weather.name)
         check_series(engine, weather.name, TABLE, seen, {**request, "window": "28d"})
+        check_query(engine, weather.name, TABLE, seen, month)
     finally:
         writer.directory.close()
 
