@@ -15,7 +15,8 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    of the paper's sum boxes drawn from another seed than the measured ones (other time
    windows), asked once (the planner's sample keeps at most 256 of them, as it does for
    the online tuner); rounds over that sample, priced with the store's cost model,
-   until one changes nothing; then
+   until one changes nothing (or, with --tune-minutes, none starts after that many
+   minutes); then
    asks gridagg and the in-process peers the dashboard's eight questions
    (dashboard.QUESTIONS) and the paper's boxes (sum and min of wind speed over time,
    temperature, humidity and illuminance): in process, p50 of --repeat runs after a
@@ -172,7 +173,8 @@ def _run(settings: Settings, args) -> dict:
     result["systems"] = {}
     try:
         if args.tune:
-            result["tuning"] = {store: tune_to_workload(settings, store, name, args.tune, args.seed + TRAINING_SEED)
+            result["tuning"] = {store: tune_to_workload(settings, store, name, args.tune, args.seed + TRAINING_SEED,
+                                                        args.tune_minutes)
                                 for store, name in datasets.items()}
         for store, name in datasets.items():
             with engine_of(settings, store) as engine:
@@ -204,9 +206,11 @@ def _run(settings: Settings, args) -> dict:
     return result
 
 
-def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed: int) -> dict:
+def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed: int,
+                     minutes: float | None = None) -> dict:
     """Dataset `name` on `store` adapted to the bench's workload (step 2 of the module
-    docstring: `boxes` of the paper's sum boxes from `seed`); returns what it took."""
+    docstring: `boxes` of the paper's sum boxes from `seed`), no round started after
+    `minutes` (None: until a round changes nothing); returns what it took."""
     from gridagg import costmodel
     from gridagg.adapt import TUNE_CANDIDATES, adapt
 
@@ -218,11 +222,12 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
     with engine_of(settings, store) as engine:
         before = engine.trees.tree(engine.dataset(name)).leaf_count
         t0 = time.perf_counter()
+        stop = None if minutes is None else t0 + 60 * minutes
         for q in training:
             dashboard.ask(engine, name, q)
         sample = engine.planner.sample.take(name)
         rounds, changes, settled = 0, 0, set()
-        while True:
+        while stop is None or time.perf_counter() < stop:
             done = adapt(engine, name, model, sample, candidates=TUNE_CANDIDATES, settled=settled,
                          most_leaves=engine.trees.leaves_loadable(engine.dataset(name), settings.tree_load_seconds))
             if done.still:
@@ -389,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="first adapt each gridagg dataset's tree to the dashboard's questions and N of the paper's "
                         "sum boxes from another seed, in place, as its online tuner would (default 0: measure the "
                         "tree as it is)")
+    p.add_argument("--tune-minutes", type=float, metavar="M",
+                   help="with --tune, start no tuning round after M minutes (a tree that trades splits for "
+                        "merges without end at its leaf budget; default: until a round changes nothing)")
     p.add_argument("--repeat", type=int, default=5, help="runs per p50 in process (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
     p.add_argument("--clients", type=int, nargs="*", default=[],
@@ -405,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if "pg" in args.peers and not args.clients:
         p.error("--peers pg is served only: give --clients too")
+    if args.tune_minutes is not None and not args.tune:
+        p.error("--tune-minutes caps the tuning of --tune N: give --tune too")
     args.command_line = "python -m gridagg_loadtest.scale " + " ".join(sys.argv[1:] if argv is None else argv)
     run(Settings.from_env(), args)
     print((Path(args.out) / "scale.md").read_text())

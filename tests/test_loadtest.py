@@ -166,7 +166,7 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     try:
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
                     f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
-                    "--tune", "20", "--clients", "2",
+                    "--tune", "20", "--tune-minutes", "10", "--clients", "2",
                     "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
     finally:
         with GridEngine.open(settings) as engine:
@@ -200,6 +200,12 @@ def test_bytes_on_disk_count_nothing_for_a_file_removed_during_the_walk(tmp_path
 
     monkeypatch.setattr(scale.os, "stat", merged_away)
     assert scale.disk_bytes(tmp_path) == 10
+
+
+def test_scale_refuses_a_cap_on_tuning_it_was_not_asked_for(capsys):
+    with pytest.raises(SystemExit) as exc:
+        scale.main(["--archive", "a", "--config", "c.toml", "--dataset", "embedded=x", "--tune-minutes", "5"])
+    assert exc.value.code == 2 and "give --tune too" in capsys.readouterr().err
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
