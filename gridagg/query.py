@@ -274,7 +274,7 @@ class QueryPlan:
     elapsed_ms: float = 0.0
     region: dict | None = None  # leaves inside, on the edge of and outside the polygon
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
-    rollup_days: int | None = None  # a series of time alone: days read from the day rollup
+    rollup_days: int | None = None  # time alone in whole days: days read from the day rollup
     rollup_positions: int | None = None  # a question over position alone: positions added up
     bounds: dict | None = None  # with a deadline: grids exact and bounded, rows read and bounded
     n_size_chosen: str | None = None  # when gridagg chose the dataset's n_size: what and why

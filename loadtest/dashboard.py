@@ -6,9 +6,9 @@ ingest/examples/weather_generated.toml (six dimensions: time, temperature, humid
 illuminance, longitude, latitude), loaded into gridagg (the Spark bulk load, one N_size,
 each store) and into each in-process peer (the same stored integers, its table ordered
 by time). Each question is asked of gridagg in process (the engine, p50 over --repeat
-runs after a warm-up, once the position rollup its asking starts is made: settled) and
-over HTTP (`gridagg serve`'s server, p50 of 5 requests, once every worker answers a
-question over position alone from its rollup), and
+runs after a warm-up, once the rollup its asking starts is made: settled) and over HTTP
+(`gridagg serve`'s server, p50 of 5 requests, once every worker answers a question over
+position alone, or a plain one over time alone, from its rollup), and
 of each peer in process at each of its thread settings (the same question as plain SQL,
 only the statistics asked: dashboard_sql.py). Every answer is checked against every
 peer's, exactly.
@@ -53,10 +53,16 @@ class Question:
         return "step" in self.body
 
     @property
-    def over_position(self) -> bool:
-        """Whether it selects by longitude and latitude alone (gridagg answers it from the
-        position rollup once made)."""
-        return not self.series and "region" in self.body and not self.body.get("where")
+    def rollup(self) -> str | None:
+        """The plan field of the rollup gridagg answers it from once made, or None: the
+        position rollup's for a question over longitude and latitude alone, the day
+        rollup's for a plain one over time alone (the dashboard's are in whole days)."""
+        where = self.body.get("where") or {}
+        if self.series:
+            return None
+        if "region" in self.body:
+            return None if where else "rollup_positions"
+        return "rollup_days" if set(where) == {"time"} else None
 
 
 QUESTIONS = [
@@ -99,8 +105,8 @@ def _same(a: list[dict], b: list[dict]) -> bool:
 
 
 def settled(engine, name: str, q: Question):
-    """gridagg's answer once the work its asking starts in the background (the position
-    rollup, made and then refined for the question) is done: asked and settled thrice."""
+    """gridagg's answer once the work its asking starts in the background (a rollup, made
+    and, for positions, refined for the question) is done: asked and settled thrice."""
     for _ in range(3):
         ask(engine, name, q)
         engine.settle()
@@ -148,8 +154,8 @@ def http_p50(url: str, name: str, repeat: int = 5, questions: list[Question] = Q
     with requests.Session() as http:
         for q in questions:
             path = f"{url}/v1/datasets/{name}/{'series' if q.series else 'query'}"
-            if q.over_position:
-                _until_from_positions(http, path, q)
+            if q.rollup:
+                _until_from_rollup(http, path, q)
             times = []
             for i in range(repeat + 1):
                 t0 = time.perf_counter()
@@ -162,15 +168,16 @@ def http_p50(url: str, name: str, repeat: int = 5, questions: list[Question] = Q
     return out
 
 
-def _until_from_positions(http, path: str, q: Question, seconds: float = 300) -> None:
-    """Ask until every worker answers from its position rollup (each makes its own in the
-    background): ten answers from it in a row."""
+def _until_from_rollup(http, path: str, q: Question, seconds: float = 300) -> None:
+    """Ask until every worker answers from its rollup (each makes its own in the
+    background), or without reading rows (a question that takes every row answers from
+    the tree's root): ten such answers in a row."""
     deadline, in_a_row = time.monotonic() + seconds, 0
     while in_a_row < 10:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{q.label}: not answered from the position rollup within {seconds:.0f} s")
+            raise RuntimeError(f"{q.label}: not answered from its rollup within {seconds:.0f} s")
         plan = http.post(path, json=q.body, timeout=300).json()["plan"]
-        in_a_row = in_a_row + 1 if "rollup_positions" in plan else 0
+        in_a_row = in_a_row + 1 if q.rollup in plan or not plan["rows_in_scanned_grids"] else 0
         if not in_a_row:
             time.sleep(0.5)
 
