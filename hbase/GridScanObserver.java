@@ -60,7 +60,7 @@ import jdk.incubator.vector.VectorSpecies;
  *
  * <p>Request (all little-endian):
  * <pre>
- *   u8 version = 4, u8 layout, u16 ncols
+ *   u8 version = 5, u8 layout, u16 ncols
  *   i64 deadline: milliseconds since the epoch after which the answer is no longer
  *      wanted (0: none; see Deadlines below)
  *   u16 nconds, then per condition: u16 col, i64 lo, i64 hi      (lo &lt;= v &lt;= hi)
@@ -70,6 +70,8 @@ import jdk.incubator.vector.VectorSpecies;
  *   u32 ngroups
  *   u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
  *      spec u8 has and i64 best
+ *   u8 polygon: 0, or 1 then u16 lon col, u16 lat col, f64 lon scale, f64 lat scale,
+ *      f64 eps, u32 nedges, then per edge f64 x1, y1, x2, y2 (every ring's edges)
  *   u32 nitems, then the items a column at a time: u32 x (nitems + 1) offsets of the
  *      start keys in their block, the same of the stop keys, the start keys' block, the
  *      stop keys' block (layout 0: every stop key empty; layout 1: empty = to the
@@ -80,7 +82,7 @@ import jdk.incubator.vector.VectorSpecies;
  * </pre>
  * Response (the cell's value):
  * <pre>
- *   u8 version = 4
+ *   u8 version = 5
  *   u16 len + region start key, u16 len + region end key, i64 region id
  *   i64 rows visited, rows matched, grids (items) scanned, grids skipped
  *   u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -91,16 +93,19 @@ import jdk.incubator.vector.VectorSpecies;
  * With skip specs, items are visited in the given order and an item whose bounds cannot
  * improve the best found so far (the request's, or this region's group 0) is passed
  * over; without, layout 0 reads its grids in key order with one region scanner.
- * Rows_of items are never passed over; their matching rows (conditions only) come back
- * instead of adding to the aggregates.
+ * Rows_of items (grids on a polygon's edge) are never passed over. With a polygon, each
+ * of their rows that meets the conditions is tested against it as gridagg/kernels.py's
+ * point_in_polygon does (its lon/lat as doubles, value / scale): a row inside adds to
+ * the aggregates, a row outside is left out, and a row within eps of an edge comes back
+ * whole for the caller's exact test. Without a polygon every matching row comes back.
  *
  * <p>A Get carrying {@code gridagg.keys} instead asks, for grid rows, which cells they hold
  * and which of some element IDs their live segments hold (what a write must know), and is
  * answered with the cell {@code a:gridagg.keys}:
  * <pre>
- *   request: u8 version = 4, u32 ngrids, then per grid: u16 len + row key, u32 neids,
+ *   request: u8 version = 5, u32 ngrids, then per grid: u16 len + row key, u32 neids,
  *            then per element ID u16 len + bytes
- *   answer:  u8 version = 4, the region (as above), u32 n, then per grid of the region:
+ *   answer:  u8 version = 5, the region (as above), u32 n, then per grid of the region:
  *            u32 grid index, u32 ncells, per cell its 8-byte qualifier and u32 value
  *            length, u32 nfound, then u32 index of each element ID found
  * </pre>
@@ -117,8 +122,8 @@ import jdk.incubator.vector.VectorSpecies;
  * as HBase itself does (hbase.master.maxclockskew). Stopping is a normal answer, not an
  * exception: a stopped scan is no failure to retry.
  *
- * <p>A Get carrying {@code gridagg.stats} (value: u8 version = 4) is answered with the
- * cell {@code a:gridagg.stats}: u8 version = 4, the region (as above), i64 scans stopped by
+ * <p>A Get carrying {@code gridagg.stats} (value: u8 version = 5) is answered with the
+ * cell {@code a:gridagg.stats}: u8 version = 5, the region (as above), i64 scans stopped by
  * their deadline, i64 items they left unread; counted since the region server started,
  * over all of its regions (what a test or an operator reads to see that stopping works).
  *
@@ -140,7 +145,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
   public static final String STATS_ATTRIBUTE = "gridagg.stats";
   static final byte[] ROWS = Bytes.toBytes("r");
   static final byte[] ANSWER_FAMILY = Bytes.toBytes("a");
-  static final int VERSION = 4;
+  static final int VERSION = 5;
   /** Scans stopped by their deadline, and the items they left unread, in this JVM. */
   static final AtomicLong STOPPED_SCANS = new AtomicLong(), UNREAD_ITEMS = new AtomicLong();
   /** Aggregate slots (groups x aggregated columns) one request may ask for. */
@@ -648,6 +653,56 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     }
   }
 
+  /** A request's polygon, as gridagg/kernels.py's point_in_polygon tests a row with it. */
+  static final class Polygon {
+    static final int OUTSIDE = 0, NEAR = 1, INSIDE = 2;
+    final int lonCol, latCol;
+    final double lonScale, latScale, eps;
+    final double[] edges; // edge e: x1, y1, x2, y2 at 4 * e
+
+    Polygon(ByteBuffer in, Request q) throws IOException {
+      lonCol = q.column(in.getShort() & 0xffff);
+      latCol = q.column(in.getShort() & 0xffff);
+      lonScale = in.getDouble();
+      latScale = in.getDouble();
+      eps = in.getDouble();
+      long nedges = in.getInt() & 0xffffffffL;
+      if (nedges > in.remaining() / 32) {
+        throw new DoNotRetryIOException(ATTRIBUTE + ": bad polygon edge count " + nedges);
+      }
+      edges = new double[(int) (4 * nedges)];
+      in.asDoubleBuffer().get(edges);
+      in.position(in.position() + 8 * edges.length);
+    }
+
+    /** Where row r of seg lies: OUTSIDE, INSIDE, or NEAR (within eps of an edge: only an exact test can say). */
+    int where(Columns seg, int r) {
+      double x = seg.get(lonCol, r) / lonScale, y = seg.get(latCol, r) / latScale;
+      double[] e = edges;
+      for (int j = 0; j < e.length; j += 4) {
+        double x1 = e[j], y1 = e[j + 1], x2 = e[j + 2], y2 = e[j + 3];
+        if (x < Math.min(x1, x2) - eps || x > Math.max(x1, x2) + eps || y < Math.min(y1, y2) - eps
+            || y > Math.max(y1, y2) + eps) {
+          continue;
+        }
+        double dx = x2 - x1, dy = y2 - y1, length2 = dx * dx + dy * dy;
+        double t = length2 == 0 ? 0.0 : Math.min(1.0, Math.max(0.0, ((x - x1) * dx + (y - y1) * dy) / length2));
+        double px = x1 + t * dx - x, py = y1 + t * dy - y;
+        if (px * px + py * py <= eps * eps) {
+          return NEAR;
+        }
+      }
+      boolean inside = false; // even-odd: a ray from the point crosses the edges an odd number of times
+      for (int j = 0; j < e.length; j += 4) {
+        double x1 = e[j], y1 = e[j + 1], x2 = e[j + 2], y2 = e[j + 3];
+        if ((y1 > y) != (y2 > y) && x < x1 + (y - y1) * (x2 - x1) / (y2 - y1)) {
+          inside = !inside;
+        }
+      }
+      return inside ? INSIDE : OUTSIDE;
+    }
+  }
+
   /** A decoded request. */
   static final class Request {
     final int layout, ncols;
@@ -677,6 +732,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
     final int[] group;
     final boolean[] rowsOf;
     final long[] bounds; // item i, spec s at i * nspecs + s
+    final Polygon polygon; // rows_of items' rows are tested against it; null: they come back
     final int maskBytes; // per item: which conditions its rows are tested against
     final byte[] tests; // item i's mask at i * maskBytes
 
@@ -746,6 +802,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
           bestVal[s] = in.getLong();
         }
       }
+      polygon = (in.get() & 0xff) == 1 ? new Polygon(in, this) : null;
       int nitems = in.getInt();
       if (nitems < 0 || nitems > in.remaining() / 13) { // 2 offsets, a group and rows_of each
         throw new DoNotRetryIOException(ATTRIBUTE + ": bad item count " + nitems);
@@ -1077,7 +1134,7 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
       rowsVisited += s.n;
       int a = q.lo0 == Long.MIN_VALUE ? 0 : s.lowerBound(q.lo0);
       int z = q.hi0 == Long.MAX_VALUE ? s.n : s.lowerBound(q.hi0 + 1);
-      if (q.rowsOf[i]) {
+      if (q.rowsOf[i] && q.polygon == null) {
         rows(i, s, a, z);
       } else {
         columns(i, s, a, z);
@@ -1097,8 +1154,8 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
      * rows that pass picked by mask, a narrow column on its deltas (the base added once
      * per run).
      */
-    void columns(int i, Columns seg, int a, int z) {
-      if (z <= a || !select(i, seg, a, z)) {
+    void columns(int i, Columns seg, int a, int z) throws IOException {
+      if (z <= a || !select(i, seg, a, z) || (q.rowsOf[i] && !inPolygon(i, seg, a, z))) {
         return;
       }
       int nruns = runs(i, seg, a, z);
@@ -1139,6 +1196,30 @@ public class GridScanObserver implements RegionCoprocessor, RegionObserver {
         Arrays.fill(pass, 0, z - a, (byte) -1);
       }
       return true;
+    }
+
+    /**
+     * Clears in `pass` the marked rows of a..z-1 (item i's, on the polygon's edge) that
+     * lie outside the polygon, and those near an edge, which come back whole instead;
+     * false when no marked row is left.
+     */
+    boolean inPolygon(int i, Columns seg, int a, int z) throws IOException {
+      boolean any = false;
+      for (int r = a; r < z; r++) {
+        if (pass[r - a] == 0) {
+          continue;
+        }
+        int where = q.polygon.where(seg, r);
+        if (where == Polygon.INSIDE) {
+          any = true;
+          continue;
+        }
+        pass[r - a] = 0;
+        if (where == Polygon.NEAR) {
+          keepRow(i, seg, r);
+        }
+      }
+      return any;
     }
 
     /**

@@ -8,7 +8,7 @@ the gateway copies the attribute onto each Get); each region answers for the ite
 inside its own [start, end) with one cell "a:gridagg.scan".
 
 Request (all little-endian):
-    u8 version = 4, u8 layout, u16 ncols
+    u8 version = 5, u8 layout, u16 ncols
     i64 deadline: milliseconds since the epoch after which the answer is no longer wanted
        (ScanRequest.deadline, rounded down; 0: none)
     u16 nconds, then per condition: u16 col, i64 lo, i64 hi          (lo <= v <= hi)
@@ -18,6 +18,10 @@ Request (all little-endian):
     u32 ngroups
     u8 skip: 0, or 1 then u16 nspecs, per spec u16 aggcol index and u8 is_max, then per
        spec u8 has and i64 best
+    u8 polygon: 0, or 1 then u16 lon col, u16 lat col, f64 lon scale, f64 lat scale, f64
+       eps, u32 nedges, then per edge f64 x1, y1, x2, y2 (ScanRequest.polygon: the rows of
+       rows_of items are tested against it on the region server, and only those within
+       eps of an edge come back; without one every matching row of theirs does)
     u32 nitems, then the items a column at a time (each column one array, so a request
        of many items is packed without a step per item):
        u32 x (nitems + 1) offsets of the start keys in their block, the same of the stop
@@ -28,7 +32,7 @@ Request (all little-endian):
        tested against condition j (clear: its grid's box lies inside that condition's
        range, so every row meets it)
 Answer of one region:
-    u8 version = 4
+    u8 version = 5
     u16 len + region start key, u16 len + region end key, i64 region id
     i64 rows visited, rows matched, grids (items) scanned, grids skipped
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
@@ -45,15 +49,15 @@ when the region begins); across machines HBase already needs the clocks to agree
 
 Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
 rows must know, without the rows crossing the wire.
-    request: u8 version = 4, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+    request: u8 version = 5, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
        per element ID u16 len + bytes
-    answer: u8 version = 4, the region as above, u32 n, then per grid of the region:
+    answer: u8 version = 5, the region as above, u32 n, then per grid of the region:
        u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
 
 Stop counts (attribute "gridagg.stats", answer cell "a:gridagg.stats"): request u8
-version = 4; answer u8 version = 4, the region as above, i64 scans stopped by their
+version = 5; answer u8 version = 5, the region as above, i64 scans stopped by their
 deadline and i64 items they left unread, since the region server started.
 
 Coverage: every item (every part of a range) must be answered by exactly one region;
@@ -80,7 +84,7 @@ ATTRIBUTE = b"gridagg.scan"
 ANSWER = b"a:gridagg.scan"
 KEYS = b"gridagg.keys"
 STATS = b"gridagg.stats"
-VERSION = 4
+VERSION = 5
 SEGMENTS, ROW_CELLS = 0, 1
 
 
@@ -138,6 +142,13 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes
         out.append(struct.pack("<BH", 1, nspecs))
         out += [struct.pack("<HB", request.columns.index(c), is_max) for c, is_max in skip.specs]
         out += [struct.pack("<Bq", best is not None, 0 if best is None else best) for best in skip.best]
+    p = request.polygon
+    if p is None:
+        out.append(b"\0")
+    else:
+        edges = np.ascontiguousarray(p.edges, "<f8")
+        out.append(struct.pack("<BHHdddI", 1, p.lon_column, p.lat_column, p.lon_scale, p.lat_scale, p.eps, len(edges)))
+        out.append(edges.tobytes())
     n = len(items)
     out.append(struct.pack("<I", n))
     stops = items.stops if items.stops is not None else []
