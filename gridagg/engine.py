@@ -97,6 +97,7 @@ class GridEngine:
     def close(self) -> None:
         """Close the store and the directory (background work stopped first)."""
         self.planner.positions.close()
+        self.planner.months.close()
         self.planner.rollups.close()
         self.store.close()
         self.directory.close()
@@ -130,6 +131,7 @@ class GridEngine:
         self.trees.drop(name)
         self.planner.rollups.forget(name)
         self.planner.positions.forget(name)
+        self.planner.months.forget(name)
         self.planner.sample.forget(name)
 
     def dataset(self, name: str) -> Dataset:
@@ -245,6 +247,7 @@ class GridEngine:
         """Wait for the work questions started in the background: the rollups
         (gridagg.rollups) they found missing or to refine. Benchmarks measure after it."""
         self.planner.positions.settle(timeout)
+        self.planner.months.settle(timeout)
         self.planner.rollups.settle(timeout)
 
     def series(self, name: str, where: dict | None, aggregates: list[str], step, window=None, start=None,

@@ -40,7 +40,7 @@ from .kernels import even_odd
 from .query import Limits, Progress, QueryPlan, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from .questions import QuestionSample
 from .regions import EPSILON, Region
-from .rollups import DAY, DayRollups, PositionCells, PositionRollups
+from .rollups import DAY, DayRollups, MonthRollups, PositionCells, PositionRollups, in_whole_months
 from .scan import Buckets, RangeCondition, ScanAnswer, ScanRequest, Skip
 from .schema import Dataset
 from .tree import TreeState
@@ -289,6 +289,7 @@ class Planner:
         self.engine = engine
         self.rollups = DayRollups(engine.store)
         self.positions = PositionRollups(engine.store)
+        self.months = MonthRollups(engine.store)
         self.sample = QuestionSample()  # the questions walked, for the online tuner (gridagg.online)
         self.lead = parts.Lead()  # how much sooner than a deadline reading stops
 
@@ -424,16 +425,20 @@ class Planner:
 
     def _by_rollup(self, ds: Dataset, spec: QuerySpec) -> QueryResult | None:
         """The answer from a rollup, when one is made that gives it: the position rollup's
-        for a question over position alone (see _from_positions), the day rollup's for one
+        for a question over position alone (see _from_positions), the month rollup's for
+        one over position within whole months (_from_months), the day rollup's for one
         over time alone in whole days; else None."""
         over_position = self._over_position(ds, spec)
-        days = None if over_position else self._over_days(ds, spec)
-        if not over_position and days is None:
+        months = not over_position and self._over_months(ds, spec)
+        days = None if over_position or months else self._over_days(ds, spec)
+        if not over_position and not months and days is None:
             return None
         started = time.perf_counter()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        if days is None:
+        if over_position:
             buckets = self._from_positions(ds, spec, plan)
+        elif months:
+            buckets = self._from_months(ds, spec, plan)
         else:
             tree = self.engine.trees.tree(ds)
             rollup = self.rollups.made(ds, tree)
@@ -459,49 +464,64 @@ class Planner:
         """Whether the question selects by longitude and latitude (a box or a polygon)
         and takes every row of every other dimension."""
         axes = ds.lonlat_axes
-        if axes is None or spec.empty:
-            return False
-        tree = self.engine.trees.tree(ds)
-        root = tree.root
-        if tree.dlo[root, 0] > tree.dhi[root, 0]:  # no rows
-            return False
-        box = np.array(spec.box, np.int64)
-        whole = (box[:, 0] <= tree.dlo[root]) & (box[:, 1] >= tree.dhi[root])  # per dimension
-        if not all(whole[d] for d in range(ds.ndim) if d not in axes):
+        whole = None if axes is None else self._whole(ds, spec)
+        if whole is None or not all(whole[d] for d in range(ds.ndim) if d not in axes):
             return False
         # A question that takes every row answers from the root's aggregate.
         return spec.region is not None or not whole[list(axes)].all()
 
+    def _over_months(self, ds: Dataset, spec: QuerySpec) -> bool:
+        """Whether the question selects by longitude and latitude (a box or a polygon)
+        within whole calendar months (gridagg.rollups.in_whole_months), not all of them,
+        and takes every row of every other dimension."""
+        axes, t = ds.lonlat_axes, ds.time_axis
+        whole = None if axes is None or t is None else self._whole(ds, spec)
+        if whole is None or whole[t] or not all(whole[d] for d in range(ds.ndim) if d not in (*axes, t)):
+            return False
+        return ((spec.region is not None or not whole[list(axes)].all())
+                and in_whole_months(ds.dimensions[t], *spec.box[t]))
+
+    def _whole(self, ds: Dataset, spec: QuerySpec) -> np.ndarray | None:
+        """Per dimension, whether the question takes every row's value there (its box
+        holds the data bounds); None when it selects nothing, or there are no rows."""
+        tree = self.engine.trees.tree(ds)
+        root = tree.root
+        if spec.empty or tree.dlo[root, 0] > tree.dhi[root, 0]:
+            return None
+        box = np.array(spec.box, np.int64)
+        return (box[:, 0] <= tree.dlo[root]) & (box[:, 1] >= tree.dhi[root])
+
     def _from_positions(self, ds: Dataset, spec: QuerySpec, plan: QueryPlan) -> AggArrays | None:
-        """The question's aggregates over spec.columns from the position rollup: the cells
-        inside its box and polygon added up, the single positions a polygon's edge comes
-        near settled by the exact point test. None while the rollup is not as of the
-        tree's version, or the question cuts cells that are not single positions: those
-        are being made (gridagg.rollups.PositionRollups), the tree answers meanwhile."""
+        """The question's aggregates over spec.columns from the position rollup (see
+        _from_cells). None while the rollup is not as of the tree's version, or the
+        question cuts cells that are not single positions: those are being made
+        (gridagg.rollups.PositionRollups), the tree answers meanwhile."""
         tree = self.engine.trees.tree(ds)
         cells = self.positions.current(ds, tree)
         if cells is None:
             return None
-        x, y = ds.lonlat_axes
-        box = np.array(spec.box, np.int64)
-        region = spec.region if spec.region is not None and not spec.region.rectangle else None
-        side = _sides(cells, box[x], box[y], region)
-        cut = np.flatnonzero(side == 1)
-        wide = cut[~cells.points(cut)]
-        if len(wide):
+        inside, wide = _cells_inside(ds, spec, cells)
+        if inside is None:
             self.positions.refine(ds, tree, cells, wide)
             return None
-        plan.total_grids = tree.leaf_count
-        if len(cut):  # single positions a polygon's edge comes near
-            rows = np.zeros((len(cut), len(ds.columns)), np.int64)
-            rows[:, x], rows[:, y] = cells.box[cut, 0], cells.box[cut, 2]
-            side[cut] = np.where(region.mask(rows), 2, 0)
-        inside = np.flatnonzero(side == 2)
-        out = AggArrays.empty(1, len(spec.columns))
-        plan.rows_in_reused_grids = out.add_into(np.zeros(len(inside), np.int64), cells.aggs, rows=inside,
-                                                 columns=spec.columns)
-        plan.rollup_positions = len(inside)
-        return out
+        return _from_cells(cells, inside, spec, plan, tree)
+
+    def _from_months(self, ds: Dataset, spec: QuerySpec, plan: QueryPlan) -> AggArrays | None:
+        """The question's aggregates over spec.columns from the month rollup: the cells of
+        its months, as _from_cells adds them up. None while the rollup is not as of the
+        tree's version, or the question cuts cells that are not single positions: those
+        are being made (gridagg.rollups.MonthRollups), the tree answers meanwhile."""
+        tree = self.engine.trees.tree(ds)
+        made = self.months.current(ds, tree)
+        if made is None:
+            return None
+        pick, cells = made.within(*spec.box[ds.time_axis])
+        inside, wide = _cells_inside(ds, spec, cells)
+        if inside is None:
+            self.months.refine(ds, tree, made, pick[wide])
+            return None
+        plan.rollup_months = len(np.unique(made.lo[pick]))
+        return _from_cells(cells, inside, spec, plan, tree)
 
     # -- the walk and the scan ---------------------------------------------------------
 
@@ -552,9 +572,9 @@ class Planner:
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         walked.scan_rows = int(tree.aggs.count[scan].sum())
         # A whole walk offers the question to the tuner's sample, unless a rollup (of
-        # positions or days) answers it once made: leaves split for it would be spent for nothing.
+        # positions, months or days) answers it once made: leaves split for it would be spent for nothing.
         if budget is None and (series is not None or not self._over_position(ds, spec)
-                               and self._over_days(ds, spec) is None):
+                               and not self._over_months(ds, spec) and self._over_days(ds, spec) is None):
             self.sample.offer(ds.name, query, len(scan), walked.scan_rows)
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
@@ -681,6 +701,37 @@ def walk(tree: TreeState, query: WalkQuery, budget: int | None = None):
     nr, ns = _walk(tree.walk, query, out, -1 if budget is None else budget)
     return (out.reused[:nr], out.reused_bucket[:nr], out.scan[:ns], out.scan_kind[:ns], out.tested[:ns],
             out.region_leaves, out.tally)
+
+
+def _cells_inside(ds: Dataset, spec: QuerySpec, cells: PositionCells) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the cells inside the question's box and polygon, the single positions a
+    polygon's edge comes near settled by the exact point test; the cells it cuts that
+    are not single positions). The first is None when there are such cells: the cells
+    cannot tell the answer."""
+    x, y = ds.lonlat_axes
+    box = np.array(spec.box, np.int64)
+    region = spec.region if spec.region is not None and not spec.region.rectangle else None
+    side = _sides(cells, box[x], box[y], region)
+    cut = np.flatnonzero(side == 1)
+    wide = cut[~cells.points(cut)]
+    if len(wide):
+        return None, wide
+    if len(cut):  # single positions a polygon's edge comes near
+        rows = np.zeros((len(cut), len(ds.columns)), np.int64)
+        rows[:, x], rows[:, y] = cells.box[cut, 0], cells.box[cut, 2]
+        side[cut] = np.where(region.mask(rows), 2, 0)
+    return np.flatnonzero(side == 2), wide
+
+
+def _from_cells(cells: PositionCells, inside: np.ndarray, spec: QuerySpec, plan: QueryPlan,
+                tree: TreeState) -> AggArrays:
+    """The aggregates over spec.columns of these cells added up; the plan says how many."""
+    out = AggArrays.empty(1, len(spec.columns))
+    plan.total_grids = tree.leaf_count
+    plan.rows_in_reused_grids = out.add_into(np.zeros(len(inside), np.int64), cells.aggs, rows=inside,
+                                             columns=spec.columns)
+    plan.rollup_positions = len(inside)
+    return out
 
 
 def _sides(cells: PositionCells, xr: np.ndarray, yr: np.ndarray, region: Region | None) -> np.ndarray:

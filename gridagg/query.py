@@ -276,6 +276,7 @@ class QueryPlan:
     grids: dict | None = None  # with explain: the grid IDs reused and scanned
     rollup_days: int | None = None  # time alone in whole days: days read from the day rollup
     rollup_positions: int | None = None  # a question over position alone: positions added up
+    rollup_months: int | None = None  # over position within whole months: months of the month rollup
     bounds: dict | None = None  # with a deadline: grids exact and bounded, rows read and bounded
     n_size_chosen: str | None = None  # when gridagg chose the dataset's n_size: what and why
 
@@ -286,7 +287,7 @@ class QueryPlan:
         return 1 - self.scanned_grids_after / self.scanned_grids_before
 
     def to_json(self, count: int | None) -> dict:
-        optional = ("region", "grids", "rollup_days", "rollup_positions", "bounds", "store_calls", "n_size_chosen")
+        optional = ("region", "grids", "rollup_days", "rollup_positions", "rollup_months", "bounds", "store_calls", "n_size_chosen")
         out = {k: v for k, v in self.__dict__.items() if v is not None or k not in optional}
         out["skip_rate"] = self.skip_rate
         out["reuse_rate"] = (self.rows_in_reused_grids / count) if count else None

@@ -19,15 +19,24 @@ meanwhile). A series of time alone makes the day rollup as it asks (it waits); a
 question over time alone in whole days (a month, a year) takes it once made, and has it
 made in the background otherwise.
 
+Month rollups hold the same cells per calendar month (UTC), for questions over position
+within whole months (a box or polygon over the map within a year, every other dimension
+whole): the tree's leaves each span many stations, so such a question reads the rows
+of most leaves its time range holds; the month's cells added up need none. Made in the
+background like the position rollup (a scan grouped by longitude per month, then by
+latitude where stations share a longitude), refined where a question cuts a cell of
+several positions, kept within MONTH_CELLS_BYTES per dataset (else not made: the tree
+answers).
+
 Each serving process keeps one of each per dataset it answers such questions for,
 derived from the rows and kept current the way the tree is:
 
 - built by one scan of every leaf, grouped by day, or by longitude (on HBase, on the
   region servers: only group aggregates come back);
-- at each later use, the days (or positions) the tree's recent changes touched (the
-  data bounds of the leaves the change log names, gridagg.tree.TreeState.history) are
-  scanned again, only those; when the tree cannot tell (a bulk load, a repair, too many
-  changes since), it is built again.
+- at each later use, the days (positions, months) the tree's recent changes touched
+  (the data bounds of the leaves the change log names, gridagg.tree.TreeState.history)
+  are scanned again, only those; when the tree cannot tell (a bulk load, a repair, too
+  many changes since), it is built again.
 
 Days count from the time dimension's domain start (encoded 0), in whole 86,400 s.
 """
@@ -37,7 +46,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 
 import numpy as np
 
@@ -53,6 +63,9 @@ log = logging.getLogger(__name__)
 DAY = 86_400
 # Groups of one position scan: every column's aggregate per group, 21 MB at 8 columns.
 POSITION_GROUPS = 65_536
+# Bytes of one process's month cells of a dataset (46 MB for 3,807 stations of about three
+# years each, 100M rows): a month rollup that would hold more is not made, the tree answers.
+MONTH_CELLS_BYTES = 256 << 20
 # Rows of one store call of a rollup's scan, one call after another: short calls leave
 # the store free for questions meanwhile (HBase's region servers too).
 SCAN_ROWS = 2_000_000
@@ -264,7 +277,71 @@ class PositionCells:
                              AggArrays.concat([self.aggs.take(keep), aggs]))
 
 
-class PositionRollups(_Background):
+class _PositionScans(_Background):
+    """Cells of rows by position, made by grouped scans (see PositionRollups), over all
+    time or within a time window."""
+
+    def _cells(self, ds: Dataset, tree: TreeState, area, window: tuple[int, int] | None = None) -> PositionCells:
+        """The cells of the rows whose position lies in area (lon_lo, lon_hi, lat_lo,
+        lat_hi), and whose time lies in window (stored [lo, hi]; None: any), grouped by
+        longitude. Where some longitude holds several positions, a second scan grouped by
+        latitude finds latitudes that hold one position each; a longitude whose rows all
+        lie in such positions is cut into them (a few of several thousand stations share
+        both a longitude and a latitude with others: those stay whole until a question
+        cuts them)."""
+        x, y = ds.lonlat_axes
+        box, aggs = self._scan(ds, tree, area, x, window)
+        cells = PositionCells(tree.version, box, aggs)
+        shared = np.flatnonzero(~cells.points(np.arange(len(box))) & (box[:, 0] == box[:, 1]))
+        if not len(shared):
+            return cells
+        bands = PositionCells(tree.version, *self._scan(ds, tree, area, y, window))
+        single = np.flatnonzero(bands.points(np.arange(len(bands.box))))
+        single = single[np.argsort(bands.box[single, 0], kind="stable")]
+        at = bands.box[single, 0]
+        cut, into = [], []
+        for i in shared.tolist():
+            mine = single[np.searchsorted(at, box[i, 0], "left"):np.searchsorted(at, box[i, 0], "right")]
+            if bands.aggs.count[mine].sum() == aggs.count[i]:  # its rows all lie in these positions
+                cut.append(i)
+                into.append(mine)
+        if not cut:
+            return cells
+        into = np.concatenate(into)
+        return cells.replaced(np.array(cut), bands.box[into], bands.aggs.take(into))
+
+    def _scan(self, ds: Dataset, tree: TreeState, box, axis: int,
+              window: tuple[int, int] | None = None) -> tuple[np.ndarray, AggArrays]:
+        """The cells of the rows whose position lies in box (lon_lo, lon_hi, lat_lo,
+        lat_hi) and time in window (None: any): one scan of the leaves there, grouped
+        along `axis` (the lon or lat dimension) in at most POSITION_GROUPS groups of
+        equal width, in calls of about SCAN_ROWS rows one after another, on one thread
+        (the serving threads keep the others)."""
+        x, y = ds.lonlat_axes
+        ncols = len(ds.columns)
+        xlo, xhi, ylo, yhi = (int(v) for v in box)
+        there = ((tree.left < 0) & (tree.aggs.count > 0) & (tree.dlo[:, x] <= xhi) & (tree.dhi[:, x] >= xlo)
+                 & (tree.dlo[:, y] <= yhi) & (tree.dhi[:, y] >= ylo))
+        conditions = [RangeCondition(x, xlo, xhi), RangeCondition(y, ylo, yhi)]
+        if window is not None:
+            t = ds.time_axis
+            there &= (tree.dlo[:, t] <= window[1]) & (tree.dhi[:, t] >= window[0])
+            conditions.append(RangeCondition(t, *window))
+        leaves = np.flatnonzero(there)
+        if not len(leaves) or xlo > xhi:
+            return np.zeros((0, 4), np.int64), AggArrays.empty(0, ncols)
+        lo, hi = (xlo, xhi) if axis == x else (ylo, yhi)
+        step = -(-(hi - lo + 1) // POSITION_GROUPS)
+        count = -(-(hi - lo + 1) // step)
+        request = ScanRequest([tree.ids[i] for i in leaves.tolist()], conditions, list(range(ncols)),
+                              ngroups=count, buckets=Buckets(axis, lo, step, count))
+        aggs = self._grouped(ds, request, tree.aggs.count[leaves])
+        aggs = aggs.take(np.flatnonzero(aggs.count > 0))
+        # Every row has a position: the lon and lat columns' min and max are its cell's box.
+        return np.stack([aggs.mins[:, x], aggs.maxs[:, x], aggs.mins[:, y], aggs.maxs[:, y]], axis=1), aggs
+
+
+class PositionRollups(_PositionScans):
     """The position rollups of every dataset one planner answers questions over position
     for. A question never waits for one: what a question finds missing (the cells as of
     the tree's version, or cells it cuts refined) is made by a background thread."""
@@ -303,58 +380,6 @@ class PositionRollups(_Background):
                              for i in which.tolist()))
         return cells.replaced(which, np.concatenate(boxes), AggArrays.concat(list(found)))
 
-    def _cells(self, ds: Dataset, tree: TreeState, area) -> PositionCells:
-        """The cells of the rows whose position lies in area (lon_lo, lon_hi, lat_lo,
-        lat_hi), grouped by longitude. Where some longitude holds several positions, a
-        second scan grouped by latitude finds latitudes that hold one position each; a
-        longitude whose rows all lie in such positions is cut into them (a few of several
-        thousand stations share both a longitude and a latitude with others: those stay
-        whole until a question cuts them)."""
-        x, y = ds.lonlat_axes
-        box, aggs = self._scan(ds, tree, area, x)
-        cells = PositionCells(tree.version, box, aggs)
-        shared = np.flatnonzero(~cells.points(np.arange(len(box))) & (box[:, 0] == box[:, 1]))
-        if not len(shared):
-            return cells
-        bands = PositionCells(tree.version, *self._scan(ds, tree, area, y))
-        single = np.flatnonzero(bands.points(np.arange(len(bands.box))))
-        single = single[np.argsort(bands.box[single, 0], kind="stable")]
-        at = bands.box[single, 0]
-        cut, into = [], []
-        for i in shared.tolist():
-            mine = single[np.searchsorted(at, box[i, 0], "left"):np.searchsorted(at, box[i, 0], "right")]
-            if bands.aggs.count[mine].sum() == aggs.count[i]:  # its rows all lie in these positions
-                cut.append(i)
-                into.append(mine)
-        if not cut:
-            return cells
-        into = np.concatenate(into)
-        return cells.replaced(np.array(cut), bands.box[into], bands.aggs.take(into))
-
-    def _scan(self, ds: Dataset, tree: TreeState, box, axis: int) -> tuple[np.ndarray, AggArrays]:
-        """The cells of the rows whose position lies in box (lon_lo, lon_hi, lat_lo,
-        lat_hi): one scan of the leaves there, grouped along `axis` (the lon or lat
-        dimension) in at most POSITION_GROUPS groups of equal width, in calls of about
-        SCAN_ROWS rows one after another, on one thread (the serving threads keep the
-        others)."""
-        x, y = ds.lonlat_axes
-        ncols = len(ds.columns)
-        xlo, xhi, ylo, yhi = (int(v) for v in box)
-        leaves = np.flatnonzero((tree.left < 0) & (tree.aggs.count > 0) & (tree.dlo[:, x] <= xhi)
-                                & (tree.dhi[:, x] >= xlo) & (tree.dlo[:, y] <= yhi) & (tree.dhi[:, y] >= ylo))
-        if not len(leaves) or xlo > xhi:
-            return np.zeros((0, 4), np.int64), AggArrays.empty(0, ncols)
-        lo, hi = (xlo, xhi) if axis == x else (ylo, yhi)
-        step = -(-(hi - lo + 1) // POSITION_GROUPS)
-        count = -(-(hi - lo + 1) // step)
-        request = ScanRequest([tree.ids[i] for i in leaves.tolist()],
-                              [RangeCondition(x, xlo, xhi), RangeCondition(y, ylo, yhi)], list(range(ncols)),
-                              ngroups=count, buckets=Buckets(axis, lo, step, count))
-        aggs = self._grouped(ds, request, tree.aggs.count[leaves])
-        aggs = aggs.take(np.flatnonzero(aggs.count > 0))
-        # Every row has a position: the lon and lat columns' min and max are its cell's box.
-        return np.stack([aggs.mins[:, x], aggs.maxs[:, x], aggs.mins[:, y], aggs.maxs[:, y]], axis=1), aggs
-
     def _patch(self, ds: Dataset, tree: TreeState, held: PositionCells, touched: set[str]) -> PositionCells:
         """held brought to the tree's version: the cells that meet the touched leaves'
         positions dropped and their area scanned again."""
@@ -373,6 +398,150 @@ class PositionRollups(_Background):
             area = grown
         fresh = self._cells(ds, tree, area)
         return PositionCells(tree.version, held.box, held.aggs).replaced(meets, fresh.box, fresh.aggs)
+
+
+@dataclass
+class MonthCells:
+    """The rows cut by position within each calendar month (UTC): cell i holds the rows
+    of the month window lo[i]..hi[i] (stored times) whose (lon, lat) lie in box[i], their
+    aggregate over every column is aggs row i; within a month, cells are made as a
+    position rollup's (PositionRollups._cells)."""
+
+    version: int  # the tree version it reflects
+    lo: np.ndarray  # (cells,) int64: the first stored time of the cell's month
+    hi: np.ndarray  # (cells,) int64: its last
+    box: np.ndarray  # (cells, 4) int64
+    aggs: AggArrays
+    too_large: bool = False  # past MONTH_CELLS_BYTES: no cells kept, no question answered
+
+    @property
+    def nbytes(self) -> int:
+        return self.lo.nbytes + self.hi.nbytes + self.box.nbytes + sum(getattr(self.aggs, f).nbytes
+                                                                        for f in AggArrays.FIELDS)
+
+    def within(self, lo: int, hi: int) -> tuple[np.ndarray, PositionCells]:
+        """The cells of the months inside lo..hi (stored times): their indexes, and
+        they as position cells."""
+        pick = np.flatnonzero((self.lo >= lo) & (self.hi <= hi))
+        return pick, PositionCells(self.version, self.box[pick], self.aggs.take(pick))
+
+    def take(self, keep: np.ndarray) -> "MonthCells":
+        """The cells `keep` (indexes)."""
+        return MonthCells(self.version, self.lo[keep], self.hi[keep], self.box[keep], self.aggs.take(keep))
+
+    @staticmethod
+    def joined(version: int, parts: list["MonthCells"], ncols: int) -> "MonthCells":
+        """The cells of every part, as of tree version `version`."""
+        if not parts:
+            return MonthCells(version, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4), np.int64),
+                              AggArrays.empty(0, ncols))
+        return MonthCells(version, *(np.concatenate([getattr(p, f) for p in parts]) for f in ("lo", "hi", "box")),
+                          AggArrays.concat([p.aggs for p in parts]))
+
+
+def month_windows(col, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The calendar months (UTC) that stored times lo..hi of time column `col` meet, as
+    stored [first, last] windows, cut to the column's domain."""
+    out, start = [], _month_of(col, lo)
+    while start <= hi and start <= col.enc_hi:
+        end = _month_of(col, start + 32 * DAY) - 1  # 32 days on: inside the next month
+        out.append((max(start, col.enc_lo), min(end, col.enc_hi)))
+        start = end + 1
+    return out
+
+
+def in_whole_months(col, lo: int, hi: int) -> bool:
+    """Whether stored times lo..hi of time column `col` are whole calendar months (UTC):
+    each end a month's edge, or the domain's (which holds no rows past it)."""
+    return lo <= hi and (lo == col.enc_lo or _month_of(col, lo) == lo) and (
+        hi == col.enc_hi or _month_of(col, hi + 1) == hi + 1)
+
+
+def _month_of(col, v: int) -> int:
+    """The first stored time of the calendar month holding stored time v: the first v'
+    whose instant (the column's epoch + v' seconds) lies in that month."""
+    at = col.epoch + timedelta(seconds=v)
+    start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return -((col.epoch - start) // timedelta(seconds=1))  # seconds from the epoch, rounded up
+
+
+class MonthRollups(_PositionScans):
+    """The month rollups of every dataset one planner answers questions over position
+    and whole months for (a box or polygon over the map within a year, say): per
+    calendar month, the cells a position rollup would make of that month's rows. A
+    question never waits for one: a background thread makes it, the tree answers
+    meanwhile; it is kept current as the position rollup is (the months the changed
+    leaves' rows span are made again)."""
+
+    what = "month rollup"
+
+    def current(self, ds: Dataset, tree: TreeState) -> MonthCells | None:
+        """The dataset's month cells as of the tree's version, or None (being made, or
+        too large to keep)."""
+        with self._lock:
+            held = self._held.get(ds.name)
+            if held is not None and held.version == tree.version:
+                return None if held.too_large else held
+            if not self._resting(ds.name):
+                self._start(ds.name, self._timed, ds.name, self._bring, ds, tree, held)
+            return None
+
+    def refine(self, ds: Dataset, tree: TreeState, made: MonthCells, which: np.ndarray) -> None:
+        """Have the cells `which` of made (current) replaced by the cells one grouped scan
+        of each one's box within its month finds."""
+        with self._lock:
+            self._start(ds.name, self._refine, ds, tree, made, which)
+
+    def _refine(self, ds: Dataset, tree: TreeState, made: MonthCells, which: np.ndarray) -> MonthCells | None:
+        if self._held.get(ds.name) is not made:  # changed meanwhile: a later question asks again
+            return None
+        x, y = ds.lonlat_axes
+        found = [_in_month(self._scan(ds, tree, made.box[i], x if made.box[i, 0] < made.box[i, 1] else y,
+                                      (int(made.lo[i]), int(made.hi[i]))), made.lo[i], made.hi[i])
+                 for i in which.tolist()]
+        kept = made.take(np.setdiff1d(np.arange(len(made.box)), which))
+        return MonthCells.joined(made.version, [kept, *found], len(ds.columns))
+
+    def _bring(self, ds: Dataset, tree: TreeState, held: MonthCells | None) -> MonthCells:
+        """The cells as of the tree's version: held with the months the change log names
+        (and those the data grew into) made again, else every month made anew."""
+        col = ds.dimensions[ds.time_axis]
+        span = month_windows(col, *self._times(ds, tree, [tree.root]))
+        touched = None if held is None or held.too_large else tree.touched_since(held.version)
+        if touched is None:
+            redo, parts = span, []
+        else:
+            nodes = [tree.index[g] for g in touched if g in tree.index]
+            made = set(held.lo.tolist())
+            redo = set(month_windows(col, *self._times(ds, tree, nodes))) | {w for w in span if w[0] not in made}
+            parts = [held.take(np.flatnonzero(~np.isin(held.lo, [w[0] for w in redo])))]
+        area = _bounds(ds, tree, [tree.root])
+        held_bytes = sum(p.nbytes for p in parts)
+        for w in sorted(redo):
+            parts.append(_in_month(self._cells(ds, tree, area, w), *w))
+            held_bytes += parts[-1].nbytes
+            if held_bytes > MONTH_CELLS_BYTES:
+                log.info("month rollup of %s not kept: more than %d MB", ds.name, MONTH_CELLS_BYTES >> 20)
+                return replace(MonthCells.joined(tree.version, [], len(ds.columns)), too_large=True)
+        return MonthCells.joined(tree.version, parts, len(ds.columns))
+
+    @staticmethod
+    def _times(ds: Dataset, tree: TreeState, nodes) -> tuple[int, int]:
+        """The stored times these grids' rows span (lo > hi: none)."""
+        t = ds.time_axis
+        nodes = np.asarray(nodes, np.int64)
+        has = nodes[tree.dlo[nodes, t] <= tree.dhi[nodes, t]]
+        if not len(has):
+            return 0, -1
+        return int(tree.dlo[has, t].min()), int(tree.dhi[has, t].max())
+
+
+def _in_month(cells, lo: int, hi: int) -> MonthCells:
+    """Position cells (a PositionCells, or a box and aggregates) as cells of the month
+    window lo..hi (their version is the joined cells')."""
+    box, aggs = (cells.box, cells.aggs) if isinstance(cells, PositionCells) else cells
+    n = len(box)
+    return MonthCells(-1, np.full(n, lo, np.int64), np.full(n, hi, np.int64), box, aggs)
 
 
 class _Closing(StoreUnavailable):

@@ -8,7 +8,8 @@ each store) and into each in-process peer (the same stored integers, its table o
 by time). Each question is asked of gridagg in process (the engine, p50 over --repeat
 runs after a warm-up, once the rollup its asking starts is made: settled) and over HTTP
 (`gridagg serve`'s server, p50 of 5 requests, once every worker answers a question over
-position alone, or a plain one over time alone, from its rollup), and
+position alone, over position within whole months, or a plain one over time alone, from
+its rollup), and
 of each peer in process at each of its thread settings (the same question as plain SQL,
 only the statistics asked: dashboard_sql.py). Every answer is checked against every
 peer's, exactly.
@@ -55,13 +56,14 @@ class Question:
     @property
     def rollup(self) -> str | None:
         """The plan field of the rollup gridagg answers it from once made, or None: the
-        position rollup's for a question over longitude and latitude alone, the day
-        rollup's for a plain one over time alone (the dashboard's are in whole days)."""
+        position rollup's for a question over longitude and latitude alone, the month
+        rollup's for one over them within a time range, the day rollup's for a plain one
+        over time alone (the dashboard's time ranges are whole months)."""
         where = self.body.get("where") or {}
         if self.series:
             return None
         if "region" in self.body:
-            return None if where else "rollup_positions"
+            return "rollup_months" if set(where) == {"time"} else None if where else "rollup_positions"
         return "rollup_days" if set(where) == {"time"} else None
 
 

@@ -9,10 +9,11 @@ import pytest
 
 import oracle
 from engine_support import check_query, check_series, check_tree, from_position_rollup
+from gridagg import rollups
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
 from gridagg.errors import InvalidInput, UnknownDataset
-from gridagg.rollups import DayRollups, PositionRollups
+from gridagg.rollups import DAY, DayRollups, MonthRollups, PositionRollups, in_whole_months, month_windows
 from gridagg.schema import Dataset
 
 
@@ -352,6 +353,78 @@ def test_questions_over_position_alone_read_the_position_rollup_kept_current(eng
     finally:
         writer.directory.close()
         engine.drop_dataset(ds.name)
+
+
+def test_questions_over_position_in_whole_months_read_the_month_rollup_kept_current(engine, settings, unique_name,
+                                                                                    monkeypatch):
+    """A box or polygon over lon/lat within whole calendar months (every other dimension
+    whole) is answered from the month rollup, no rows read, once a background thread has
+    made it (the tree answers meanwhile); after another process's inserts and a repair it
+    follows the change log, and the answers stay brute force. Such questions are not
+    offered to the tuner; one whose time range ends inside a month is the tree's."""
+    monkeypatch.setattr(MonthRollups, "REST", 0)
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **NETWORK}))
+    writer = GridEngine(GridDirectory(settings.effective_pg_url), engine.store)
+    aggregates = ["count", "sum:temp", "min:temp", "max:temp", "avg:temp"]
+    triangle = {"type": "Polygon", "coordinates": [[[-8, -8], [0, 0], [8, -8], [-8, -8]]]}  # (0, 0) on its edge
+    in_months = [
+        {"aggregates": aggregates, "region": triangle, "where": {"time": ["2012-03-01T00:00:00Z", "2012-05-31T23:59:59Z"]}},
+        {"aggregates": aggregates, "where": {"lon": [-3, 7], "time": ["2012-02-01T00:00:00Z", "2012-02-29T23:59:59Z"]}},
+        # From the domain's start, and to its end (2012-12-31T23:00:00Z): whole months too.
+        {"aggregates": aggregates, "where": {"lat": [-9, 2.5], "time": [None, "2012-01-31T23:59:59Z"]}},
+        {"aggregates": aggregates, "region": triangle, "where": {"time": ["2012-07-01T00:00:00Z", None]}},
+    ]
+    rows = network_rows(2400, seed=6)
+    seen = NETWORK_TABLE.rows(rows)
+    answered = lambda result: result.plan.rollup_months is not None  # noqa: E731
+    try:
+        for part in (slice(0, 1200), slice(1200, 2400)):
+            assert writer.insert(ds.name, rows[part]).stored == 1200
+            first = check_query(engine, ds.name, NETWORK_TABLE, seen[: part.stop], in_months[0])
+            assert first.plan.rollup_months is None  # the tree's answer: the rollup is behind the inserts
+            for request in in_months:
+                result = from_position_rollup(
+                    lambda: check_query(engine, ds.name, NETWORK_TABLE, seen[: part.stop], request),
+                    engine.planner.months, answered)
+                assert result.plan.rows_in_scanned_grids == 0 and result.plan.rollup_positions > 0
+        assert result.plan.rollup_months == 6
+        writer.repair(ds.name)
+        for request in in_months:
+            from_position_rollup(lambda: check_query(engine, ds.name, NETWORK_TABLE, seen, request),
+                                 engine.planner.months, answered)
+        engine.planner.sample.take(ds.name)
+        inside_a_month = check_query(engine, ds.name, NETWORK_TABLE, seen,
+                                     {"aggregates": aggregates, "region": triangle,
+                                      "where": {"time": ["2012-03-01T00:00:00Z", "2012-05-31T23:00:00Z"]}})
+        assert inside_a_month.plan.rollup_months is None
+        assert len(engine.planner.sample.take(ds.name)) == 1  # only that one is the tree's to answer
+        # Month cells past their byte budget are not kept: the tree answers, exactly.
+        monkeypatch.setattr(rollups, "MONTH_CELLS_BYTES", 1)
+        assert writer.insert(ds.name, network_rows(50, seed=7)).stored == 50
+        seen = NETWORK_TABLE.rows(rows + network_rows(50, seed=7))
+        for _ in range(2):
+            result = check_query(engine, ds.name, NETWORK_TABLE, seen, in_months[0])
+            engine.planner.months.settle()
+        assert result.plan.rollup_months is None and result.plan.rows_in_scanned_grids > 0
+    finally:
+        writer.directory.close()
+        engine.drop_dataset(ds.name)
+
+
+def test_whole_months_are_counted_from_the_calendar_whatever_the_domain_start():
+    """Month windows in stored times (seconds from the domain's start) for a domain that
+    starts mid-month at a fraction of a second: the first window is cut at the domain's
+    start, a window starts at the first stored second inside its month, and a range is
+    whole months when each end is a month's edge or the domain's."""
+    col = Dataset.from_json({"name": "m", "dimensions": [
+        {"name": "time", "type": "time", "min": "2011-12-15T12:00:00.5Z", "max": "2012-03-10T00:00:00Z"}],
+        "measures": []}).dimensions[0]
+    jan = 17 * DAY - 43_200  # 2012-01-01T00:00:00.5, the first stored second of January
+    feb, mar = jan + 31 * DAY, jan + 60 * DAY
+    assert month_windows(col, 0, col.enc_hi) == [(0, jan - 1), (jan, feb - 1), (feb, mar - 1), (mar, col.enc_hi)]
+    assert month_windows(col, jan + 5, feb) == [(jan, feb - 1), (feb, mar - 1)]
+    assert in_whole_months(col, 0, jan - 1) and in_whole_months(col, jan, mar - 1) and in_whole_months(col, feb, col.enc_hi)
+    assert not in_whole_months(col, jan, mar - 2) and not in_whole_months(col, jan + 1, mar - 1)
 
 
 def test_a_writer_on_another_machine_is_heard_through_notify(engine, weather, settings, monkeypatch):

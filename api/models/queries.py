@@ -141,7 +141,10 @@ class Plan(Answer):
     grids: ExplainedGrids = Field(None, description="with explain: the grids reused and scanned")
     rollup_days: int = Field(None, description="a series of time alone: days read from the day rollup")
     rollup_positions: int = Field(None, description="a question over longitude and latitude alone: positions "
-                                                    "added up from the position rollup")
+                                                    "added up from the position rollup (within whole months: "
+                                                    "positions of each month, from the month rollup)")
+    rollup_months: int = Field(None, description="a question over longitude and latitude within whole calendar "
+                                                 "months: months added up from the month rollup")
     bounds: BoundsPlan = Field(None, description="with a deadline: what the answer and its bounds came from")
     n_size_chosen: str = Field(None, description="when gridagg chose the dataset's n_size (its definition gave "
                                                  "none): what it chose and why")
