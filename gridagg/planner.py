@@ -51,6 +51,9 @@ CUT, EDGE, SPANNING = 0, 1, 2
 # A plan lists at most this many grid IDs of each kind when asked to explain itself.
 EXPLAIN_GRIDS = 10_000
 NO_EDGES = np.zeros((0, 4), np.float64)  # a query without a polygon
+# The rollups that answer a question once made (Planner._rollup_for), but the day rollup's
+# (first day, number of days).
+POSITIONS, MONTHS = "positions", "months"
 # Rows of a part of a scan read against a deadline: small enough that a part ends soon
 # after a deadline, large enough that handing it to a thread (or HBase) costs little.
 CHUNK_ROWS = 32_768
@@ -301,12 +304,13 @@ class Planner:
         if deadline is not None:
             (last,) = self.progress(ds, spec, None, limits, explain, deadline)
             return last
-        answered = self._by_rollup(ds, spec)
+        started = time.perf_counter()
+        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()  # the tree's refresh counts
+        rollup = self._rollup_for(ds, spec)
+        answered = None if rollup is None else self._by_rollup(ds, spec, rollup)
         if answered is not None:
             return answered
-        started = time.perf_counter()
-        plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started)
+        buckets, count_known = self._evaluate(ds, spec, None, limits, plan, explain, started, offer=rollup is None)
         total = buckets.aggregate(0, spec.columns, len(ds.columns))
         self._finish(plan, trips, started)
         return QueryResult(spec, spec.values(total), total.count if count_known else None, plan)
@@ -349,7 +353,8 @@ class Planner:
         parts not finished are stopped. A store that stops at a deadline itself and names
         what it left unread (HBase) gets them as one scan (cut as without a deadline) to
         stop STOP_MARGIN of the time earlier: what it read by then narrows the answer."""
-        answered = self._by_rollup(ds, spec) if series is None else None
+        rollup = self._rollup_for(ds, spec) if series is None else None
+        answered = None if rollup is None else self._by_rollup(ds, spec, rollup)
         if answered is not None:  # exact at once
             answered.progress = Progress.exact()
             yield answered
@@ -364,7 +369,8 @@ class Planner:
             shown = time.monotonic()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
         alone = deadline <= 0  # nothing is read: the walk may stop above the cut leaves
-        walked = self._walked(ds, spec, series, limits, plan, explain, FRONTIER_GRIDS if alone else None)
+        walked = self._walked(ds, spec, series, limits, plan, explain, FRONTIER_GRIDS if alone else None,
+                              offer=rollup is None)
         engine = self.engine
         order, skip = np.arange(len(walked.scan)), None
         if walked.skips(spec, series):
@@ -423,73 +429,50 @@ class Planner:
 
     # -- the rollups -------------------------------------------------------------------
 
-    def _by_rollup(self, ds: Dataset, spec: QuerySpec) -> QueryResult | None:
-        """The answer from a rollup, when one is made that gives it: the position rollup's
-        for a question over position alone (see _from_positions), the month rollup's for
-        one over position within whole months (_from_months), the day rollup's for one
-        over time alone in whole days; else None."""
-        over_position = self._over_position(ds, spec)
-        months = not over_position and self._over_months(ds, spec)
-        days = None if over_position or months else self._over_days(ds, spec)
-        if not over_position and not months and days is None:
-            return None
+    def _by_rollup(self, ds: Dataset, spec: QuerySpec, rollup) -> QueryResult | None:
+        """The answer from the rollup that answers the question (_rollup_for), when it is
+        made: the position rollup's (see _from_positions), the month rollup's
+        (_from_months) or the day rollup's; else None."""
         started = time.perf_counter()
         plan, trips = QueryPlan(n_size_chosen=ds.grid.chosen), self._trips()
-        if over_position:
+        if rollup == POSITIONS:
             buckets = self._from_positions(ds, spec, plan)
-        elif months:
+        elif rollup == MONTHS:
             buckets = self._from_months(ds, spec, plan)
         else:
             tree = self.engine.trees.tree(ds)
-            rollup = self.rollups.made(ds, tree)
-            buckets = None if rollup is None else _from_days(rollup, *days, spec, plan, tree,
-                                                             np.zeros(days[1], np.int64), 1)
+            made = self.rollups.made(ds, tree)
+            buckets = None if made is None else _from_days(made, *rollup, spec, plan, tree,
+                                                           np.zeros(rollup[1], np.int64), 1)
         if buckets is None:
             return None
         total = buckets.aggregate(0, spec.columns, len(ds.columns))
         self._finish(plan, trips, started)
         return QueryResult(spec, spec.values(total), total.count, plan)
 
-    def _over_days(self, ds: Dataset, spec: QuerySpec) -> tuple[int, int] | None:
-        """(first day, number of days) when the question selects by time alone, in whole
-        days, and not every row (that answers from the root's aggregate); else None."""
-        days = _whole_days(ds, spec)
-        if days is None:
-            return None
-        tree, t = self.engine.trees.tree(ds), ds.time_axis
-        lo, hi = spec.box[t]
-        return None if lo <= tree.dlo[tree.root, t] and hi >= tree.dhi[tree.root, t] else days
-
-    def _over_position(self, ds: Dataset, spec: QuerySpec) -> bool:
-        """Whether the question selects by longitude and latitude (a box or a polygon)
-        and takes every row of every other dimension."""
-        axes = ds.lonlat_axes
-        whole = None if axes is None else self._whole(ds, spec)
-        if whole is None or not all(whole[d] for d in range(ds.ndim) if d not in axes):
-            return False
-        # A question that takes every row answers from the root's aggregate.
-        return spec.region is not None or not whole[list(axes)].all()
-
-    def _over_months(self, ds: Dataset, spec: QuerySpec) -> bool:
-        """Whether the question selects by longitude and latitude (a box or a polygon)
-        within whole calendar months (gridagg.rollups.in_whole_months), not all of them,
-        and takes every row of every other dimension."""
-        axes, t = ds.lonlat_axes, ds.time_axis
-        whole = None if axes is None or t is None else self._whole(ds, spec)
-        if whole is None or whole[t] or not all(whole[d] for d in range(ds.ndim) if d not in (*axes, t)):
-            return False
-        return ((spec.region is not None or not whole[list(axes)].all())
-                and in_whole_months(ds.dimensions[t], *spec.box[t]))
-
-    def _whole(self, ds: Dataset, spec: QuerySpec) -> np.ndarray | None:
-        """Per dimension, whether the question takes every row's value there (its box
-        holds the data bounds); None when it selects nothing, or there are no rows."""
+    def _rollup_for(self, ds: Dataset, spec: QuerySpec):
+        """Which rollup answers the question once made, or None (the walk does):
+        POSITIONS when it selects by longitude and latitude (a box or a polygon) and takes
+        every row of every other dimension; MONTHS when it does so within whole calendar
+        months (gridagg.rollups.in_whole_months), not all of them; (first day, number of
+        days) when it selects by time alone in whole days, not all of them (the day
+        rollup's). A question that takes every row is the walk's: the root's aggregate
+        answers it."""
         tree = self.engine.trees.tree(ds)
         root = tree.root
-        if spec.empty or tree.dlo[root, 0] > tree.dhi[root, 0]:
+        if spec.empty or tree.dlo[root, 0] > tree.dhi[root, 0]:  # nothing selected, or no rows
             return None
         box = np.array(spec.box, np.int64)
-        return (box[:, 0] <= tree.dlo[root]) & (box[:, 1] >= tree.dhi[root])
+        whole = (box[:, 0] <= tree.dlo[root]) & (box[:, 1] >= tree.dhi[root])  # takes every row's value there
+        axes, t = ds.lonlat_axes, ds.time_axis
+        if axes is not None and (spec.region is not None or not whole[list(axes)].all()):
+            rest = [d for d in range(ds.ndim) if d not in axes and not whole[d]]
+            if not rest:
+                return POSITIONS
+            if rest == [t] and in_whole_months(ds.dimensions[t], *spec.box[t]):
+                return MONTHS
+        days = _whole_days(ds, spec)
+        return None if days is None or whole[t] else days
 
     def _from_positions(self, ds: Dataset, spec: QuerySpec, plan: QueryPlan) -> AggArrays | None:
         """The question's aggregates over spec.columns from the position rollup (see
@@ -526,11 +509,11 @@ class Planner:
     # -- the walk and the scan ---------------------------------------------------------
 
     def _evaluate(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits,
-                  plan: QueryPlan, explain: bool, started: float) -> tuple[AggArrays, bool]:
+                  plan: QueryPlan, explain: bool, started: float, offer: bool = True) -> tuple[AggArrays, bool]:
         """Aggregates of the selected rows per bucket (one bucket for a plain query) over
         spec.columns, and whether their counts are exact (scan skipping can leave a
-        min/max-only query's count unknown)."""
-        walked = self._walked(ds, spec, series, limits, plan, explain)
+        min/max-only query's count unknown); offer: as for _walked."""
+        walked = self._walked(ds, spec, series, limits, plan, explain, offer=offer)
         if not len(walked.scan):
             return walked.out, True
         positions, skip = np.arange(len(walked.scan)), None
@@ -550,11 +533,13 @@ class Planner:
         return walked.out, not (answer.grids_skipped or walked.passed_over)
 
     def _walked(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, limits: Limits, plan: QueryPlan,
-                explain: bool, budget: int | None = None) -> "_Walked":
+                explain: bool, budget: int | None = None, offer: bool = True) -> "_Walked":
         """The walk of one query: the grids it reuses added up (per bucket), the leaves
         left to read, and the plan's counts so far. With a budget (grids to open), the
         walk for the tree's answer alone (see _walk): what is left to read may be cut
-        grids above the leaves, each bounded whole."""
+        grids above the leaves, each bounded whole. A whole walk offers the question to
+        the tuner's sample, unless not to `offer`: a rollup answers it once made (leaves
+        split for it would be spent for nothing)."""
         cols = spec.columns
         nbuckets = series.buckets if series is not None else 1
         tree = self.engine.trees.tree(ds)
@@ -571,10 +556,7 @@ class Planner:
         reused, rbucket, scan, kind, tested, region_leaves, tally = walk(tree, query, budget)
         walked.scan, walked.kind, walked.tested, walked.edges = scan, kind, tested, int(tally[1 + EDGE])
         walked.scan_rows = int(tree.aggs.count[scan].sum())
-        # A whole walk offers the question to the tuner's sample, unless a rollup (of
-        # positions, months or days) answers it once made: leaves split for it would be spent for nothing.
-        if budget is None and (series is not None or not self._over_position(ds, spec)
-                               and not self._over_months(ds, spec) and self._over_days(ds, spec) is None):
+        if budget is None and offer:
             self.sample.offer(ds.name, query, len(scan), walked.scan_rows)
         reached = int(tally[1:].sum())  # leaves to read, empty ones too
         if region is not None:
