@@ -133,11 +133,10 @@ class ScanAnswer:
     stopped: bool = False
     unread: np.ndarray | None = None
 
-    def merge(self, other: "ScanAnswer", offset: int = 0, groups: np.ndarray | None = None) -> "ScanAnswer":
-        """Add another part of the same request's answer (another region's) into this one;
-        its rows' grid indexes are shifted by `offset` (a part from grid `offset` on). With
-        `groups`, other's aggregates are those groups only (row j is group groups[j])."""
-        self.aggs.add_into(np.arange(len(other.aggs)) if groups is None else groups, other.aggs)
+    def merge(self, other: "ScanAnswer", offset: int = 0) -> "ScanAnswer":
+        """Add another part of the same request's answer into this one; its rows' grid
+        indexes are shifted by `offset` (a part from grid `offset` on)."""
+        self.aggs.add_into(np.arange(len(other.aggs)), other.aggs)
         self.rows.update({g + offset: r for g, r in other.rows.items()})
         self.rows_visited += other.rows_visited
         self.rows_matched += other.rows_matched

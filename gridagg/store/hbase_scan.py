@@ -86,6 +86,7 @@ KEYS = b"gridagg.keys"
 STATS = b"gridagg.stats"
 VERSION = 5
 SEGMENTS, ROW_CELLS = 0, 1
+NONE_UNREAD = np.zeros(0, np.int64)  # a region's answer that left nothing unread (never written to)
 
 
 class ObserverMissing(StoreUnavailable):
@@ -172,31 +173,28 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes
 
 @dataclass
 class Found:
-    """What one region found for a scan request: its answer, rows keyed by the request's
-    item index, whose aggregates are those of the groups it found rows in (row j is group
-    groups[j]); `unread`, the request's items it left unread (its deadline passed)."""
+    """What one region found for a scan request: its records of the groups it found rows
+    in, as they came (added up by `aggregates`, the records of every region at once: a
+    region's answer alone holds a few groups, and numpy's calls cost more than their
+    work there); what the scan cost there (ScanAnswer's counts); rows keyed by the
+    request's item index; `unread`, the request's items it left unread (its deadline
+    passed)."""
 
-    groups: np.ndarray
-    answer: ScanAnswer
+    records: bytes
+    costs: tuple[int, int, int, int]  # rows visited, rows matched, grids scanned, grids skipped
+    rows: dict[int, np.ndarray]
     unread: np.ndarray
 
 
-def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, int], Found]:
-    """One region's answer cell to a scan request of ngroups groups: (its region as
-    (start, end, id), what it found)."""
+def decode(data: bytes, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, int], Found]:
+    """One region's answer cell to a scan request: (its region as (start, end, id),
+    what it found)."""
     region, at = _region_of(data)
     costs = struct.unpack_from("<qqqq", data, at)
     (ngot,) = struct.unpack_from("<I", data, at + 32)
     at += 36
-    found = np.frombuffer(data, _groups_found(naggcols), count=ngot, offset=at)
-    at += found.nbytes
-    groups = found["group"].astype(np.int64)
-    if ngot and groups.max() >= ngroups:
-        raise StoreUnavailable(f"GridScanObserver answered for group {groups.max()} of a request of {ngroups}")
-    stats = found["stats"]
-    # Copied out of the answer: compiled code takes writable, contiguous arrays (the types
-    # gridagg.warmup compiles it for; read-only views of the answer would compile anew).
-    aggs = AggArrays(found["count"].copy(), *(stats[:, :, j].copy() for j in range(5)))  # present, mins, maxs, hi, lo
+    records = data[at : at + ngot * _groups_found(naggcols).itemsize]
+    at += len(records)
     (nrows_of,) = struct.unpack_from("<I", data, at)
     at += 4
     rows: dict[int, np.ndarray] = {}
@@ -206,8 +204,21 @@ def decode(data: bytes, ngroups: int, naggcols: int, ncols: int) -> tuple[tuple[
         rows[item] = np.frombuffer(data, "<i8", count=n * ncols, offset=at).reshape(n, ncols).astype(np.int64)
         at += 8 * n * ncols
     (nunread,) = struct.unpack_from("<I", data, at)
-    unread = np.frombuffer(data, "<u4", count=nunread, offset=at + 4).astype(np.int64)
-    return region, Found(groups, ScanAnswer(aggs, rows, *costs), unread)
+    unread = np.frombuffer(data, "<u4", count=nunread, offset=at + 4).astype(np.int64) if nunread else NONE_UNREAD
+    return region, Found(records, costs, rows, unread)
+
+
+def aggregates(records: bytes, ngroups: int, naggcols: int) -> tuple[np.ndarray, AggArrays]:
+    """Group records (Found.records, of any regions, one after another) of a request of
+    ngroups groups: (the group of each, their aggregates, a row each)."""
+    found = np.frombuffer(records, _groups_found(naggcols))
+    groups = found["group"].astype(np.int64)
+    if len(groups) and groups.max() >= ngroups:
+        raise StoreUnavailable(f"GridScanObserver answered for group {groups.max()} of a request of {ngroups}")
+    stats = found["stats"]
+    # Copied out of the answer: compiled code takes writable, contiguous arrays (the types
+    # gridagg.warmup compiles it for; read-only views of the answer would compile anew).
+    return groups, AggArrays(found["count"].copy(), *(stats[:, :, j].copy() for j in range(5)))  # present, mins, ...
 
 
 @functools.lru_cache(maxsize=64)
@@ -223,7 +234,9 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
     counted in `trips`, a TripCounter). StoreUnavailable when a part stays unanswered
     for `patience` seconds (hbase_regions.each_region). Items a region left unread (past
     request.deadline) make the answer `stopped`, with their indexes in `unread`."""
-    answer = ScanAnswer(AggArrays.empty(request.ngroups, len(request.columns)))
+    naggcols = len(request.columns)
+    answer = ScanAnswer(AggArrays.empty(request.ngroups, naggcols))
+    records: list[bytes] = []
     rows: dict[int, list[np.ndarray]] = {}
     unread: list[np.ndarray] = []
     pending = Rows(items.starts) if layout == SEGMENTS else Ranges(items)
@@ -232,17 +245,20 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
         return encode(layout, ncols, request, pending.items(items, asked))
 
     def decode_answer(data: bytes):
-        return decode(data, request.ngroups, len(request.columns), ncols)
+        return decode(data, naggcols, ncols)
 
     for asked, found in each_region(calls, table, pending, ATTRIBUTE, request_for, decode_answer, regions, trips,
                                     patience, _missing(table, ATTRIBUTE)):
         item_of = pending.item_of(asked)
-        for j, got in found.answer.rows.items():
+        for j, got in found.rows.items():
             rows.setdefault(item_of[j], []).append(got)
         if len(found.unread):
             unread.append(np.asarray(item_of, np.int64)[found.unread])
-        found.answer.rows = {}
-        answer.merge(found.answer, groups=found.groups)
+        records.append(found.records)
+        visited, matched, scanned, skipped = found.costs
+        answer.rows_visited, answer.rows_matched = answer.rows_visited + visited, answer.rows_matched + matched
+        answer.grids_scanned, answer.grids_skipped = answer.grids_scanned + scanned, answer.grids_skipped + skipped
+    answer.aggs.add_into(*aggregates(b"".join(records), request.ngroups, naggcols))
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
     if unread:  # a key range cut by regions is unread when any piece of it is
         answer.stopped, answer.unread = True, np.unique(np.concatenate(unread))
