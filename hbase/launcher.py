@@ -322,6 +322,10 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         # the heap caches blocks; HBase allows cache + memstore up to 0.8 of it.
         "hfile.block.cache.size": "0.6",
         "hbase.regionserver.global.memstore.size": "0.2",
+        # Rolled WALs are kept for replication, which a local HBase does not do: drop them
+        # after a minute, not HBase's ten. Tuning a 100M-row tree writes 2-4 GB of WAL a
+        # minute, and a region server aborted on a full disk before (docs/bench/scale).
+        "hbase.master.logcleaner.ttl": "60000",
         # A 2-core machine: few handler threads.
         "hbase.regionserver.handler.count": "8",
         "hbase.master.handler.count": "8",
