@@ -82,6 +82,10 @@ def _finish(partial: Path, archive: Path, lock: Path) -> None:
 
     proc = getattr(SparkContext._gateway, "proc", None)
     try:
+        if SparkContext._active_spark_context is not None:
+            # Else the session's accumulator server, still polling, prints a traceback
+            # when the JVM goes.
+            SparkContext._active_spark_context.stop()
         if proc is not None:
             print("gridagg: saving Spark's class archive for later sessions (once, about 20 s)", file=sys.stderr,
                   flush=True)
