@@ -88,6 +88,13 @@ def sample_of(tasks: list[list], threshold: int, most: int):
     return total, choose.bottom(pa.array([b.column("sample")[0].as_py() for b in got], pa.binary()), 2, most)
 
 
+def test_a_smaller_n_size_must_be_predicted_more_than_5_percent_faster():
+    # The embedded and HBase stores' predictions for the 100M-row bench archive.
+    assert nsize.pick({4000: 9.10, 8000: 8.52, 16000: 8.81}) == 16000
+    assert nsize.pick({4000: 190.0, 8000: 184.41, 16000: 195.83}) == 8000
+    assert nsize.pick({16000: float("nan")}) == 16000
+
+
 def test_the_sample_for_a_choice_counts_the_good_rows_and_is_the_same_however_the_input_is_cut():
     n, most = 5000, 300
     whole, parts = encoded_batches(n, []), encoded_batches(n, [700, 701, 2500])
