@@ -501,7 +501,10 @@ def test_a_stream_cut_off_after_its_bounds_shows_an_error_and_the_bounds(browser
         cut.gate.hold()
         tab.tab.fill("input[name='time.lo']", "2012-03-01T00:00:00")
         tab.tab.press("input[name='time.lo']", "Enter")
+        # Both held streams' bounds on show before the cut: a line the browser has not
+        # read yet when the connection drops can be lost with it.
         expect(tab.tab.locator("#results")).to_have_attribute("data-exact", "false")
+        expect(tab.tab.locator("#series")).to_have_attribute("data-exact", "false")
         cut.gate.release()
         tab.settle()
         message = tab.tab.locator("#message")
