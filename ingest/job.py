@@ -152,6 +152,11 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               # Python workers over a Unix socket, not loopback TCP: a task's input sent
+               # ahead while its worker wrote a large output filled the worker's receive
+               # buffer, the kernel dropped segments both ways, and a 100M-row load stalled
+               # in TCP's retransmit backoff (the timeout grew past 100 s).
+               .config("spark.python.unix.domain.socket.enabled", "true")
                # The driver has expanded local inputs to files already; above this many
                # paths Spark lists them again in a job of one task per file (7-10 s for
                # 1142 files, against 0.7-2 s listed on the driver).
