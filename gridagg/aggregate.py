@@ -48,14 +48,16 @@ class PartialAggregate:
         return cls(0, [0] * ncols, [None] * ncols, [None] * ncols, [0] * ncols)
 
     @classmethod
-    def of_rows(cls, values: np.ndarray, ncols: int, columns: list[int] | None = None) -> "PartialAggregate":
-        """The aggregate of an (m, ncols) int64 array of stored rows. With `columns`,
-        values holds only those columns (in that order) and only their statistics are
-        filled in, the others left empty: enough for a query that reads only them."""
-        if len(values) == 0:
+    def of_rows(cls, values: np.ndarray, ncols: int, columns: list[int] | None = None,
+                rows: np.ndarray | None = None) -> "PartialAggregate":
+        """The aggregate of an (m, ncols) int64 array of stored rows, or of those at
+        positions `rows`. With `columns`, values holds only those columns (in that order)
+        and only their statistics are filled in, the others left empty: enough for a
+        query that reads only them."""
+        if len(values) == 0 or (rows is not None and len(rows) == 0):
             return cls.empty(ncols)
         columns = list(range(ncols)) if columns is None else columns
-        arrays = AggArrays.of_rows(np.asarray(values), ncols=len(columns))
+        arrays = AggArrays.of_rows(np.asarray(values), len(columns), rows)
         part = arrays.aggregate(0)
         agg = cls.empty(ncols)
         agg.count = part.count
@@ -167,24 +169,16 @@ class AggArrays:
         return cls(np.zeros(groups, np.int64), block[0], block[1], block[2], block[3], block[4])
 
     @classmethod
-    def of_rows(cls, values: np.ndarray, ncols: int) -> "AggArrays":
-        """One group: the aggregate of an (m, ncols) int64 array of rows."""
+    def of_rows(cls, values: np.ndarray, ncols: int, rows: np.ndarray | None = None) -> "AggArrays":
+        """One group: the aggregate of an (m, ncols) int64 array of rows, or of those of its
+        rows at positions `rows` (an int64 array) without gathering them first."""
         out = cls.empty(1, ncols)
-        out.count[0] = len(values)
-        if not len(values):
-            return out
-        by_column = np.ascontiguousarray(values.T)  # reducing contiguous columns is 3x faster
-        has = by_column != NULL
-        if has.all():
-            out.present[0] = len(values)
-            out.mins[0], out.maxs[0] = by_column.min(axis=1), by_column.max(axis=1)
-            out.hi[0], out.lo[0] = (by_column >> 32).sum(axis=1), (by_column & LOW).sum(axis=1)
-            return out
-        out.present[0] = has.sum(axis=1)
-        kept = np.where(has, by_column, 0)
-        out.mins[0] = np.where(has, by_column, INT64_MAX).min(axis=1)
-        out.maxs[0] = kept.max(axis=1, initial=NULL, where=has)
-        out.hi[0], out.lo[0] = (kept >> 32).sum(axis=1), (kept & LOW).sum(axis=1)
+        values = np.ascontiguousarray(values, np.int64)
+        out.count[0] = len(values) if rows is None else len(rows)
+        if out.count[0]:
+            every = rows is None
+            _fold_rows(values, np.zeros(0, np.int64) if every else np.asarray(rows, np.int64), every,
+                       out.present[0], out.mins[0], out.maxs[0], out.hi[0], out.lo[0])
         return out
 
     @classmethod
@@ -283,6 +277,24 @@ class AggArrays:
                     agg.mins[c], agg.maxs[c] = mins[j], maxs[j]
             out.append(agg)
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_rows(values, rows, every, present, mins, maxs, hi, lo):
+    """AggArrays.of_rows in one compiled pass over the rows (every one, or values[rows]):
+    numpy's took a transposed copy and a temporary per statistic, a tenth of a bulk
+    load's build step at 100M rows."""
+    n = values.shape[0] if every else rows.shape[0]
+    for i in range(n):
+        r = i if every else rows[i]
+        for c in range(values.shape[1]):
+            v = values[r, c]
+            if v != NULL:
+                present[c] += 1
+                mins[c] = min(mins[c], v)
+                maxs[c] = max(maxs[c], v)
+                hi[c] += v >> 32
+                lo[c] += v & LOW
 
 
 @numba.njit(cache=True, nogil=True)

@@ -61,7 +61,7 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
         else:
             cut = choose_cut(g.next_axis, count, sums, mins, maxs, ndim) if count > lim else None
         if cut is None:
-            mine = agg if g is grid else PartialAggregate.of_rows(values[ix[a:b]], ncols) if aggregates else None
+            mine = agg if g is grid else PartialAggregate.of_rows(values, ncols, rows=ix[a:b]) if aggregates else None
             out.leaves.append((g, ix[a:b], mine))
             continue
         out.splits += 1
