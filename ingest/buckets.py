@@ -14,7 +14,6 @@ machine CPU to 38-39.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 SCHEMA = "bucket int, bad long, blob binary"  # the Spark schema of bucketed rows
@@ -103,36 +102,3 @@ def split(table, keys: np.ndarray, bad: int = 0):
                                   [valid, pa.py_buffer(np.array(ends, dtype=np.int32)), sink.getvalue()],
                                   null_count=int(bool(bad)))
     return bucketed(buckets, counts, blobs)
-
-
-def hash_strings(strings) -> np.ndarray:
-    """A 64-bit hash of each string of an Arrow string array (none null or empty), the
-    same in every process (Python's own hash() is salted per process). All 64 bits are
-    mixed: the dedupe pass tells rows apart by hash within a bucket, which its low bits
-    name, so the rest must not repeat by chance (a 35-bit hash did, at 100M rows, and
-    every bucket took the slow path)."""
-    import pyarrow as pa
-
-    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
-    if len(arr) == 0:
-        return np.zeros(0, dtype=np.uint64)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
-    return _hash_runs(offsets, np.frombuffer(arr.buffers()[2], dtype=np.uint8))
-
-
-@numba.njit(cache=True, nogil=True)
-def _hash_runs(offsets, data):
-    """One pass over the bytes (numpy's vectorized form took a third of the read pass's
-    CPU at 100M rows): a polynomial of each run's bytes, then splitmix64's finalizer."""
-    out = np.empty(len(offsets) - 1, dtype=np.uint64)
-    prime, s1, s2 = np.uint64(1099511628211), np.uint64(30), np.uint64(27)
-    m1, m2, s3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(31)
-    for i in range(len(out)):
-        h, w = np.uint64(0), np.uint64(1)
-        for j in range(offsets[i], offsets[i + 1]):
-            w *= prime
-            h += np.uint64(data[j]) * w
-        h = (h ^ (h >> s1)) * m1
-        h = (h ^ (h >> s2)) * m2
-        out[i] = h ^ (h >> s3)
-    return out

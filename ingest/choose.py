@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from gridagg import costmodel, nsize
+from gridagg import costmodel, nsize, segments
 from gridagg.errors import UnknownDataset
 from gridagg.schema import GridParams
 
@@ -37,7 +37,7 @@ READ_ROWS = 10 * nsize.SAMPLE_ROWS  # rows encoded for the choice (about): a uni
 def sampled(ndim: int, threshold: int, most: int):
     """The `then` of encode for the choice: per task, one row of SCHEMA: its good rows
     (`_reason` null) counted, and of those whose element ID hashes below `threshold`
-    (buckets.hash_strings) the `most` of smallest hash, as an Arrow IPC stream of `_h`
+    (segments.id_hashes) the `most` of smallest hash, as an Arrow IPC stream of `_h`
     and c0..c{ndim-1}."""
     cols = [f"c{i}" for i in range(ndim)]
 
@@ -49,7 +49,7 @@ def sampled(ndim: int, threshold: int, most: int):
         for batch in batches:
             good = batch.filter(pc.is_null(batch.column("_reason")))
             rows += good.num_rows
-            hashes = buckets.hash_strings(good.column("_eid"))
+            hashes = segments.id_hashes(good.column("_eid"))
             pick = hashes < np.uint64(threshold)
             if pick.any():
                 held.append(pa.table([pa.array(hashes[pick]), *[good.column(c).filter(pa.array(pick)) for c in cols]],

@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 
+from gridagg import segments
 from gridagg.aggregate import PartialAggregate
 from gridagg.grid import Grid, grid_prefix
 from gridagg.split import split_rows
@@ -33,8 +34,7 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     they make (gridagg.split: a leaf new to the load splits down to N_size, one that held
     rows only past N_threshold), and the rows to write under their final keys.
     Returns a small summary (counts and every resulting leaf's box and aggregate) and
-    those rows, as (leaf key prefix, element IDs in byte order, their values) per
-    resulting leaf."""
+    those rows, as (leaf key prefix, element IDs, their values) per resulting leaf."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -59,10 +59,9 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     final = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), limit, n_size, ndim).leaves
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
-    # Rows to write: every new row, and stored rows whose leaf changed; per resulting leaf
-    # in element-ID order (Arrow sorts bytes), ranked by one sort over the whole leaf.
-    rank = np.empty(len(all_eids), dtype=np.int64)
-    rank[pc.sort_indices(all_eids).to_numpy()] = np.arange(len(all_eids))
+    # Rows to write: every new row, and stored rows whose leaf changed. The stores order
+    # a leaf's rows by column 0 (gridagg.segments): sorting them by element ID first cost
+    # 1.1 s of CPU per 3M rows and set only the order of ties.
     rows: list = []
     moved = written = 0
     for leaf, ix, _ in final:
@@ -72,7 +71,6 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
         else:
             sel = ix[ix >= n_old]
         if len(sel):
-            sel = sel[np.argsort(rank[sel])]
             rows.append((grid_prefix(leaf.grid_id), all_eids.take(pa.array(sel)), values[sel]))
             written += len(sel)
     info = {
@@ -120,7 +118,7 @@ def to_eid_buckets(n_buckets: int, cols: list[str], rounding: list[int] = ()):
             for i in rounding:  # a bad row's flag is false
                 rounded[i] += batch.column(f"_r{i}").true_count
             rows = pa.Table.from_batches([batch]).select(["_eid", *cols, "_leaf"]).filter(pa.array(good))
-            held.append(rows.append_column("_h", pa.array(buckets.hash_strings(rows.column("_eid")))))
+            held.append(rows.append_column("_h", pa.array(segments.id_hashes(rows.column("_eid")))))
             n_held += rows.num_rows
             if n_held >= HOLD_ROWS:
                 yield from _eid_split(held, bad, rounded)

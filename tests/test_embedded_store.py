@@ -165,3 +165,17 @@ def test_threads_opening_a_dataset_at_once_do_not_hang(tmp_path):
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", OPEN_RACE], cwd=root, timeout=60, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([b"a|1", b"a|2", b"b|1", b"\xc3\xa9|1", b"x" * 40]), max_size=12))
+def test_rows_written_twice_in_one_call_keep_the_last(eids):
+    import pyarrow as pa
+
+    from gridagg import segments
+
+    values = np.arange(len(eids), dtype=np.int64).reshape(-1, 1)
+    kept_eids, kept = segments.last_of_each(pa.array(eids, pa.binary()), values)
+    expected = {e: i for i, e in enumerate(eids)}
+    assert dict(zip(kept_eids.to_pylist(), kept[:, 0].tolist())) == expected
+    assert len(kept_eids) == len(expected)

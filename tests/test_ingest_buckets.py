@@ -9,6 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gridagg import segments
 from gridagg_ingest import buckets
 from gridagg.store.hbase_bulk import HBaseBulkFormat
 from gridagg_ingest.hfiles import region_bounds
@@ -24,7 +25,7 @@ eids = st.text(alphabet="ab|0123456789é", min_size=1, max_size=12)
 def test_split_then_unpack_gives_every_row_once_in_its_bucket(rows, n_buckets, bad):
     table = pa.table({"_eid": pa.array([e for e, _ in rows], pa.string()),
                       "c0": pa.array([v for _, v in rows], pa.int64())})
-    keys = buckets.hash_strings(table.column("_eid")) % np.uint64(n_buckets)
+    keys = segments.id_hashes(table.column("_eid")) % np.uint64(n_buckets)
     out = buckets.split(table, keys, bad=bad)
 
     assert out.column("bad").to_pylist().count(bad) >= (1 if bad else 0)
@@ -35,7 +36,7 @@ def test_split_then_unpack_gives_every_row_once_in_its_bucket(rows, n_buckets, b
             assert not blob.is_valid
             continue
         part = buckets.unpack(pa.chunked_array([pa.array([blob.as_py()], pa.binary())]))
-        part_keys = buckets.hash_strings(part.column("_eid")) % np.uint64(n_buckets)
+        part_keys = segments.id_hashes(part.column("_eid")) % np.uint64(n_buckets)
         assert set(part_keys.tolist()) == {bucket}
         seen += list(zip(part.column("_eid").to_pylist(), part.column("c0").to_pylist()))
     assert sorted(seen) == sorted(rows)
@@ -74,11 +75,11 @@ def test_hash_is_a_function_of_the_text_alone():
     # The same IDs in different arrays (and slices, which start inside a buffer) hash alike.
     a = pa.array(["x|1", "station 7|2024-01-01", "x|1", "é|2"])
     b = pa.array(["pad", "é|2", "x|1", "station 7|2024-01-01"]).slice(1)
-    ha, hb = buckets.hash_strings(a), buckets.hash_strings(b)
+    ha, hb = segments.id_hashes(a), segments.id_hashes(b)
     assert ha[0] == ha[2] == hb[1]
     assert ha[1] == hb[2] and ha[3] == hb[0]
     assert len({int(h) for h in ha}) == 3
-    assert buckets.hash_strings(pa.chunked_array([a[:2], a[2:]])).tolist() == ha.tolist()
+    assert segments.id_hashes(pa.chunked_array([a[:2], a[2:]])).tolist() == ha.tolist()
 
 
 def test_unpack_of_nothing_is_none():
