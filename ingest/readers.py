@@ -338,7 +338,10 @@ def _read_parquet_local(spark, fields: list[str], micros: list[str], paths: list
     """Local Parquet files read by pyarrow in the executors: Spark hands out positions in
     `paths` (a few files per task), the Python pass reads their `fields` as raw fields."""
     total = sum(os.path.getsize(p) for p in paths)
-    tasks = min(len(paths), max(2 * spark.sparkContext.defaultParallelism, -(-total // PARQUET_BYTES_PER_TASK)))
+    cores = spark.sparkContext.defaultParallelism
+    # A multiple of the cores, so that no last task runs alone while the others wait for
+    # the shuffle (13 tasks at 100M rows on two cores: one idle for a task's time).
+    tasks = min(len(paths), -(-max(2 * cores, -(-total // PARQUET_BYTES_PER_TASK)) // cores) * cores)
     files = spark.range(0, len(paths), numPartitions=tasks).withColumnRenamed("id", "file")
 
     def parse(batches):

@@ -3,12 +3,13 @@
 The directory holds only leaves, but leaves tile their parents exactly, so every internal
 grid's box is the hull of its children and its split (axis, cut) is where its two
 children's boxes part. SplitTree rebuilds those splits once (on the driver, from the
-leaf boxes: small) and then walks numpy arrays of points down the tree level by level
-(in the executors, after a broadcast).
+leaf boxes: small) and then walks arrays of points down the tree, one compiled pass (in
+the executors, after a broadcast).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from gridagg.grid import Grid
@@ -47,14 +48,17 @@ class SplitTree:
 
     def locate(self, points: np.ndarray) -> np.ndarray:
         """Index into self.ids of the leaf holding each point ((m, >= ndim) int64)."""
-        node = np.full(len(points), self.root, dtype=np.int64)
-        rows = np.arange(len(points))
-        while True:
-            axis = self.axis[node]
-            inner = axis >= 0
-            if not inner.any():
-                return node
-            r = rows[inner]
-            nd = node[inner]
-            go_left = points[r, axis[inner]] <= self.cut[nd]
-            node[r] = np.where(go_left, self.left[nd], self.right[nd])
+        out = np.empty(len(points), dtype=np.int64)
+        _walk(np.ascontiguousarray(points, np.int64), self.root, self.axis, self.cut, self.left, self.right, out)
+        return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(points, root, axis, cut, left, right, out):
+    """Each point down the tree to its leaf, in one compiled pass: numpy's level-by-level
+    walk took a fifth of the read pass's CPU at 100M rows."""
+    for i in range(points.shape[0]):
+        node = root
+        while axis[node] >= 0:
+            node = left[node] if points[i, axis[node]] <= cut[node] else right[node]
+        out[i] = node

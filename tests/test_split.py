@@ -102,3 +102,17 @@ def test_split_rows_at_given_cuts_puts_every_leaf_on_one_side_of_each(case, data
             assert (rows[:, a] <= at).all() or (rows[:, a] > at).all()
     # Each grid cut leaves rows on both sides: no leaf is empty.
     assert all(len(ix) for _, ix, _ in done.leaves)
+
+
+@settings(max_examples=100, deadline=None)
+@given(grids_of_rows())
+def test_the_ingest_jobs_tree_locates_every_row_in_its_leaf(case):
+    from gridagg_ingest.tree import SplitTree
+
+    grid, values, ndim, n_size, limit = case
+    grid = Grid("0", grid.box, grid.next_axis)  # the tree of a dataset starts at its root
+    done = split_rows(grid, values, PartialAggregate.of_rows(values, values.shape[1]), limit, n_size, ndim)
+    tree = SplitTree([leaf for leaf, _, _ in done.leaves], ndim)
+    located = tree.locate(values[:, :ndim])
+    for leaf, ix, _ in done.leaves:
+        assert all(tree.ids[i] == leaf.grid_id for i in located[ix])
