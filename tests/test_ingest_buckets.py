@@ -82,6 +82,14 @@ def test_hash_is_a_function_of_the_text_alone():
     assert segments.id_hashes(pa.chunked_array([a[:2], a[2:]])).tolist() == ha.tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 5), st.integers(0, 2**64 - 1)), max_size=50), st.booleans())
+def test_repeats_tells_whether_a_hash_is_given_twice(hashes, again):
+    if again and hashes:
+        hashes = hashes + [hashes[len(hashes) // 2]]
+    assert segments.repeats(np.array(hashes, np.uint64)) == (len(set(hashes)) < len(hashes))
+
+
 def test_unpack_of_nothing_is_none():
     assert buckets.unpack(pa.chunked_array([pa.array([None], pa.binary())])) is None
 
