@@ -170,11 +170,10 @@ def joined(segments, ncols: int):
 
 def id_hashes(eids) -> np.ndarray:
     """A 64-bit hash of each element ID of an Arrow string or binary array (chunked or
-    not; none null), the
-    same in every process (Python's own hash() is salted per process). All 64 bits are
-    mixed: the ingest job's dedupe pass tells rows apart by hash within a bucket, which
-    its low bits name, so the rest must not repeat by chance (a 35-bit hash did, at 100M
-    rows, and every bucket took the slow path)."""
+    not; none null), the same in every process (Python's own hash() is salted per
+    process). All 64 bits are mixed: the ingest job's dedupe pass tells rows apart by
+    hash within a bucket, which its low bits name, so the rest must not repeat by chance
+    (a 35-bit hash did, at 100M rows, and every bucket took the slow path)."""
     import pyarrow as pa
 
     arr = eids.combine_chunks() if isinstance(eids, pa.ChunkedArray) else eids
