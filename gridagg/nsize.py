@@ -49,7 +49,7 @@ NEAR = 1.05  # a smaller N_size is chosen only if predicted at least this much f
 @dataclass
 class Choice:
     """The chosen N_size, the mean predicted milliseconds per question of each candidate
-    judged, and what it rests on."""
+    judged, the factor `near` within which a larger N_size was kept, and what it rests on."""
 
     n_size: int
     store: str
@@ -63,7 +63,8 @@ class Choice:
         others = ", ".join(f"{n}: {ms:.2f}" for n, ms in sorted(self.predicted.items()))
         return (f"chosen by gridagg for the {self.store} store's cost model, {self.rows:,} rows and the default "
                 f"workload ({self.questions} questions): predicted ms per question by n_size {others} "
-                f"(the largest within {self.near - 1:.0%} of the least: the model's misfit)")
+                f"(the largest within {self.near - 1:.0%} of the least: the model's median misfit, at least "
+                f"{NEAR - 1:.0%})")
 
 
 def default_workload(ds: Dataset, sample: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
