@@ -448,15 +448,17 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
 
 
 @numba.njit(cache=True, nogil=True)
-def partition_rows(values, ix, a, b, axis, at, ndim, spare, stats):
-    """One cut of a grid's split (gridagg.split): ix[a:b] (positions of rows in `values`,
-    (m, ncols) int64) reordered so that the rows with values[r, axis] <= at come first,
-    each side in its former order (`spare`: scratch as long as ix). Fills stats[side]
-    (side 0 low, 1 high) with [count, sum's high halves, sum's low halves, min, max] of
-    each of the first ndim columns (a count in every column of row 0; the halves keep the
-    sums exact: see AggArrays). Returns where the high side starts. One pass over the
-    rows and the dimensions only: copying every column of every child took half of a
-    100M-row load's build step."""
+def partition_rows(rows, ix, a, b, axis, at, ndim, spare_rows, spare_ix, stats):
+    """One cut of a grid's split (gridagg.split): rows[a:b] ((m, ncols) int64) and their
+    positions ix[a:b] moved so that the rows with rows[r, axis] <= at come first, each
+    side in its former order (`spare_rows`, `spare_ix`: scratch as long as rows and ix).
+    Fills stats[side] (side 0 low, 1 high) with [count, sum's high halves, sum's low
+    halves, min, max] of each of the first ndim columns (a count in every column of row
+    0; the halves keep the sums exact: see AggArrays). Returns where the high side
+    starts. The rows themselves move, so every cut reads and writes them in sequence:
+    reading them through their positions instead left a child's rows scattered over the
+    leaf, one cache miss each, and took 2.7 s per 3M rows in the order a load holds them
+    (0.8 s in the input's own order)."""
     for side in range(2):
         for d in range(ndim):
             stats[side, 0, d] = 0
@@ -464,20 +466,24 @@ def partition_rows(values, ix, a, b, axis, at, ndim, spare, stats):
             stats[side, 2, d] = 0
             stats[side, 3, d] = INT64_MAX
             stats[side, 4, d] = -INT64_MAX - 1
+    ncols = rows.shape[1]
     low = a
     high = 0
     for k in range(a, b):
-        r = ix[k]
         side = 1
-        if values[r, axis] <= at:
+        if rows[k, axis] <= at:
             side = 0
-            ix[low] = r
+            for c in range(ncols):
+                rows[low, c] = rows[k, c]
+            ix[low] = ix[k]
             low += 1
         else:
-            spare[high] = r
+            for c in range(ncols):
+                spare_rows[high, c] = rows[k, c]
+            spare_ix[high] = ix[k]
             high += 1
         for d in range(ndim):
-            v = values[r, d]
+            v = rows[k, d]  # a low row moved to low <= k: rows[k] still holds it
             stats[side, 1, d] += v >> 32
             stats[side, 2, d] += v & LOW
             if v < stats[side, 3, d]:
@@ -485,7 +491,9 @@ def partition_rows(values, ix, a, b, axis, at, ndim, spare, stats):
             if v > stats[side, 4, d]:
                 stats[side, 4, d] = v
     for k in range(high):
-        ix[low + k] = spare[k]
+        for c in range(ncols):
+            rows[low + k, c] = spare_rows[k, c]
+        ix[low + k] = spare_ix[k]
     for d in range(ndim):
         stats[0, 0, d] = low - a
         stats[1, 0, d] = high

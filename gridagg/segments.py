@@ -83,11 +83,12 @@ def pack(eids, values: np.ndarray) -> bytes:
     n = values.shape[0]
     if not n:
         return assemble(values.reshape(0, values.shape[1]), np.zeros(1, "<u4"), b"")
-    order = np.argsort(values[:, 0], kind="stable")
-    eids = eids.take(pa.array(order))
+    if (np.diff(values[:, 0]) < 0).any():  # rows given in column-0 order need no gather (a bulk load's)
+        order = np.argsort(values[:, 0], kind="stable")
+        eids, values = eids.take(pa.array(order)), values[order]
     offsets = id_offsets(eids)
     blob = eids.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
-    return assemble(values[order], offsets - offsets[0], blob)
+    return assemble(values, offsets - offsets[0], blob)
 
 
 def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes) -> bytes:

@@ -25,11 +25,14 @@ from .kernels import partition_rows
 @dataclass
 class Split:
     """leaves: (leaf, indices of its rows, its aggregate) in grid-ID order; inner: the
-    aggregate of every grid made on the way that is not a leaf; splits: grids cut."""
+    aggregate of every grid made on the way that is not a leaf; splits: grids cut;
+    rows: the rows in the leaves' order (the first leaf's first, in the order of its
+    indices, then the next leaf's, and so on), so that a caller needs no gather."""
 
     leaves: list[tuple[Grid, np.ndarray, PartialAggregate]] = field(default_factory=list)
     inner: dict[str, PartialAggregate] = field(default_factory=dict)
     splits: int = 0
+    rows: np.ndarray | None = None
 
 
 def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int, n_size: int,
@@ -43,15 +46,17 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
     (a split only priced, gridagg.adapt) the leaves' aggregates are None and inner empty.
 
     A cut needs only the dimensions' count, sums, mins and maxs of each child, which one
-    pass over its rows gives (kernels.partition_rows, which also makes each child's rows
-    one run of the positions); every column of a leaf is aggregated once, at the end, and
+    pass over its rows gives (kernels.partition_rows, which also moves each child's rows
+    into one run); every column of a leaf is aggregated once, at the end, and
     every inner grid's aggregate is the merge of its leaves'."""
     ncols = values.shape[1]
-    values = np.ascontiguousarray(values, np.int64)
-    ix = np.arange(len(values), dtype=np.int64)
-    spare = np.empty_like(ix)
+    # The cuts move a copy of the rows (kernels.partition_rows): a grid's rows are then
+    # rows[a:b], and ix[a:b] their positions in `values`.
+    rows = np.array(values, np.int64, order="C")
+    ix = np.arange(len(rows), dtype=np.int64)
+    spare_rows, spare_ix = np.empty_like(rows), np.empty_like(ix)
     stats = np.zeros((2, 5, ndim), np.int64)
-    out = Split()
+    out = Split(rows=rows)
     dims = (agg.count, agg.sums[:ndim], agg.mins[:ndim], agg.maxs[:ndim])
     stack = [(grid, 0, len(values), dims, limit, 0)]
     while stack:
@@ -61,12 +66,12 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
         else:
             cut = choose_cut(g.next_axis, count, sums, mins, maxs, ndim) if count > lim else None
         if cut is None:
-            mine = agg if g is grid else PartialAggregate.of_rows(values, ncols, rows=ix[a:b]) if aggregates else None
+            mine = agg if g is grid else PartialAggregate.of_rows(rows[a:b], ncols) if aggregates else None
             out.leaves.append((g, ix[a:b], mine))
             continue
         out.splits += 1
         axis, at = cut
-        mid = partition_rows(values, ix, a, b, axis, at, ndim, spare, stats)
+        mid = partition_rows(rows, ix, a, b, axis, at, ndim, spare_rows, spare_ix, stats)
         kids = children(g, axis, at, ndim)
         sides = [(int(s[0, 0]), [(h << 32) + lo for h, lo in zip(s[1].tolist(), s[2].tolist())], s[3].tolist(),
                   s[4].tolist()) for s in stats]
