@@ -87,7 +87,7 @@ def pack(eids, values: np.ndarray) -> bytes:
         order = np.argsort(values[:, 0], kind="stable")
         eids, values = eids.take(pa.array(order)), values[order]
     offsets = id_offsets(eids)
-    blob = eids.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+    blob = eids.buffers()[2][offsets[0]:offsets[-1]].to_pybytes()  # only this array's IDs, of a slice too
     return assemble(values, offsets - offsets[0], blob)
 
 
