@@ -49,8 +49,11 @@ def test_split_rows_follows_algorithm_2(case):
     seen = np.concatenate([ix for _, ix, _ in done.leaves])
     assert sorted(seen.tolist()) == list(range(len(values)))
     assert [leaf.grid_id for leaf, _, _ in done.leaves] == sorted(leaf.grid_id for leaf, _, _ in done.leaves)
+    start = 0
     for leaf, ix, agg in done.leaves:
         rows = values[ix]
+        assert (done.rows[start:start + len(ix)] == rows).all()  # the rows in the leaves' order
+        start += len(ix)
         assert all(inside(leaf.box, r[:ndim]) for r in rows)
         assert agg == PartialAggregate.of_rows(rows, ncols)
         if done.splits:
@@ -94,8 +97,11 @@ def test_split_rows_at_given_cuts_puts_every_leaf_on_one_side_of_each(case, data
     assert sorted(seen.tolist()) == list(range(len(values)))
     parts = {tuple(values[:, a] <= at) for a, at in cuts} - {(True,) * len(values), (False,) * len(values)}
     assert (done.splits > 0) == bool(parts)
+    start = 0
     for leaf, ix, agg in done.leaves:
         rows = values[ix]
+        assert (done.rows[start:start + len(ix)] == rows).all()  # the rows in the leaves' order
+        start += len(ix)
         assert all(inside(leaf.box, r[:ndim]) for r in rows)
         assert agg == PartialAggregate.of_rows(rows, ncols)
         for a, at in cuts:
