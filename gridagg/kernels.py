@@ -448,17 +448,31 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
 
 
 @numba.njit(cache=True, nogil=True)
-def partition_rows(rows, ix, a, b, axis, at, d0, d1, spare_rows, spare_ix, stats):
+def _add_row(stats, side, rows, r, d0, d1):
+    """Row r's columns d0..d1-1 into stats[side] (see partition_rows)."""
+    for d in range(d0, d1):
+        v = rows[r, d]
+        stats[side, 1, d] += v >> 32
+        stats[side, 2, d] += v & LOW
+        if v < stats[side, 3, d]:
+            stats[side, 3, d] = v
+        if v > stats[side, 4, d]:
+            stats[side, 4, d] = v
+
+
+@numba.njit(cache=True, nogil=True)
+def partition_rows(rows, ix, a, b, axis, at, d0, d1, stats):
     """One cut of a grid's split (gridagg.split): rows[a:b] ((m, ncols) int64) and their
-    positions ix[a:b] moved so that the rows with rows[r, axis] <= at come first, each
-    side in its former order (`spare_rows`, `spare_ix`: scratch as long as rows and ix).
-    Fills stats[side] (side 0 low, 1 high; (2, 5, ndim)) with [count, sum's high halves,
-    sum's low halves, min, max] of columns d0..d1-1 (the count in every column of row 0;
-    the halves keep the sums exact: see AggArrays). Returns where the high side
-    starts. The rows themselves move, so every cut reads and writes them in sequence:
-    reading them through their positions instead left a child's rows scattered over the
-    leaf, one cache miss each, and took 2.7 s per 3M rows in the order a load holds them
-    (0.8 s in the input's own order)."""
+    positions ix[a:b] reordered in place so that the rows with rows[r, axis] <= at come
+    first. Fills stats[side] (side 0 low, 1 high; (2, 5, ndim)) with [count, sum's high
+    halves, sum's low halves, min, max] of columns d0..d1-1 (the count in every column of
+    row 0; the halves keep the sums exact: see AggArrays). Returns where the high side
+    starts.
+
+    The rows themselves move, two at a time from both ends (no scratch; the order within
+    a side is not kept), so every cut reads them in sequence: reading them through their
+    positions instead left a child's rows scattered over the leaf, one cache miss each
+    (a 3M-row leaf in a load's order split in 2.6 s, 0.9 s in the input's own order)."""
     for side in range(2):
         for d in range(d0, d1):
             stats[side, 1, d] = 0
@@ -466,34 +480,24 @@ def partition_rows(rows, ix, a, b, axis, at, d0, d1, spare_rows, spare_ix, stats
             stats[side, 3, d] = INT64_MAX
             stats[side, 4, d] = -INT64_MAX - 1
     ncols = rows.shape[1]
-    low = a
-    high = 0
-    for k in range(a, b):
-        side = 1
-        if rows[k, axis] <= at:
-            side = 0
-            for c in range(ncols):
-                rows[low, c] = rows[k, c]
-            ix[low] = ix[k]
-            low += 1
-        else:
-            for c in range(ncols):
-                spare_rows[high, c] = rows[k, c]
-            spare_ix[high] = ix[k]
-            high += 1
-        for d in range(d0, d1):
-            v = rows[k, d]  # a low row moved to low <= k: rows[k] still holds it
-            stats[side, 1, d] += v >> 32
-            stats[side, 2, d] += v & LOW
-            if v < stats[side, 3, d]:
-                stats[side, 3, d] = v
-            if v > stats[side, 4, d]:
-                stats[side, 4, d] = v
-    for k in range(high):
-        for c in range(ncols):
-            rows[low + k, c] = spare_rows[k, c]
-        ix[low + k] = spare_ix[k]
+    i, j = a, b - 1
+    while True:
+        while i <= j and rows[i, axis] <= at:
+            _add_row(stats, 0, rows, i, d0, d1)
+            i += 1
+        while i <= j and rows[j, axis] > at:
+            _add_row(stats, 1, rows, j, d0, d1)
+            j -= 1
+        if i >= j:
+            break
+        for c in range(ncols):  # rows[i] high, rows[j] low
+            rows[i, c], rows[j, c] = rows[j, c], rows[i, c]
+        ix[i], ix[j] = ix[j], ix[i]
+        _add_row(stats, 0, rows, i, d0, d1)
+        _add_row(stats, 1, rows, j, d0, d1)
+        i += 1
+        j -= 1
     for d in range(stats.shape[2]):
-        stats[0, 0, d] = low - a
-        stats[1, 0, d] = high
-    return low
+        stats[0, 0, d] = i - a
+        stats[1, 0, d] = b - i
+    return i

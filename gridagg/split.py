@@ -36,7 +36,8 @@ class Split:
 
 
 def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int, n_size: int,
-               ndim: int, cuts: tuple[tuple[int, int], ...] = (), aggregates: bool = True) -> Split:
+               ndim: int, cuts: tuple[tuple[int, int], ...] = (), aggregates: bool = True,
+               in_place: bool = False) -> Split:
     """Split `grid`, which holds the rows `values` ((m, ncols) int64) whose aggregate is
     `agg`, as the module docstring says, or, given `cuts` ((axis, at) pairs: rows with
     value <= at on that axis go to the low child), at those instead of the means: each
@@ -44,17 +45,19 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
     greatest value (limit and n_size are then unused). The grid itself stays out of the
     result's aggregates unless it is the one leaf (nothing to cut). Without `aggregates`
     (a split only priced, gridagg.adapt) the leaves' aggregates are None and inner empty.
+    With `in_place`, the cuts reorder `values` itself (when it is a C-ordered int64
+    array: Split.rows is then `values`) instead of a copy: a caller done with it saves
+    the copy's memory.
 
     A cut needs only the dimensions' count, sums, mins and maxs of each child, which one
     pass over its rows gives (kernels.partition_rows, which also moves each child's rows
     into one run); every column of a leaf is aggregated once, at the end, and
     every inner grid's aggregate is the merge of its leaves'."""
     ncols = values.shape[1]
-    # The cuts move a copy of the rows (kernels.partition_rows): a grid's rows are then
-    # rows[a:b], and ix[a:b] their positions in `values`.
-    rows = np.array(values, np.int64, order="C")
+    # The cuts move the rows (kernels.partition_rows): a grid's rows are then rows[a:b],
+    # and ix[a:b] their positions in `values`.
+    rows = np.ascontiguousarray(values, np.int64) if in_place else np.array(values, np.int64, order="C")
     ix = np.arange(len(rows), dtype=np.int64)
-    spare_rows, spare_ix = np.empty_like(rows), np.empty_like(ix)
     stats, whole = np.zeros((2, 5, ndim), np.int64), np.zeros((2, 5, ndim), np.int64)
     out = Split(rows=rows)
     dims = (agg.count, agg.sums[:ndim], agg.mins[:ndim], agg.maxs[:ndim])
@@ -75,12 +78,12 @@ def split_rows(grid: Grid, values: np.ndarray, agg: PartialAggregate, limit: int
         # takes twice as long for every axis), the others when that axis holds one value.
         nxt = (axis + 1) % ndim
         d0, d1 = (0, ndim) if cuts else (nxt, nxt + 1)
-        mid = partition_rows(rows, ix, a, b, axis, at, d0, d1, spare_rows, spare_ix, stats)
+        mid = partition_rows(rows, ix, a, b, axis, at, d0, d1, stats)
         if not cuts:
             for side, (lo, hi) in enumerate(((a, mid), (mid, b))):
                 if hi - lo > n_size and stats[side, 3, nxt] == stats[side, 4, nxt]:
                     # Every axis's statistics of rows[lo:hi]: a cut above all of them.
-                    partition_rows(rows, ix, lo, hi, 0, INT64_MAX, 0, ndim, spare_rows, spare_ix, whole)
+                    partition_rows(rows, ix, lo, hi, 0, INT64_MAX, 0, ndim, whole)
                     stats[side] = whole[0]
         kids = children(g, axis, at, ndim)
         sides = [(int(s[0, 0]), [(h << 32) + lo for h, lo in zip(s[1].tolist(), s[2].tolist())], s[3].tolist(),

@@ -29,8 +29,8 @@ HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
 def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dict, list]:
     """One touched leaf, all of it in this task: its stored rows (`stored`, as
     CellStore.read_grid gives them: element IDs, an Arrow binary array, and values), the
-    new rows located in it (`eids`, an Arrow binary array, and `new_values`;
-    deduplicated against the stored ones by element ID), the subtree
+    new rows located in it (`eids`, an Arrow binary array, and `new_values`, whose rows
+    the split reorders; deduplicated against the stored ones by element ID), the subtree
     they make (gridagg.split: a leaf new to the load splits down to N_size, one that held
     rows only past N_threshold), and the rows to write under their final keys.
     Returns a small summary (counts and every resulting leaf's box and aggregate) and
@@ -56,7 +56,7 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     n_new = len(eids)
     limit = n_size if n_old == 0 else n_threshold
 
-    done = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), limit, n_size, ndim)
+    done = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), limit, n_size, ndim, in_place=True)
     final = done.leaves
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
