@@ -11,9 +11,16 @@ import gc
 import uuid
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from gridagg import services as services_mod
 from gridagg.config import Settings
+
+# No test is timed (the machines are shared and noisy): hypothesis's per-example deadline
+# off for every test, not only those that say so (a first example that paid pyarrow's
+# first calls, 0.45 s, failed a CI run).
+hypothesis_settings.register_profile("untimed", deadline=None)
+hypothesis_settings.load_profile("untimed")
 
 
 @pytest.fixture(scope="session")
