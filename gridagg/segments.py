@@ -83,7 +83,8 @@ def pack(eids, values: np.ndarray) -> bytes:
     n = values.shape[0]
     if not n:
         return assemble(values.reshape(0, values.shape[1]), np.zeros(1, "<u4"), b"")
-    if (np.diff(values[:, 0]) < 0).any():  # rows given in column-0 order need no gather (a bulk load's)
+    first = values[:, 0]
+    if (first[1:] < first[:-1]).any():  # rows given in column-0 order need no gather (np.diff would overflow)
         order = np.argsort(values[:, 0], kind="stable")
         eids, values = eids.take(pa.array(order)), values[order]
     offsets = id_offsets(eids)
