@@ -48,16 +48,15 @@ class PartialAggregate:
         return cls(0, [0] * ncols, [None] * ncols, [None] * ncols, [0] * ncols)
 
     @classmethod
-    def of_rows(cls, values: np.ndarray, ncols: int, columns: list[int] | None = None,
-                rows: np.ndarray | None = None) -> "PartialAggregate":
-        """The aggregate of an (m, ncols) int64 array of stored rows, or of those at
-        positions `rows`. With `columns`, values holds only those columns (in that order)
+    def of_rows(cls, values: np.ndarray, ncols: int, columns: list[int] | None = None) -> "PartialAggregate":
+        """The aggregate of an (m, ncols) int64 array of stored rows. With `columns`,
+        values holds only those columns (in that order)
         and only their statistics are filled in, the others left empty: enough for a
         query that reads only them."""
-        if len(values) == 0 or (rows is not None and len(rows) == 0):
+        if len(values) == 0:
             return cls.empty(ncols)
         columns = list(range(ncols)) if columns is None else columns
-        arrays = AggArrays.of_rows(np.asarray(values), len(columns), rows)
+        arrays = AggArrays.of_rows(np.asarray(values), len(columns))
         part = arrays.aggregate(0)
         agg = cls.empty(ncols)
         agg.count = part.count
@@ -169,16 +168,13 @@ class AggArrays:
         return cls(np.zeros(groups, np.int64), block[0], block[1], block[2], block[3], block[4])
 
     @classmethod
-    def of_rows(cls, values: np.ndarray, ncols: int, rows: np.ndarray | None = None) -> "AggArrays":
-        """One group: the aggregate of an (m, ncols) int64 array of rows, or of those of its
-        rows at positions `rows` (an int64 array) without gathering them first."""
+    def of_rows(cls, values: np.ndarray, ncols: int) -> "AggArrays":
+        """One group: the aggregate of an (m, ncols) int64 array of rows."""
         out = cls.empty(1, ncols)
         values = np.ascontiguousarray(values, np.int64)
-        out.count[0] = len(values) if rows is None else len(rows)
+        out.count[0] = len(values)
         if out.count[0]:
-            every = rows is None
-            _fold_rows(values, np.zeros(0, np.int64) if every else np.asarray(rows, np.int64), every,
-                       out.present[0], out.mins[0], out.maxs[0], out.hi[0], out.lo[0])
+            _fold_rows(values, out.present[0], out.mins[0], out.maxs[0], out.hi[0], out.lo[0])
         return out
 
     @classmethod
@@ -280,13 +276,10 @@ class AggArrays:
 
 
 @numba.njit(cache=True, nogil=True)
-def _fold_rows(values, rows, every, present, mins, maxs, hi, lo):
-    """AggArrays.of_rows in one compiled pass over the rows (every one, or values[rows]):
-    numpy's took a transposed copy and a temporary per statistic, a tenth of a bulk
-    load's build step at 100M rows."""
-    n = values.shape[0] if every else rows.shape[0]
-    for i in range(n):
-        r = i if every else rows[i]
+def _fold_rows(values, present, mins, maxs, hi, lo):
+    """AggArrays.of_rows in one compiled pass over the rows: numpy's took a transposed
+    copy and a temporary per statistic, a tenth of a bulk load's build step at 100M rows."""
+    for r in range(values.shape[0]):
         for c in range(values.shape[1]):
             v = values[r, c]
             if v != NULL:
