@@ -595,16 +595,23 @@ class TreeCache:
         `seconds`, at the rate of its last whole load in this process (a load's time grows
         with the grids: 3.0-3.2 s for 64k leaves on HBase at 100M rows, 4.6-6.0 s for 173k
         embedded). A process that has not loaded the tree whole (it started from the tree
-        file) loads it now. None when `seconds` is 0 (no limit) or the dataset has no
-        leaves."""
+        file), or whose tree has more than doubled since, loads it now. None when `seconds`
+        is 0 (no limit), when the dataset has no leaves, or when the load took under a
+        tenth of `seconds`: so short a load is mostly its fixed costs (the calls to the
+        stores), and taken as a rate it would bound a tree of a few leaves to a few dozen
+        (the next ask, once the tree has doubled, times a load again)."""
         if not seconds:
             return None
-        if ds.name not in self._loads:
+        held = self._held.get(ds.name)
+        measured = self._loads.get(ds.name)
+        if measured is None or (held is not None and held.state.leaf_count > 2 * measured[1]):
             self.forget(ds.name)
             self._load_whole.add(ds.name)
             self.tree(ds)
         took, leaves = self._loads.get(ds.name, (0.0, 0))
-        return int(leaves * seconds / max(took, 1e-9)) if leaves else None
+        if not leaves or took < seconds / 10:
+            return None
+        return int(leaves * seconds / took)
 
     def forget(self, name: str) -> None:
         """Let go of the dataset's tree in this process (the next query starts it anew)."""
