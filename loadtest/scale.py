@@ -19,9 +19,9 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    minutes); then
    asks gridagg and the in-process peers the dashboard's eight questions
    (dashboard.QUESTIONS) and the paper's boxes (sum and min of wind speed over time,
-   temperature, humidity and illuminance): in process, p50 of --repeat runs after a
-   warm-up, each peer at each of its thread settings, and every answer checked against
-   every peer's, exactly;
+   temperature, humidity and illuminance): in process, every system prewarmed as for
+   step 4 (prewarm.py), p50 of --repeat runs after a warm-up, each peer at each of its
+   thread settings, and every answer checked against every peer's, exactly;
 3. asks gridagg the same over HTTP (p50 of 5 requests to `gridagg serve`'s server);
 4. with --clients, serves gridagg (each store) and every peer as `gridagg bench` does
    (runs.Bench: the same shapes offered to all, each at its fastest shape
@@ -59,6 +59,7 @@ from .peers import IN_PROCESS, clickhouse, duck, open_peer
 from .peers.pg_server import server_settings, wanted as pg_wanted
 from .peers.postgres import table_name
 from .peers.registry import PeerRegistry
+from .prewarm import prewarm
 from .report import machine
 from .runs import Bench, disagreements
 from .servers import Server, Shape
@@ -176,11 +177,15 @@ def _run(settings: Settings, args) -> dict:
             result["tuning"] = {store: tune_to_workload(settings, store, name, args.tune, args.seed + TRAINING_SEED,
                                                         args.tune_minutes)
                                 for store, name in datasets.items()}
+        for peer, _ in peers.values():
+            peer.prewarm(ds)
         for store, name in datasets.items():
+            system = System(f"gridagg-{store}", name, "gridagg", store)
+            # Warm as before served runs: tuning's compaction rewrote an HBase table's files.
+            prewarm(settings, system)
             with engine_of(settings, store) as engine:
                 log(f"in process: gridagg ({store} store, {name}) and the peers")
                 measured = dashboard.measure(engine, name, peers, args.repeat, asked)
-            system = System(f"gridagg-{store}", name, "gridagg", store)
             served = settings.with_(max_grids=SERVED_MAX_GRIDS, max_scan_rows=SERVED_MAX_SCAN_ROWS)
             server = Server(served, system, Shape(2, 4 if store == "hbase" else 1), {}, Path(args.out) / "logs")
             try:
