@@ -220,6 +220,11 @@ class EmbeddedStore(CellStore):
         stale, and retiring it now lets LMDB reuse the pages the write freed."""
         with self.env.begin(write=True, db=db) as txn:
             yield txn
+        self._drop_snapshot()
+
+    def _drop_snapshot(self) -> None:
+        """Retire this process's Snapshot (it ends once its last scan is done); the next
+        scan begins a new one."""
         with self._snapshot_lock:
             if self._snapshot is not None:
                 self._snapshot.retire()
@@ -365,9 +370,7 @@ class EmbeddedStore(CellStore):
             pass
 
     def close(self):
-        with self._snapshot_lock:
-            if self._snapshot is not None:
-                self._snapshot.retire()
+        self._drop_snapshot()
         self.env.close()
 
 
