@@ -187,7 +187,7 @@ class GridEngine:
             values = values[keep]
             keys = [keys[i] for i in keep]
             leaf_of = [leaf_of[i] for i in keep]
-            write.intend(sorted(set(leaf_of)))
+            write.intend(sorted(set(leaf_of)), ([element_ids[i] for i in keep], values))
             write.put_rows(keys, values)
             result.stored = len(keep)
 

@@ -6,7 +6,7 @@ to its last, and goes through these steps in this order:
 1. recover: finish what writers that died left behind (below), and purge the rows of
    leaves split long enough ago that no query can still need them;
 2. intend: record every grid the write will put rows under (`Write.intend`: the leaves
-   it touches first, the grids a split makes later);
+   it touches first, the grids a split makes later), and an insert's new rows;
 3. rows: write rows, stamped (`Write.put_rows` by key, `Write.put_grids` grid by grid;
    a bulk load's executors write them and the driver says so with `Write.rows_written`);
 4. aggregates: write the aggregates of the touched leaves and their ancestors;
@@ -17,9 +17,12 @@ to its last, and goes through these steps in this order:
 A writer that dies between 2 and 6 leaves its intent behind. The next writer's step 1
 (or `gridagg repair`) finds it and, still under the lock, seals the leaves it names (a
 request of the dead writer still on its way lands masked: gridagg.stamps), clears the
-rows under the grids it meant to make that never became leaves, and recomputes the
-aggregates of its leaves from their rows and of their ancestors from their children. So
-a write ends fully counted or not at all, whichever step it died in.
+rows under the grids it meant to make that never became leaves, stores the rows of an
+insert that did not land (HBase applies a put of many grid rows row by row: a writer
+killed during it, or an HBase failing under it, leaves some stored and some not), and
+recomputes the aggregates of its leaves from their rows and of their ancestors from
+their children. So an insert ends fully counted once its intent is recorded, and any
+other write fully counted or not at all, whichever step it died in.
 
 Fault points (gridagg.faults) sit at the same steps for every kind of write:
 "<kind>.rows_written" (rows written, aggregates not), "<kind>.switching" (a split's or
@@ -30,6 +33,7 @@ place: gridagg.merge; splits in place: gridagg.adapt).
 
 from __future__ import annotations
 
+import struct
 from contextlib import contextmanager
 from typing import Callable
 
@@ -37,7 +41,7 @@ import numpy as np
 
 from . import faults
 from .aggregate import PartialAggregate
-from .grid import Grid, ancestors, grid_of, grid_prefix, prefix_range, subtree_range
+from .grid import Grid, ancestors, grid_of, grid_prefix, prefix_range, row_key, subtree_range
 from .schema import Dataset
 from .stamps import WriteStamps
 
@@ -54,10 +58,13 @@ class Write:
         self.intent: int | None = None
         self.ended = False
 
-    def intend(self, grid_ids: list[str]) -> None:
-        """Record that rows will be written under these grids (before writing them)."""
+    def intend(self, grid_ids: list[str], rows: tuple[list[bytes], np.ndarray] | None = None) -> None:
+        """Record that rows will be written under these grids (before writing them). rows:
+        an insert's (element IDs, (m, ncols) values) it adds, with its first intent: a
+        recovery stores those that did not land."""
         if self.intent is None:
-            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids))
+            packed = None if rows is None else pack_rows(*rows)
+            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids), packed)
         else:
             self.directory.extend_intent(self.intent, list(grid_ids))
 
@@ -147,12 +154,48 @@ def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
     store.settle()  # the dead writer's last commit, before reading its rows
     leaves = {g.grid_id for g in directory.leaves(ds)}
     retired = set(directory.retired_before(ds.name, 0))  # their purge clears them
-    for intent_id, grids in pending:
+    for intent_id, grids, rows in pending:
         rebuilt = sorted({g for g in grids if g in leaves})
         store.seal_grids(ds, rebuilt, stamps)
         store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
+        if rows is not None:
+            rebuilt = sorted(set(rebuilt) | complete_rows(directory, store, ds, *unpack_rows(rows, len(ds.columns)),
+                                                           stamps))
         rebuild_aggregates(store, ds, rebuilt, stamps, keep=retired)
         directory.end_intent(intent_id, ds, rebuilt)
+
+
+def complete_rows(directory, store, ds: Dataset, element_ids: list[bytes], values: np.ndarray,
+                  stamps: WriteStamps) -> set[str]:
+    """Store the rows of a dead insert (its element IDs and values) that did not land, each
+    under the leaf that holds it now (a split of the insert may have moved it); returns
+    those leaves."""
+    leaf_of = directory.locate(ds, values[:, : ds.ndim])
+    keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
+    stored = store.existing_keys(ds, keys)
+    missing = [i for i, k in enumerate(keys) if k not in stored]
+    if missing:
+        store.put_rows(ds, [keys[i] for i in missing], values[missing], stamps)
+    return set(leaf_of)
+
+
+def pack_rows(element_ids: list[bytes], values: np.ndarray) -> bytes:
+    """An insert's rows as its intent keeps them: the count, each element ID's length
+    and bytes, then the values (int64, little-endian, row after row)."""
+    lengths = np.fromiter(map(len, element_ids), "<u4", len(element_ids))
+    return b"".join([struct.pack("<I", len(element_ids)), lengths.tobytes(), *element_ids,
+                     np.ascontiguousarray(values, "<i8").tobytes()])
+
+
+def unpack_rows(blob: bytes, ncols: int) -> tuple[list[bytes], np.ndarray]:
+    """pack_rows' (element IDs, (m, ncols) int64 values) of an ncols-column dataset."""
+    (m,) = struct.unpack_from("<I", blob)
+    lengths = np.frombuffer(blob, "<u4", m, 4).astype(np.int64)
+    ends = 4 + 4 * m + np.cumsum(lengths)
+    starts = ends - lengths
+    ids = [blob[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    at = int(ends[-1]) if m else 4
+    return ids, np.frombuffer(blob, "<i8", m * ncols, at).reshape(m, ncols).astype(np.int64)
 
 
 def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps,

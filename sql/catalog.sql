@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS gridagg_intents (
     grids       text[] NOT NULL,
     started_at  timestamptz NOT NULL DEFAULT now()
 );
+-- An insert's new rows (gridagg.writes.pack_rows): recovery stores those that did not
+-- land (HBase stores a multi-row put row by row).
+ALTER TABLE gridagg_intents ADD COLUMN IF NOT EXISTS rows bytea;
 
 -- Write stamps (gridagg.stamps): the end of the last span of stamps reserved by a
 -- holder of the dataset's writer lock, in nanoseconds.

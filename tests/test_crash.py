@@ -15,7 +15,7 @@ import pytest
 
 from engine_support import check_tree
 from gridagg import faults
-from gridagg.grid import grid_prefix, prefix_range
+from gridagg.grid import grid_prefix, prefix_range, row_key
 from gridagg.schema import Dataset
 
 
@@ -60,6 +60,29 @@ def test_an_insert_dying_at_any_step_of_the_write_protocol_is_recovered(engine, 
     check_tree(engine, dataset.name, np.vstack([base, crashed, later]))
     assert engine.check(dataset.name) == []
     assert not engine.directory.pending_intents(dataset.name)
+
+
+@pytest.mark.parametrize("recovered_by", ["the next writer", "repair"])
+def test_an_insert_that_stored_part_of_its_rows_is_completed_by_recovery(engine, dataset, recovered_by):
+    # HBase applies a put of many grid rows row by row: a writer killed during it (or an
+    # HBase failing under it) leaves some of its rows stored and the others not.
+    base = rows_of(4, 30)
+    insert(engine, dataset, base, "a")
+    crashed = rows_of(5, 8)
+    ids = [f"b{i}".encode() for i in range(len(crashed))]
+    with pytest.raises(RuntimeError, match="died"):
+        with engine.writing(dataset, "insert") as write:
+            leaf_of = engine.directory.locate(dataset, crashed[:, : dataset.ndim])
+            write.intend(sorted(set(leaf_of)), (ids, crashed))
+            write.put_rows([row_key(g, e) for g, e in zip(leaf_of[:3], ids)], crashed[:3])
+            raise RuntimeError("the writer died with 3 of its 8 rows stored")
+    if recovered_by == "repair":
+        engine.repair(dataset.name)
+    later = rows_of(6, 40)  # splits
+    insert(engine, dataset, later, "c")
+    check_tree(engine, dataset.name, np.vstack([base, crashed, later]))
+    assert engine.check(dataset.name) == []
+    assert insert(engine, dataset, crashed, "b").duplicates == len(crashed)  # a retry finds every row stored
 
 
 def test_split_leaves_keep_their_rows_until_no_query_needs_them(engine, dataset):

@@ -173,9 +173,10 @@ class GridDirectory:
         WriteStamps (wait, healthy: see locks.WriterLocks.hold)."""
         return self._locks.hold(name, wait, healthy)
 
-    def begin_intent(self, name: str, grid_ids: list[str]) -> int:
-        """Record that a write will touch these grids; returns the intent's ID."""
-        return self._intents.begin(name, grid_ids)
+    def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
+        """Record that a write will touch these grids (and the rows an insert adds, packed
+        by gridagg.writes.pack_rows); returns the intent's ID."""
+        return self._intents.begin(name, grid_ids, rows)
 
     def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
@@ -189,9 +190,9 @@ class GridDirectory:
             self._changes.log(conn, ds, changed)
         self._changes.changed(ds.name)
 
-    def pending_intents(self, name: str) -> list[tuple[int, list[str]]]:
-        """(id, grids) of intents of writers that did not finish (call while holding the
-        writer lock)."""
+    def pending_intents(self, name: str) -> list[tuple[int, list[str], bytes | None]]:
+        """(id, grids, packed rows or None) of intents of writers that did not finish (call
+        while holding the writer lock)."""
         return self._intents.pending(name)
 
     def retired_before(self, name: str, seconds: float) -> list[str]:

@@ -11,10 +11,11 @@ class Intents:
     def __init__(self, db: Database):
         self.db = db
 
-    def begin(self, name: str, grid_ids: list[str]) -> int:
-        """Record that a write will touch these grids; returns the intent's ID."""
-        return self.db.execute("INSERT INTO gridagg_intents (dataset, grids) VALUES (%s, %s) RETURNING id",
-                               (name, grid_ids))[0][0]
+    def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
+        """Record that a write will touch these grids (and, for an insert, the rows it
+        adds: gridagg.writes.pack_rows); returns the intent's ID."""
+        return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows) VALUES (%s, %s, %s) RETURNING id",
+                               (name, grid_ids, rows))[0][0]
 
     def extend(self, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
@@ -29,7 +30,8 @@ class Intents:
     def drop(conn, name: str) -> None:
         conn.execute("DELETE FROM gridagg_intents WHERE dataset = %s", (name,))
 
-    def pending(self, name: str) -> list[tuple[int, list[str]]]:
-        """(id, grids) of the intents of writers that did not finish, oldest first (call
-        while holding the writer lock)."""
-        return self.db.execute("SELECT id, grids FROM gridagg_intents WHERE dataset = %s ORDER BY id", (name,))
+    def pending(self, name: str) -> list[tuple[int, list[str], bytes | None]]:
+        """(id, grids, rows) of the intents of writers that did not finish, oldest first
+        (call while holding the writer lock)."""
+        return [(i, grids, None if rows is None else bytes(rows)) for i, grids, rows in self.db.execute(
+            "SELECT id, grids, rows FROM gridagg_intents WHERE dataset = %s ORDER BY id", (name,))]
