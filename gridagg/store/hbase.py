@@ -36,7 +36,7 @@ from typing import Iterator
 
 import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thrift) importable
 import numpy as np
-from Hbase_thrift import BatchMutation, Mutation
+from Hbase_thrift import BatchMutation, Mutation, TScan
 
 from .. import parts, segments
 from ..aggregate import AggArrays, PartialAggregate
@@ -408,11 +408,18 @@ class HBaseStore(CellStore):
                         for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {})]
 
         def scan(salts: tuple[bytes | None, bytes | None]) -> list[tuple[bytes, bytes]]:
-            name = table_name(ds.name)
-            with self.pool.connection(slow=True, table=name.encode()) as conn:
+            # The raw Thrift scanner: happybase's Table.scan makes each row a dict, a fifth
+            # of the time a 100M-row tree's whole load spent here.
+            with self._client(ds.name, slow=True) as (client, table):
                 self.round_trips.add(2)  # opening and closing the scanner
-                return [(key, cells[self.AGG]) for key, cells in conn.table(name).scan(
-                    row_start=salts[0], row_stop=salts[1], columns=[self.AGG], batch_size=AGGREGATES_PER_SCAN_BATCH)]
+                spec = TScan(startRow=salts[0], stopRow=salts[1], columns=[self.AGG], caching=AGGREGATES_PER_SCAN_BATCH)
+                scanner, found = client.scannerOpenWithScan(table, spec, {}), []
+                try:
+                    while batch := client.scannerGetList(scanner, AGGREGATES_PER_SCAN_BATCH):
+                        found += [(row.row, row.columns[self.AGG].value) for row in batch]
+                finally:
+                    client.scannerClose(scanner)
+                return found
 
         if len(keys) < SCAN_AGGREGATES_FROM:
             read, parts = get, range(0, len(keys), CHUNK)

@@ -156,7 +156,7 @@ def encode(layout: int, ncols: int, request: ScanRequest, items: Items) -> bytes
     for keys in (items.starts, stops):
         offsets = np.zeros(n + 1, "<u4")
         if keys:
-            np.cumsum(list(map(len, keys)), out=offsets[1:])
+            np.fromiter(map(len, keys), "<u4", n).cumsum(out=offsets[1:])
         out.append(offsets.tobytes())
     out += [b"".join(items.starts), b"".join(stops)]
     out.append((np.zeros(n, "<u4") if items.groups is None else items.groups.astype("<u4")).tobytes())
