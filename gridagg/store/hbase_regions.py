@@ -231,10 +231,9 @@ class Rows:
             self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
             self.sorted = [keys[i] for i in self.order.tolist()]
         self.done = np.zeros(len(keys), bool)
-        self.left = len(keys)  # items not yet answered (ndarray.all() costs microseconds a call)
 
     def __bool__(self) -> bool:
-        return self.left > 0
+        return not self.done.all()
 
     def asked(self) -> np.ndarray:
         """The items not yet answered, in their own order."""
@@ -257,7 +256,7 @@ class Rows:
         """The calls of a round, one per region server (by `known`) that holds unanswered
         items: (server, an anchor row inside each of its regions that holds some, the
         items asked, in their own order)."""
-        first_ask = self.left == len(self.keys)  # most requests: each region's first key, no mask to read
+        first_ask = not self.done.any()  # most requests: each region's first key, no mask to read
         anchors: dict[str, list[bytes]] = {}
         spans: dict[str, list[np.ndarray]] = {}
         for rs, re, server in known:
@@ -291,7 +290,6 @@ class Rows:
             a, z = self._span(rs, re)
             inside = self.order[a:z]
             self.done[inside if mine is None else inside[mine[inside]]] = True
-        self.left = len(self.keys) - int(np.count_nonzero(self.done))
 
     def describe(self) -> str:
         waiting = np.flatnonzero(~self.done)
