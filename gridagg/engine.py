@@ -20,7 +20,7 @@ from . import writes
 from .aggregate import PartialAggregate, ancestor_aggregates
 from .directory import GridDirectory
 from .errors import InvalidInput, StoreUnavailable, UnknownDataset, WorkLimitExceeded
-from .grid import Grid, ancestors, grid_of, presplit, row_key
+from .grid import Grid, ancestors, grid_of, presplit
 from .leafsplit import split_leaf
 from .planner import Planner, rollup_answers
 from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
@@ -173,14 +173,8 @@ class GridEngine:
         # Bounded, and short while the store does not answer: an insert is a request
         # someone waits for; behind a failing writer it would only fail later.
         with self.writing(ds, "insert", self.writer_wait, lambda: self.store.answers(ds)) as write:
-            leaf_of = self.directory.locate(ds, values[:, : ds.ndim])
-            keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
             # A key seen twice in the batch, or already stored, is a duplicate element.
-            first: dict[bytes, int] = {}
-            for i, k in enumerate(keys):
-                first.setdefault(k, i)
-            existing = self.store.existing_keys(ds, list(first))
-            keep = [i for k, i in first.items() if k not in existing]
+            leaf_of, keys, keep = writes.unstored_rows(self.directory, self.store, ds, element_ids, values)
             result.duplicates = len(keys) - len(keep)
             if not keep:
                 return result

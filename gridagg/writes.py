@@ -33,13 +33,12 @@ place: gridagg.merge; splits in place: gridagg.adapt).
 
 from __future__ import annotations
 
-import struct
 from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
 
-from . import faults
+from . import faults, segments
 from .aggregate import PartialAggregate
 from .grid import Grid, ancestors, grid_of, grid_prefix, prefix_range, row_key, subtree_range
 from .schema import Dataset
@@ -63,7 +62,7 @@ class Write:
         an insert's (element IDs, (m, ncols) values) it adds, with its first intent: a
         recovery stores those that did not land."""
         if self.intent is None:
-            packed = None if rows is None else pack_rows(*rows)
+            packed = None if rows is None else segments.pack(*rows)
             self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids), packed)
         else:
             self.directory.extend_intent(self.intent, list(grid_ids))
@@ -159,10 +158,24 @@ def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
         store.seal_grids(ds, rebuilt, stamps)
         store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
         if rows is not None:
-            rebuilt = sorted(set(rebuilt) | complete_rows(directory, store, ds, *unpack_rows(rows, len(ds.columns)),
-                                                           stamps))
+            added = complete_rows(directory, store, ds, segments.eids(rows), segments.values(rows), stamps)
+            rebuilt = sorted(set(rebuilt) | added)
         rebuild_aggregates(store, ds, rebuilt, stamps, keep=retired)
         directory.end_intent(intent_id, ds, rebuilt)
+
+
+def unstored_rows(directory, store, ds: Dataset, element_ids: list[bytes],
+                  values: np.ndarray) -> tuple[list[str], list[bytes], list[int]]:
+    """Where rows (element IDs, (m, ncols) values) belong and which are new: each row's
+    leaf as the directory has it now, its row key, and the indexes of the rows whose key
+    is neither stored nor taken by an earlier row of the same batch, in order."""
+    leaf_of = directory.locate(ds, values[:, : ds.ndim])
+    keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
+    first: dict[bytes, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    stored = store.existing_keys(ds, list(first))
+    return leaf_of, keys, [i for k, i in first.items() if k not in stored]
 
 
 def complete_rows(directory, store, ds: Dataset, element_ids: list[bytes], values: np.ndarray,
@@ -170,32 +183,10 @@ def complete_rows(directory, store, ds: Dataset, element_ids: list[bytes], value
     """Store the rows of a dead insert (its element IDs and values) that did not land, each
     under the leaf that holds it now (a split of the insert may have moved it); returns
     those leaves."""
-    leaf_of = directory.locate(ds, values[:, : ds.ndim])
-    keys = [row_key(g, e) for g, e in zip(leaf_of, element_ids)]
-    stored = store.existing_keys(ds, keys)
-    missing = [i for i, k in enumerate(keys) if k not in stored]
+    leaf_of, keys, missing = unstored_rows(directory, store, ds, element_ids, values)
     if missing:
         store.put_rows(ds, [keys[i] for i in missing], values[missing], stamps)
     return set(leaf_of)
-
-
-def pack_rows(element_ids: list[bytes], values: np.ndarray) -> bytes:
-    """An insert's rows as its intent keeps them: the count, each element ID's length
-    and bytes, then the values (int64, little-endian, row after row)."""
-    lengths = np.fromiter(map(len, element_ids), "<u4", len(element_ids))
-    return b"".join([struct.pack("<I", len(element_ids)), lengths.tobytes(), *element_ids,
-                     np.ascontiguousarray(values, "<i8").tobytes()])
-
-
-def unpack_rows(blob: bytes, ncols: int) -> tuple[list[bytes], np.ndarray]:
-    """pack_rows' (element IDs, (m, ncols) int64 values) of an ncols-column dataset."""
-    (m,) = struct.unpack_from("<I", blob)
-    lengths = np.frombuffer(blob, "<u4", m, 4).astype(np.int64)
-    ends = 4 + 4 * m + np.cumsum(lengths)
-    starts = ends - lengths
-    ids = [blob[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
-    at = int(ends[-1]) if m else 4
-    return ids, np.frombuffer(blob, "<i8", m * ncols, at).reshape(m, ncols).astype(np.int64)
 
 
 def rebuild_aggregates(store, ds: Dataset, leaf_ids: list[str], stamps: WriteStamps,

@@ -12,13 +12,11 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
 
 from engine_support import check_tree
 from gridagg import faults
 from gridagg.grid import grid_prefix, prefix_range, row_key
 from gridagg.schema import Dataset
-from gridagg.writes import pack_rows, unpack_rows
 
 
 SPEC = {
@@ -85,15 +83,6 @@ def test_an_insert_that_stored_part_of_its_rows_is_completed_by_recovery(engine,
     check_tree(engine, dataset.name, np.vstack([base, crashed, later]))
     assert engine.check(dataset.name) == []
     assert insert(engine, dataset, crashed, "b").duplicates == len(crashed)  # a retry finds every row stored
-
-
-@given(st.lists(st.binary(max_size=40), max_size=30), st.integers(1, 4), st.data())
-def test_an_intent_keeps_an_inserts_rows_as_given(element_ids, ncols, data):
-    cells = st.integers(-(2**63), 2**63 - 1)
-    values = np.array(data.draw(st.lists(st.lists(cells, min_size=ncols, max_size=ncols), min_size=len(element_ids),
-                                         max_size=len(element_ids))), np.int64).reshape(len(element_ids), ncols)
-    got_ids, got = unpack_rows(pack_rows(element_ids, values), ncols)
-    assert got_ids == element_ids and got.tolist() == values.tolist()
 
 
 def test_split_leaves_keep_their_rows_until_no_query_needs_them(engine, dataset):

@@ -175,7 +175,7 @@ class GridDirectory:
 
     def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
         """Record that a write will touch these grids (and the rows an insert adds, packed
-        by gridagg.writes.pack_rows); returns the intent's ID."""
+        as one segment: gridagg.segments.pack); returns the intent's ID."""
         return self._intents.begin(name, grid_ids, rows)
 
     def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:

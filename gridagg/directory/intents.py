@@ -13,7 +13,7 @@ class Intents:
 
     def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
         """Record that a write will touch these grids (and, for an insert, the rows it
-        adds: gridagg.writes.pack_rows); returns the intent's ID."""
+        adds, as one segment: gridagg.segments.pack); returns the intent's ID."""
         return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows) VALUES (%s, %s, %s) RETURNING id",
                                (name, grid_ids, rows))[0][0]
 
