@@ -43,6 +43,7 @@ from .base import CellStore, segment_rows
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 # Aggregates read at once when a process loads a tree (see _release).
 AGGREGATES_PER_READ = 8192
+MADV_NORMAL, MADV_RANDOM = 0, 1  # Linux: read ahead around a faulting page, or not
 MADV_DONTNEED = 4  # Linux: the mapping's pages are dropped, a shared file's stay in the page cache
 _LIBC = ctypes.CDLL(None, use_errno=True)
 MAX_SEGMENTS = 8  # per grid; more are merged on the next write
@@ -349,7 +350,7 @@ class EmbeddedStore(CellStore):
         ordered = sorted(keys)
         found: dict[bytes, bytes] = {}
         region = _mapped_region(self.env.path())
-        with self.env.begin(db=db) as txn:
+        with self.env.begin(db=db) as txn, _without_readahead(region):
             for at in range(0, len(ordered), AGGREGATES_PER_READ):
                 found.update(txn.cursor().getmulti(ordered[at : at + AGGREGATES_PER_READ]))
                 _release(region)
@@ -381,8 +382,28 @@ def _release(region: tuple[int, int] | None) -> None:
     around each one read: loading the tree of a 100M-row dataset (46k pages of
     aggregates) left 1.4 GB of the file mapped, most of the process's RSS. None (not
     Linux): nothing is dropped."""
+    _advise(region, MADV_DONTNEED)
+
+
+@contextmanager
+def _without_readahead(region: tuple[int, int] | None):
+    """No readahead in the LMDB file's mapping `region` for the duration of the block.
+    With the page cache cold, the kernel reads up to 32 pages around each page a fault
+    needs, and a tree's aggregates lie on pages spread over the file, between segments:
+    the aggregates of a tuned 100M-row tree (127k grids) took 6.9 s to read with
+    readahead and 1.2 s without (0.2 s either way with the cache warm;
+    docs/bench/scale/README.md). Scans in other threads meanwhile read their segments
+    without readahead too."""
+    _advise(region, MADV_RANDOM)
+    try:
+        yield
+    finally:
+        _advise(region, MADV_NORMAL)
+
+
+def _advise(region: tuple[int, int] | None, advice: int) -> None:
     if region is not None:
-        _LIBC.madvise(ctypes.c_void_p(region[0]), ctypes.c_size_t(region[1]), MADV_DONTNEED)
+        _LIBC.madvise(ctypes.c_void_p(region[0]), ctypes.c_size_t(region[1]), advice)
 
 
 def _mapped_region(directory: str) -> tuple[int, int] | None:
