@@ -128,12 +128,8 @@ def run(settings: Settings, args) -> dict:
         inprocess = inprocess_p50(settings, systems, stat_queries, workload.paper_queries(args.warmup, args.seed + 555))
         bench = Bench(settings, args, out)
         check = workload.paper_queries(args.check_queries, args.seed + 7)
-        runs: list[dict] = []
-        explain = ""
-        for s in systems:
-            runs += bench.measure(s, args.shapes, check)
-            if s.kind == "pg":
-                explain = explain_pg(settings, s, args.seed + 11)
+        runs = bench.measure(systems, args.shapes, check)
+        explain = "".join(explain_pg(settings, s, args.seed + 11) for s in systems if s.kind == "pg")
         disagree = disagreements(systems)
         log("all systems agree on the check queries" if not disagree else
             f"{len(disagree)} disagreements, e.g. {disagree[0]}")
@@ -180,6 +176,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default a quarter of the memory, as its docs advise); 'keep' leaves the server as it is")
     p.add_argument("--requests", type=int, default=2000, help="most answers counted per run (default 2000)")
     p.add_argument("--seconds", type=float, default=30, help="most seconds per run (default 30)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="recorded runs of each aggregate and client count per system, the systems taking turns; "
+                        "each system's figure is its median round (default 3)")
     p.add_argument("--warmup-runs", type=int, default=40,
                    help="most unrecorded warm-up runs per system and aggregate, at the most clients, before "
                         "its recorded runs; they stop once the rate stops rising (the last 3 runs not 3%% "

@@ -105,7 +105,11 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"{max(args.clients)} clients) go on until its rate stops rising (the last {WARM_RUNS} runs not "
              f"{WARM_GAIN - 1:.0%} faster on average than the {WARM_RUNS} before them; at most {args.warmup_runs}). "
              "Load: the bench's driver (loadtest/loadgen.go: closed-loop clients, no think time) on the same "
-             f"machine, each run bounded by {args.requests} answers and {args.seconds:g} s. Counting: {COUNTING}.",
+             f"machine, each run bounded by {args.requests} answers and {args.seconds:g} s. Rounds: every system "
+             "serves at once once made ready, and each aggregate and client count is run "
+             f"{args.rounds} times per system, the systems taking turns (each round begun by the next), so that "
+             "all see the same minutes of a machine whose speed drifts; a system's figure is its median round. "
+             f"Counting: {COUNTING}.",
              ""]
     sel = [s.stats["table3"]["selectivity_pct"] for s in grid_systems if "table3" in s.stats]
     if sel:

@@ -1,8 +1,9 @@
-"""The bench's fourth step: each system served over HTTP and loaded with the bench's
-driver, one system at a time. For each: its data read into the caches (prewarm.py),
-warm-up runs until its rate stops rising, a trial of each of its settings (tuning.py),
-then at the fastest setting warm-up runs per aggregate, the check queries' answers and
-the recorded runs at each client count, measuring the CPU each process group spends."""
+"""The bench's fourth step: every system served over HTTP and loaded with the bench's
+driver. Each is made ready in turn: its data read into the caches (prewarm.py), warm-up
+runs until its rate stops rising, a trial of each of its settings (tuning.py), then at
+the fastest setting warm-up runs per aggregate and the check queries' answers; it is left
+serving. Then the recorded runs, the systems taking turns within each round (Bench.measure),
+measuring the CPU each process group spends."""
 
 from __future__ import annotations
 
@@ -122,31 +123,54 @@ class Bench:
         system.stats["trials"] = trials
         return server
 
-    def measure(self, system: System, shapes: list[Shape], check: list[dict]) -> list[dict]:
-        """Everything over HTTP for one system: its setting chosen, warm-ups, the check
-        queries' answers (system.stats["answers"]) and the recorded runs."""
+    def prepare(self, system: System, shapes: list[Shape], check: list[dict]) -> Server:
+        """`system` made ready to measure: its setting chosen (choose), warm-up runs per
+        aggregate, the check queries' answers (system.stats["answers"]). Returns its
+        server, left serving."""
         log(f"serving {system.label}")
+        server = self.choose(system, shapes)
+        system.stats["warmups"] = {}
+        for agg in self.args.aggs:  # every worker, connection, page and code path in use, compiled
+            rates = self.warm_up(server, system, agg)
+            system.stats["warmups"][agg] = rates
+            log(f"  warm-up {agg} at {system.stats['setting']}: " + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
+        system.stats["answers"] = answers(server.url, system, check)
+        return server
+
+    def measure(self, systems: list[System], shapes: list[Shape], check: list[dict]) -> list[dict]:
+        """Everything over HTTP: each system made ready (prepare) and left serving, then
+        each aggregate at each client count run args.rounds times, the systems taking
+        turns in every round (each round begun by the next system). The speed of a shared
+        host drifts by a fifth and more within minutes; taking turns lets every system
+        see the same minutes of it. A system's figure is its median round by rate (the
+        higher of the middle two), with every round's rate in round_rps. No server
+        outlives it."""
+        servers: dict[str, Server] = {}
         runs = []
         try:
-            server = self.choose(system, shapes)
-            system.stats["warmups"] = {}
-            for agg in self.args.aggs:  # every worker, connection, page and code path in use, compiled
-                rates = self.warm_up(server, system, agg)
-                system.stats["warmups"][agg] = rates
-                log(f"  warm-up {agg} at {system.stats['setting']}: " + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
-            system.stats["answers"] = answers(server.url, system, check)
+            for s in systems:
+                servers[s.label] = self.prepare(s, shapes, check)
             for agg in self.args.aggs:
                 for c in self.args.clients:
-                    r = self.load(server, system, agg, c, self.args.seconds, self.args.seed, f"{agg}_c{c}")
-                    runs.append({"system": system.label, "kind": system.kind, "store": system.store or system.kind,
-                                 "n_size": system.n_size or "", "setting": str(system.stats["setting"]), "agg": agg,
-                                 "clients": c, **r})
-                    log(f"  {agg} {c} clients: {r['rps']:.1f} q/s, p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, "
-                        f"{r['requests']} answers ({r['ramp_answers']} sent in the ramp), {r['failures']} failures; "
-                        "CPU ms a request: " + ", ".join(f"{g} {r[f'cpu_{g}_ms']:.2f}" for g in CPU_GROUPS
-                                                         if f"cpu_{g}_ms" in r))
-        finally:  # also when interrupted: no server outlives the bench
-            for server in self.serving:
+                    got: dict[str, list[dict]] = {s.label: [] for s in systems}
+                    for i in range(self.args.rounds):
+                        k = i % len(systems)
+                        for s in systems[k:] + systems[:k]:
+                            self.serving[:] = [servers[s.label]]  # whose API processes the run's CPU counts
+                            got[s.label].append(self.load(servers[s.label], s, agg, c, self.args.seconds,
+                                                          self.args.seed, f"{agg}_c{c}_round{i + 1}"))
+                    for s in systems:
+                        r = sorted(got[s.label], key=lambda x: x["rps"])[len(got[s.label]) // 2]
+                        runs.append({"system": s.label, "kind": s.kind, "store": s.store or s.kind,
+                                     "n_size": s.n_size or "", "setting": str(s.stats["setting"]), "agg": agg,
+                                     "clients": c, **r, "round_rps": [x["rps"] for x in got[s.label]]})
+                        log(f"  {s.label} {agg} {c} clients: {r['rps']:.1f} q/s (rounds: "
+                            + ", ".join(f"{x['rps']:.1f}" for x in got[s.label]) + f"), p50 {r['p50_ms']:.0f} ms, "
+                            f"p99 {r['p99_ms']:.0f} ms, {r['requests']} answers ({r['ramp_answers']} sent in the "
+                            f"ramp), {r['failures']} failures; CPU ms a request: "
+                            + ", ".join(f"{g} {r[f'cpu_{g}_ms']:.2f}" for g in CPU_GROUPS if f"cpu_{g}_ms" in r))
+        finally:  # also when interrupted (the server being made ready is in self.serving)
+            for server in [*servers.values(), *self.serving]:
                 server.stop()
             self.serving.clear()
         return runs

@@ -25,8 +25,9 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
 3. asks gridagg the same over HTTP (p50 of 5 requests to `gridagg serve`'s server);
 4. with --clients, serves gridagg (each store) and every peer as `gridagg bench` does
    (runs.Bench: the same shapes offered to all, each at its fastest shape
-   and knobs, prewarmed, warmed up, its answers to check queries compared) and drives
-   the paper's min and sum queries at each client count; PostgreSQL is served only
+   and knobs, prewarmed, warmed up, its answers to check queries compared, all serving
+   at once) and drives the paper's min and sum queries at each client count, --rounds
+   runs each, the systems taking turns; PostgreSQL is served only
    (it has no SQL for the dashboard's series and polygons), with EXPLAIN (ANALYZE,
    BUFFERS) of one sum query in the report;
 5. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
@@ -69,7 +70,8 @@ PEERS = (*IN_PROCESS, "pg")  # PostgreSQL alone is served only: see step 4
 PAPER_BOXES = 5  # boxes of the paper's workload, each asked for sum and for min
 TRAINING_SEED = 101  # --tune's boxes: drawn from seed + this, none of them measured
 CHECK_QUERIES = 5  # boxes whose served answers (min and sum) every system must agree on
-SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms")
+SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms",
+                 "round_rps")
 # The served datasets' GRIDAGG_MAX_GRIDS and GRIDAGG_MAX_SCAN_ROWS: the defaults (16,000
 # and 50M) refuse the dashboard's questions over all years at 100M rows (20,195 leaves;
 # the polygon over most stations would scan 81M rows).
@@ -268,11 +270,12 @@ def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: l
             reg.register(p["kind"], ds, p["rows"], p["seconds"])
             systems.append(System(p["system"], ds.name, p["kind"], rows=p["rows"], load_seconds=p["seconds"]))
         knobs = argparse.Namespace(clients=args.clients, aggs=["min", "sum"], requests=args.requests,
-                                   seconds=args.seconds, seed=args.seed, warmup_runs=args.warmup_runs,
-                                   warmup_seconds=min(5, args.seconds), tune_seconds=min(5, args.seconds))
+                                   seconds=args.seconds, rounds=args.rounds, seed=args.seed,
+                                   warmup_runs=args.warmup_runs, warmup_seconds=min(5, args.seconds),
+                                   tune_seconds=min(5, args.seconds))
         bench = Bench(served, knobs, Path(args.out).resolve())
         check = workload.paper_queries(CHECK_QUERIES, args.seed + 7)
-        runs = [r for s in systems for r in bench.measure(s, args.shapes, check)]
+        runs = bench.measure(systems, args.shapes, check)
         for s in systems:
             log(f"{s.label} served at {s.stats.get('setting')}")
         explain = "".join(explain_pg(settings, s, args.seed + 11) for s in systems if s.kind == "pg")
@@ -293,7 +296,9 @@ def served_table(r: dict) -> list[str]:
     systems = list(dict.fromkeys(x["system"] for x in runs))
     peers = [s for s in systems if not s.startswith("gridagg")]
     rate = {(x["system"], x["agg"], x["clients"]): x for x in runs}
-    lines = ["", "Served (queries/s, p50 ms in parentheses; every answer inside a run's window counted):", "",
+    rounds = len(runs[0].get("round_rps", [None]))
+    turns = f"; each the median of {rounds} rounds, the systems taking turns" if rounds > 1 else ""
+    lines = ["", f"Served (queries/s, p50 ms in parentheses; every answer inside a run's window counted{turns}):", "",
              "| aggregate | clients | " + " | ".join(systems) + " | " +
              " | ".join(f"{g} / {p}" for g in systems if g.startswith("gridagg") for p in peers) + " |",
              "|---" * (2 + len(systems) + (len(systems) - len(peers)) * len(peers)) + "|"]
@@ -412,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {' '.join(map(str, SHAPES))})")
     p.add_argument("--requests", type=int, default=5000, help="most answers counted per served run (default 5000)")
     p.add_argument("--seconds", type=float, default=15, help="most seconds per served run (default 15)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="served runs of each aggregate and client count per system, the systems taking turns; "
+                        "each system's figure is its median round (default 3)")
     p.add_argument("--warmup-runs", type=int, default=40, help="most warm-up runs per served system and aggregate")
     p.add_argument("--out", default="docs/bench/scale", help="where the JSON, report and plot go")
     p.add_argument("--keep", action="store_true", help="keep the peers' copies (default: dropped once measured)")

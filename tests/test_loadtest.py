@@ -60,6 +60,48 @@ def test_every_system_is_offered_the_same_shapes_and_tries_its_own_knobs():
     assert duck.query_path == "/bench/peers/duckdb/d/query" and duck.app == "gridagg_loadtest.peers.wsgi:app"
 
 
+class _Ready:
+    """A server stand-in: it only records being stopped."""
+
+    stopped = 0
+
+    def stop(self):
+        self.stopped += 1
+
+
+class _TurnTaking(runs.Bench):
+    """A Bench whose systems are ready at once and whose runs answer at given rates."""
+
+    def __init__(self, args, rates: dict[str, list[float]]):
+        self.args, self.serving, self.rates, self.turns, self.ready = args, [], rates, [], []
+
+    def prepare(self, system, shapes, check):
+        system.stats["setting"] = "1x1 (workers x threads)"
+        self.ready.append(_Ready())
+        return self.ready[-1]
+
+    def load(self, server, system, agg, clients, seconds, seed, tag, answers=None):
+        self.turns.append((system.label, tag))
+        return {"rps": self.rates[system.label].pop(0), "p50_ms": 1.0, "p99_ms": 2.0, "requests": 10,
+                "ramp_answers": 0, "failures": 0}
+
+
+def test_served_systems_take_turns_and_each_reports_its_median_round():
+    """Every system serves at once; each round runs them all, begun by the next one, so
+    that a drifting machine's minutes are shared alike; a system's figure is its median
+    round, every round's rate kept beside it; no server outlives the measuring."""
+    args = argparse.Namespace(aggs=["sum"], clients=[4], rounds=3, seconds=1, seed=1)
+    rates = {"a": [5.0, 9.0, 7.0], "b": [1.0, 3.0, 2.0], "c": [4.0, 4.0, 8.0]}
+    measured = [systems.System(label, "d", "duckdb") for label in rates]
+    bench = _TurnTaking(args, {k: list(v) for k, v in rates.items()})
+    out = bench.measure(measured, [Shape(1, 1)], [])
+    assert [label for label, _ in bench.turns] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {tag for _, tag in bench.turns} == {"sum_c4_round1", "sum_c4_round2", "sum_c4_round3"}
+    assert [(r["system"], r["rps"]) for r in out] == [("a", 7.0), ("b", 2.0), ("c", 4.0)]
+    assert [r["round_rps"] for r in out] == list(rates.values())  # in the order of the rounds
+    assert all(server.stopped for server in bench.ready) and bench.serving == []
+
+
 def test_workload_is_the_papers():
     qs = workload.paper_queries(20, 3)
     assert len(qs) == 20 and qs == workload.paper_queries(20, 3)
@@ -95,7 +137,8 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     register(parser.add_subparsers())
     args = parser.parse_args([
         "bench", "--rows", "50000", "--stations", "20", "--nsize", "50", "500", "--clients", "1", "4",
-        "--requests", "60", "--seconds", "3", "--warmup", "1", "--warmup-runs", "2", "--warmup-seconds", "1",
+        "--requests", "60", "--seconds", "2", "--rounds", "2", "--warmup", "1", "--warmup-runs", "2",
+        "--warmup-seconds", "1",
         "--stat-queries", "5", "--check-queries", "4", "--stores", "embedded", "hbase", "--shapes", "2x2",
         "--tune-seconds", "1", "--pg-shared-buffers", "keep", "--prefix", unique_name, "--out", str(tmp_path / "report")])
     args.command_line = "gridagg bench (test)"
@@ -103,7 +146,7 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     assert result["disagreements"] == []
     by_label = {s.label: s for s in result["systems"]}
     assert {"PostgreSQL alone", "HBase alone", "DuckDB", "ClickHouse (chDB)"} <= set(by_label) and len(by_label) == 8
-    assert len(result["runs"]) == 8 * 2 * 2
+    assert len(result["runs"]) == 8 * 2 * 2 and all(len(r["round_rps"]) == 2 for r in result["runs"])
     for r in result["runs"]:
         assert r["failures"] == 0, r
         assert r["requests"] > 0, r
@@ -121,6 +164,7 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
     assert "In-process: gridagg's planner vs the in-process peers" in text and "Where the CPU goes" in text
     assert "| ClickHouse (chDB), 1 thread |" in text and "| DuckDB, 2 threads |" in text
+    assert "run 2 times per system, the systems taking turns" in text
     assert driver.COUNTING in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Execution Time" in text
     assert "| DuckDB | 2x2 (workers x threads), threads " in text.split("## Settings")[1]
     assert "| gridagg-hbase N=50 | sum | " in text.split("## Warm-up")[1]  # each system's warm-up rates
@@ -166,7 +210,7 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     try:
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
                     f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
-                    "--tune", "20", "--tune-minutes", "10", "--clients", "2",
+                    "--tune", "20", "--tune-minutes", "10", "--clients", "2", "--rounds", "2",
                     "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
     finally:
         with GridEngine.open(settings) as engine:
@@ -181,6 +225,7 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     assert all(r["failures"] == 0 and r["requests"] > 0 for r in result["served"]), result["served"]
     text = (out / "scale.md").read_text()
     assert "tuned first (--tune): " in text
+    assert "the median of 2 rounds, the systems taking turns" in text
     assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text and "gridagg-embedded / PostgreSQL alone" in text
     assert "PostgreSQL alone: the index kept" in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Index" in text
 
