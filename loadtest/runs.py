@@ -152,13 +152,7 @@ class Bench:
                 servers[s.label] = self.prepare(s, shapes, check)
             for agg in self.args.aggs:
                 for c in self.args.clients:
-                    got: dict[str, list[dict]] = {s.label: [] for s in systems}
-                    for i in range(self.args.rounds):
-                        k = i % len(systems)
-                        for s in systems[k:] + systems[:k]:
-                            self.serving[:] = [servers[s.label]]  # whose API processes the run's CPU counts
-                            got[s.label].append(self.load(servers[s.label], s, agg, c, self.args.seconds,
-                                                          self.args.seed, f"{agg}_c{c}_round{i + 1}"))
+                    got = self._rounds(systems, servers, agg, c)
                     for s in systems:
                         r = sorted(got[s.label], key=lambda x: x["rps"])[len(got[s.label]) // 2]
                         runs.append({"system": s.label, "kind": s.kind, "store": s.store or s.kind,
@@ -174,6 +168,20 @@ class Bench:
                 server.stop()
             self.serving.clear()
         return runs
+
+
+    def _rounds(self, systems: list[System], servers: dict[str, Server], agg: str,
+                clients: int) -> dict[str, list[dict]]:
+        """args.rounds runs of `agg` at `clients` per system (by label), the systems taking
+        turns, each round begun by the next system."""
+        got: dict[str, list[dict]] = {s.label: [] for s in systems}
+        for i in range(self.args.rounds):
+            k = i % len(systems)
+            for s in systems[k:] + systems[:k]:
+                self.serving[:] = [servers[s.label]]  # whose API processes the run's CPU counts
+                got[s.label].append(self.load(servers[s.label], s, agg, clients, self.args.seconds, self.args.seed,
+                                              f"{agg}_c{clients}_round{i + 1}"))
+        return got
 
 
 def answers(url: str, system: System, queries: list[dict]) -> dict[str, str]:
