@@ -189,6 +189,32 @@ def test_postgresql_alone_is_set_up_as_its_docs_advise(settings, services, data,
         peer.close()
 
 
+def test_duckdb_loads_within_half_the_memory_available(settings, services, data, seen, unique_name, monkeypatch):
+    """Beside HBase's JVM, DuckDB's default (80% of the machine) got HBase killed at 100M
+    rows: its load is limited to half of MemAvailable, and spills past that."""
+    import duckdb
+
+    from gridagg_loadtest.peers import duck
+
+    assert 0 < duck.available_memory() <= memory_bytes()
+    monkeypatch.setattr(duck, "available_memory", lambda: 512 << 20)
+    configs, connect = [], duckdb.connect
+    monkeypatch.setattr(duckdb, "connect", lambda path, **kw: configs.append(kw.get("config")) or connect(path, **kw))
+    ids, rows = data
+    ds = definition(unique_name, 50)
+    peer = open_peer("duckdb", settings)
+    try:
+        peer.create(ds)
+        assert peer.load(ds, [(ids, rows)]) == len(rows)
+        assert configs[0] == {"memory_limit": "256MB"}
+        where, aggs = QUERIES[1]
+        oracle.check_answer(peer.run(ds, QuerySpec.parse(ds, where, aggs)).to_json(ds),
+                            oracle.query(TABLE, seen, {"where": where, "aggregates": aggs}))
+    finally:
+        peer.drop(ds.name)
+        peer.close()
+
+
 @pytest.mark.parametrize("kind", ["duckdb", "clickhouse"])
 def test_in_process_peers_answer_the_dashboard_as_gridagg(settings, services, tmp_path, unique_name, kind):
     """The dashboard's questions (series and moving windows too) in the peer's SQL give
