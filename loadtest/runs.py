@@ -169,7 +169,6 @@ class Bench:
             self.serving.clear()
         return runs
 
-
     def _rounds(self, systems: list[System], servers: dict[str, Server], agg: str,
                 clients: int) -> dict[str, list[dict]]:
         """args.rounds runs of `agg` at `clients` per system (by label), the systems taking
