@@ -589,9 +589,11 @@ class Planner:
                  positions: np.ndarray, skip: Skip | None) -> ScanRequest:
         """What the store is asked to read: the walked leaves at these positions."""
         tree, scan = walked.tree, walked.scan[positions]
+        at = scan.tolist()
         conditions = _conditions(ds, spec)
         return ScanRequest(
-            grids=list(map(tree.ids.__getitem__, scan.tolist())),
+            grids=list(map(tree.ids.__getitem__, at)),
+            keys=list(map(tree.keys.__getitem__, at)) if self.engine.store.reads_by_key else None,
             conditions=conditions,
             columns=walked.cols,
             ngroups=len(walked.out),

@@ -99,6 +99,7 @@ class ScanRequest:
     tested: np.ndarray | None = None  # bool per grid and condition; None: every condition on every grid
     stop: np.ndarray | None = None  # uint8 (1,): set to 1 to stop the scan (this process's stores)
     deadline: float | None = None  # time.time() after which the answer is no longer wanted
+    keys: list[bytes] | None = None  # grid_prefix of each grid, from the planner's tree (CellStore.reads_by_key)
 
     def group_of_grids(self) -> np.ndarray:
         return np.zeros(len(self.grids), np.int64) if self.groups is None else self.groups
@@ -111,7 +112,7 @@ class ScanRequest:
             skip = Skip(skip.specs, skip.bounds[g0:g1], skip.best)
         return ScanRequest(self.grids[g0:g1], self.conditions, self.columns, cut(self.groups), self.ngroups,
                            self.buckets, cut(self.rows_of), skip, self.polygon, cut(self.rows), cut(self.tested),
-                           self.stop, self.deadline)
+                           self.stop, self.deadline, cut(self.keys))
 
 
 @dataclass

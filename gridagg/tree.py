@@ -48,6 +48,7 @@ import numpy as np
 
 from .aggregate import INT64_MAX, NULL, AggArrays
 from .directory import CHANGE_LOG_SECONDS
+from .grid import grid_prefix
 from .schema import Dataset
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class TreeState:
     incarnation: object
     ids: list[str]
     index: dict[str, int]
+    keys: list[bytes]  # keys[i]: grid_prefix(ids[i]), made once (stores that read by key take them from here)
     lo: np.ndarray
     hi: np.ndarray
     dlo: np.ndarray
@@ -199,8 +201,8 @@ class TreeState:
         ids = ["0" + format(int(k), "b")[1:] for k in nodes.tolist()]
         aggs = store.get_aggregate_arrays(ds, ids)
         dlo, dhi = aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy()
-        return TreeState(version, incarnation, ids, dict(zip(ids, range(n))), lo, hi, dlo, dhi, left, right, parent,
-                         leaves_below, aggs, ((0, None),))
+        return TreeState(version, incarnation, ids, dict(zip(ids, range(n))), _prefixes(ids), lo, hi, dlo, dhi, left,
+                         right, parent, leaves_below, aggs, ((0, None),))
 
     def write(self, path: Path) -> None:
         """Keep this state in file `path` (see TreeCache): written beside it, then renamed
@@ -233,7 +235,8 @@ class TreeState:
         if any(k not in a or a[k].shape != shape or a[k].dtype != np.int64 for k, shape in shapes.items()):
             return None
         aggs = AggArrays(*(a[f"aggs_{k}"] for k in AggArrays.FIELDS))
-        return TreeState(int(a["version"]), int(a["incarnation"]), ids, dict(zip(ids, range(n))), a["lo"], a["hi"],
+        return TreeState(int(a["version"]), int(a["incarnation"]), ids, dict(zip(ids, range(n))), _prefixes(ids),
+                         a["lo"], a["hi"],
                          aggs.mins[:, :ndim].copy(), aggs.maxs[:, :ndim].copy(), *(a[k] for k in _LINKS), aggs,
                          ((0, None),))
 
@@ -257,8 +260,8 @@ class TreeState:
         order = np.empty(n, np.int64)
         order[place] = np.arange(n)
         at = np.append(place, -1)  # old position -> new; slot n stands for -1
-        ids = [self.ids[k] for k in order.tolist()]
-        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(n))), self.lo[order],
+        ids, keys = [self.ids[k] for k in order.tolist()], [self.keys[k] for k in order.tolist()]
+        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(n))), keys, self.lo[order],
                          self.hi[order], self.dlo[order], self.dhi[order], at[self.left[order]], at[self.right[order]],
                          at[self.parent[order]], self.leaves_below[order], self.aggs.take(order), self.history)
 
@@ -286,8 +289,8 @@ class TreeState:
         keep = np.flatnonzero(~gone)
         at = np.full(self.n + 1, -1, np.int64)  # old position -> new; slot n stands for -1
         at[keep] = np.arange(len(keep))
-        ids = [self.ids[k] for k in keep.tolist()]
-        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(len(ids)))), self.lo[keep],
+        ids, keys = [self.ids[k] for k in keep.tolist()], [self.keys[k] for k in keep.tolist()]
+        return TreeState(self.version, self.incarnation, ids, dict(zip(ids, range(len(ids)))), keys, self.lo[keep],
                          self.hi[keep], self.dlo[keep], self.dhi[keep], at[left[keep]], at[right[keep]],
                          at[self.parent[keep]], leaves_below[keep], self.aggs.take(keep),
                          (self.history + ((self.version, None),))[-HISTORY:])
@@ -312,7 +315,7 @@ class TreeState:
             # (a state never changes), and a write's refresh copies only the aggregates.
             return np.concatenate([a, np.full((n - n0,) + a.shape[1:], fill, a.dtype)]) if new else a
 
-        ids, index = (list(self.ids), dict(self.index)) if new else (self.ids, self.index)
+        ids, index, keys = (list(self.ids), dict(self.index), list(self.keys)) if new else (self.ids, self.index, self.keys)
         lo, hi = grow(self.lo, 0), grow(self.hi, 0)
         left, right, parent = grow(self.left, -1), grow(self.right, -1), grow(self.parent, -1)
         leaves_below = grow(self.leaves_below, 0)
@@ -321,6 +324,7 @@ class TreeState:
             i = len(ids)
             ids.append(g)
             index[g] = i
+            keys.append(grid_prefix(g))
             leaf = new[g]
             if leaf is not None:
                 b = np.asarray(leaf[2:2 + 2 * ndim], dtype=np.int64).reshape(ndim, 2)
@@ -363,7 +367,7 @@ class TreeState:
                 getattr(aggs, name)[stale] = getattr(fresh, name)
             dlo[stale], dhi[stale] = fresh.mins[:, :ndim], fresh.maxs[:, :ndim]
         step = (self.version, None if touched is None else tuple(touched) + tuple(new))
-        return TreeState(version, incarnation, ids, index, lo, hi, dlo, dhi, left, right, parent, leaves_below,
+        return TreeState(version, incarnation, ids, index, keys, lo, hi, dlo, dhi, left, right, parent, leaves_below,
                          aggs, (self.history + (step,))[-HISTORY:])
 
 
@@ -390,10 +394,16 @@ def _top_bit(x: np.ndarray) -> np.ndarray:
     return top
 
 
+def _prefixes(ids: list[str]) -> list[bytes]:
+    """grid_prefix of every grid of a tree, made past grid_prefix's cache (each tree
+    holds its own)."""
+    return list(map(grid_prefix.__wrapped__, ids))
+
+
 def _empty(ds: Dataset, n: int) -> TreeState:
     ndim = ds.ndim
     z = lambda shape, fill: np.full(shape, fill, np.int64)  # noqa: E731
-    return TreeState(0, None, [], {}, z((n, ndim), 0), z((n, ndim), 0), z((n, ndim), INT64_MAX), z((n, ndim), NULL),
+    return TreeState(0, None, [], {}, [], z((n, ndim), 0), z((n, ndim), 0), z((n, ndim), INT64_MAX), z((n, ndim), NULL),
                      z(n, -1), z(n, -1), z(n, -1), z(n, 0), AggArrays.empty(n, len(ds.columns)))
 
 

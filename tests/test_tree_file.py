@@ -73,6 +73,7 @@ def test_a_tree_grown_by_refreshes_is_put_back_in_preorder_as_it_drifts_and_in_i
             same_tree(held, whole_load(engine, ds))
         kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
         assert kept.ids == sorted(kept.ids) and kept.version == held.version
+        same_tree(kept, held)
         holds_exactly(engine, ds, rows, BOXES)
     finally:
         engine.drop_dataset(ds.name)

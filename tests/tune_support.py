@@ -15,6 +15,7 @@ import numpy as np
 from engine_support import check_tree
 from gridagg.aggregate import AggArrays
 from gridagg.costmodel import CostModel
+from gridagg.grid import grid_prefix
 
 AGGS = ["count", "sum:v", "min:v", "max:v"]
 DIMENSIONS = [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}]
@@ -100,8 +101,10 @@ def model_merging_up_to(rows: int) -> CostModel:
 
 def same_tree(tree, fresh) -> None:
     """TreeState `tree` (kept current by changes) holds what `fresh` (a whole load) does:
-    every grid, child, parent, leaf count, box and aggregate, whatever their order."""
+    every grid, row key, child, parent, leaf count, box and aggregate, whatever their order."""
     assert sorted(tree.ids) == sorted(fresh.ids) and tree.leaf_count == fresh.leaf_count
+    for t in (tree, fresh):
+        assert t.keys == [grid_prefix(g) for g in t.ids]
     order = [tree.index[g] for g in fresh.ids]
 
     def relabel(t, links):

@@ -82,6 +82,7 @@ class HBaseStore(CellStore):
     """settings: gridagg Settings; the gateway is settings.effective_hbase."""
 
     kind = "hbase"
+    reads_by_key = True
     AGG = b"a:v"
 
     def __init__(self, settings, pool_size: int = 4):
@@ -340,7 +341,7 @@ class HBaseStore(CellStore):
         ncols = len(ds.columns)
         if not request.grids:
             return scan_segments(request, [], ncols)
-        keys = list(map(grid_prefix, request.grids))
+        keys = request.keys if request.keys is not None else list(map(grid_prefix, request.grids))
         with self._client(ds.name, slow=True) as (client, table):
             if self._observer_answers(client, table):
                 try:
