@@ -189,6 +189,7 @@ class _CopiedSegments:
     kind = "copied"
     scan_threads = 1
     names_unread = False
+    reads_by_key = False
 
     def __init__(self, store: EmbeddedStore):
         self.store = store
