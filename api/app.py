@@ -35,7 +35,6 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     app.json = JsonProvider(app)
     app.url_map.strict_slashes = False
     engines = app.extensions["gridagg"] = EngineHolder(cfg, engine)
-    app.extensions["gridagg.warming"] = Warming.of_server(None if warmup is None else lambda: warmup(engines))
     problems.register(app)
     metrics.register(app)
     app.register_blueprint(datasets.bp)
@@ -44,6 +43,10 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     app.register_blueprint(leaves.bp)
     app.register_blueprint(page.bp)
     logging.getLogger("gridagg.api").setLevel(logging.INFO)
+    # Last: the warm-up thread may parse Python source (a traceback it logs does), and
+    # CPython 3.11 shares the AST parser's depth count between threads, so routes are
+    # compiled (ast.parse) before it starts.
+    app.extensions["gridagg.warming"] = Warming.of_server(None if warmup is None else lambda: warmup(engines))
     return app
 
 
