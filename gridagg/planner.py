@@ -593,7 +593,7 @@ class Planner:
         conditions = _conditions(ds, spec)
         return ScanRequest(
             grids=list(map(tree.ids.__getitem__, at)),
-            keys=list(map(tree.keys.__getitem__, at)) if self.engine.store.reads_by_key else None,
+            keys=None if tree.keys is None else list(map(tree.keys.__getitem__, at)),
             conditions=conditions,
             columns=walked.cols,
             ngroups=len(walked.out),

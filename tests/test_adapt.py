@@ -374,7 +374,7 @@ def test_gridagg_tune_prices_the_sampled_questions_prints_what_it_split_and_comp
             assert len(engine.leaves(ds.name)) > 1
             # New processes start from the tuned tree, in the walk's order (TreeCache.keep).
             assert "tree kept for new processes" in done.stdout
-            kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
+            kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds, engine.store)
             assert kept.ids == sorted(kept.ids) and kept.leaf_count == len(engine.leaves(ds.name))
             for box in (((0, 1000), (0, 1000)), ((100, 600), (250, 900))):
                 assert answer(engine, ds.name, box) == brute(rows, box)

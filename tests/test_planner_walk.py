@@ -44,6 +44,8 @@ def trees(draw):
 class NoAggregates:
     """The walk is tested over split boxes: no aggregates needed."""
 
+    reads_by_key = False
+
     def get_aggregate_arrays(self, ds, grid_ids):
         return AggArrays.empty(len(grid_ids), len(ds.columns))
 

@@ -71,7 +71,7 @@ def test_a_tree_grown_by_refreshes_is_put_back_in_preorder_as_it_drifts_and_in_i
             held = engine.trees.tree(ds)
             assert (held.ids == sorted(held.ids)) == ordered, f"batch {batch}: the walk's order"
             same_tree(held, whole_load(engine, ds))
-        kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds)
+        kept = TreeState.read(engine.trees.files / f"{ds.name}.npz", ds, engine.store)
         assert kept.ids == sorted(kept.ids) and kept.version == held.version
         same_tree(kept, held)
         holds_exactly(engine, ds, rows, BOXES)
