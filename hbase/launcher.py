@@ -119,6 +119,13 @@ OBSERVER_FLAGS = ["--add-modules", "jdk.incubator.vector"]
 # count became a plain call, 28% of the region server's time in a 100M-row polygon).
 OBSERVER_JIT_FLAGS = [f"-XX:CompileCommand=quiet,dontinline,*Lanes::{m}" for m in ("count", "test", "fold")]
 ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
+# The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
+# Linux gives them only to memory that asks for them (THP mode "madvise", the common
+# default). A sum's scan steps to grids scattered over a block cache of gigabytes: with 4 KB
+# pages nearly every step also misses the TLB. At 100M rows this cut HBase's CPU per served
+# sum by about 17% (docs/bench/scale/README.md, session 89). Where the kernel has THP off,
+# the JVM logs a warning and runs on small pages.
+SERVER_FLAGS = ["-XX:+UseTransparentHugePages"]
 
 
 class LauncherError(RuntimeError):
@@ -429,7 +436,10 @@ def _java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     _compile_tool(settings, OBSERVER_CLASS, cp)
     region_server = _serves_regions(settings, role)
     heap = f"-Xmx{settings.hbase_heap}" if region_server else HEAPS[role]
-    extra = [*OBSERVER_FLAGS, *OBSERVER_JIT_FLAGS] if region_server else ADMIN_FLAGS if role == "admin" else []
+    if role == "admin":
+        extra = ADMIN_FLAGS
+    else:
+        extra = [*SERVER_FLAGS, *OBSERVER_FLAGS, *OBSERVER_JIT_FLAGS] if region_server else SERVER_FLAGS
     return [
         java_bin(), heap, *JDK17_FLAGS, *extra,
         "-Djava.net.preferIPv4Stack=true",
