@@ -17,8 +17,13 @@ before and after:
   and again, and mean cuts alone leave nearly every leaf across their bounds;
 - a merge of inner grid G holding at most N_threshold rows (so that no insert splits it
   at once): every question paid what it paid at the grids below G; after, what it
-  would pay at G as one leaf. Of the merges worth making, those saving most in all are
-  chosen (a grid's own merge, or the best of its children's, from the leaves up).
+  would pay at G as one leaf, or, for the topmost such grids the questions pay most
+  below, at G's rows split anew as a leaf's are (a later round makes that split, once
+  the old leaves' rows are purged). The tree the load made cuts on every axis in turn,
+  so a question's bound on one axis crosses many small leaves; only a merge can undo
+  that, and only its split after makes it pay. Of the merges worth making, those saving
+  most in all are chosen (a grid's own merge, or the best of its children's, from the
+  leaves up).
 A change is planned when it saves more than MARGIN of what its questions paid before,
 so that noise in the sample does not swing the tree back and forth; a round's changes
 are made when together they save more than WORTH of what the whole sample costs, so that
@@ -46,14 +51,17 @@ round).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .aggregate import PartialAggregate
 from .costmodel import CostModel
+from .grid import Grid
 from .leafsplit import split_leaf
-from .merge import Merge, leaves_below, merge
+from .merge import Merge, cut_axis, leaves_below, merge
 from .planner import face, walk
 from .questions import Question
 from .split import split_rows
@@ -72,6 +80,10 @@ CHANGES_PER_WRITE = 16
 # price more a round: TUNE_CANDIDATES.
 SPLIT_CANDIDATES = 64
 TUNE_CANDIDATES = 1024
+# Merges priced as their rows split anew a round: one for each this many split candidates
+# (each reads up to N_threshold rows, as much as many leaves priced for a split): the
+# online tuner 2, a tuning run of its own 32.
+RESPLIT_SHARE = 32
 # Limits tried for a split: a leaf's rows halved up to this many times.
 SPLIT_DEPTH = 6
 # Sets of the questions' bounds tried for a split: the most asked this many.
@@ -96,6 +108,7 @@ class Change:
     limit: int = 0
     new_leaves: int = 0
     cuts: tuple[tuple[int, int], ...] = ()  # a split at the questions' bounds: (axis, at)
+    resplit: bool = False  # a merge priced with the split of its rows a later round makes
 
     @property
     def gain(self) -> float:
@@ -113,12 +126,14 @@ class Adapted:
     questions: int
     settled: int = 0
     held: int = 0  # splits worth making left out: the tree is at its leaf budget
+    waiting: int = 0  # splits worth making of merged leaves whose old leaves' rows await their purge
 
     @property
     def still(self) -> bool:
-        """Whether the round changed nothing and priced no leaf it had not priced before:
-        further rounds on the same sample would change nothing either."""
-        return not self.changes and not self.settled
+        """Whether the round changed nothing, priced no leaf it had not priced before and
+        left no split waiting for a purge: further rounds on the same sample would change
+        nothing either."""
+        return not self.changes and not self.settled and not self.waiting
 
     def gain_per_question(self) -> float:
         """Predicted milliseconds saved per question of the sample."""
@@ -147,13 +162,16 @@ def prices(model: CostModel, q, lo: np.ndarray, hi: np.ndarray, count: np.ndarra
 
 def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], retired: set[str],
          candidates: int = SPLIT_CANDIDATES, settled: set | None = None,
-         most_leaves: int | None = None) -> tuple[list[Change], int]:
+         most_leaves: int | None = None) -> tuple[list[Change], int, int]:
     """The changes `questions` ask for in dataset `ds`'s `tree` (splits first, then
-    merges; none of them touching a grid in `retired`), priced with `model`, and how many
+    merges; none of them touching a grid in `retired`), priced with `model`, how many
     splits worth making were left out so that the tree keeps at most `most_leaves`
-    leaves (None: no limit). Reads the rows of the leaves it prices for a split (the
-    dearest `candidates`, but those in `settled`) from engine.store; adds to `settled` the
-    leaves priced with no split worth making, as (grid ID, rows)."""
+    leaves (None: no limit) and how many wait for a purge (_plan_splits). Reads from
+    engine.store the rows of the leaves it prices for a split (the dearest `candidates`,
+    but those in `settled`) and of the grids it prices as merged and split anew
+    (_resplit_prices); adds to `settled` the leaves priced with no split worth making, as
+    (grid ID, rows), and the grids priced split anew, as ("resplit", grid ID, rows)."""
+    settled = set() if settled is None else settled
     paid = np.zeros(tree.n)  # what the questions paid at each grid
     readers: dict[int, list[int]] = {}  # leaf -> the questions that read it
     cost = model.per_grid + model.per_row * tree.aggs.count
@@ -164,12 +182,13 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
         for i in scan.tolist():
             readers.setdefault(i, []).append(k)
     floor = WORTH * (paid.sum() + model.per_query * len(questions))
-    splits = {c.grid_id: c for c in _plan_splits(engine, ds, tree, model, questions, paid, readers, retired,
-                                                 candidates, set() if settled is None else settled)}
+    planned, waiting = _plan_splits(engine, ds, tree, model, questions, paid, readers, retired, candidates, settled)
+    splits = {c.grid_id: c for c in planned}
     deepest_first = sorted(range(tree.n), key=lambda j: -len(tree.ids[j]))
     below = _below(tree, paid, deepest_first)
     merges = []
-    for m in _plan_merges(tree, model, ds, questions, below, deepest_first, retired):
+    for m in _plan_merges(engine, tree, model, ds, questions, below, deepest_first, retired,
+                          candidates // RESPLIT_SHARE, settled):
         # A merge and splits of its leaves are alternatives, priced alike: the larger gain wins.
         inside = [g for g in m.leaves if g in splits]
         if m.gain > sum(splits[g].gain for g in inside):
@@ -186,7 +205,7 @@ def plan(engine, ds, tree: TreeState, model: CostModel, questions: list[Question
     changes = kept + merges
     # A tree over its budget (the setting lowered, or a load slower than the last) is
     # merged back within it where no question goes, though the sample gains nothing.
-    return (changes if over or sum(c.gain for c in changes) > floor else []), held
+    return (changes if over or sum(c.gain for c in changes) > floor else []), held, waiting
 
 
 def _within(splits: list[Change], merges: list[Change], leaves: int, most: int | None) -> tuple[list[Change], int]:
@@ -204,16 +223,18 @@ def _within(splits: list[Change], merges: list[Change], leaves: int, most: int |
 
 
 def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[Question], paid: np.ndarray,
-                 readers: dict[int, list[int]], retired: set[str], candidates: int, settled: set) -> list[Change]:
+                 readers: dict[int, list[int]], retired: set[str], candidates: int,
+                 settled: set) -> tuple[list[Change], int]:
+    """The splits worth making, and how many more wait for a purge: a leaf with a retired
+    grid below it (merged, its old leaves' rows not purged yet) is not split, as its
+    children's IDs would take keys that still hold those rows."""
     count = tree.aggs.count
-    # A leaf with a retired grid below it (a merge not yet cleaned up) is left alone. Every
-    # prefix of a retired ID, at once: testing each leaf against each retired ID took 40%
-    # of a round over a 100M-row tree.
+    # Every prefix of a retired ID, at once: testing each leaf against each retired ID took
+    # 40% of a round over a 100M-row tree.
     above_retired = {r[:k] for r in retired for k in range(1, len(r) + 1)}
-    leaves = [i for i in readers if count[i] >= 2 and (tree.ids[i], int(count[i])) not in settled
-              and tree.ids[i] not in above_retired]
+    leaves = [i for i in readers if count[i] >= 2 and (tree.ids[i], int(count[i])) not in settled]
     leaves.sort(key=lambda i: -paid[i])
-    out = []
+    out, waiting = [], 0
     for i in leaves[:candidates]:
         g = tree.ids[i]
         grid = engine.directory.grid(ds, g)
@@ -221,30 +242,40 @@ def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[
         if len(values) < 2:
             continue
         agg = engine.store.get_aggregates(ds, [g])[g]
-        asked = [questions[q].query for q in readers[i]]
-        best = None
-        for k in range(1, SPLIT_DEPTH + 1):
-            limit = len(values) >> k
-            if limit < 1:
-                break
-            done = split_rows(grid, values, agg, limit, limit, ds.ndim, aggregates=False)
-            if not done.splits:
-                break
-            after = _priced(model, asked, values, done, ds.ndim)
-            if best is None or after < best[0]:
-                best = (after, limit, len(done.leaves), ())
-        lo, hi = values[:, :ds.ndim].min(axis=0), values[:, :ds.ndim].max(axis=0)
-        for cuts in bound_sets(asked, lo, hi):
-            done = split_rows(grid, values, agg, 0, 0, ds.ndim, cuts, aggregates=False)
-            after = _priced(model, asked, values, done, ds.ndim)
-            if done.splits and (best is None or after < best[0]):
-                best = (after, 0, len(done.leaves), cuts)
-        if best is not None and paid[i] - best[0] > MARGIN * paid[i]:
+        best = _best_split(model, [questions[q].query for q in readers[i]], grid, values, agg, ds.ndim)
+        if best is None or paid[i] - best[0] <= MARGIN * paid[i]:
+            settled.add((g, int(count[i])))
+        elif g in above_retired:
+            waiting += 1
+        else:
             out.append(Change("split", g, int(count[i]), float(paid[i]), best[0], limit=best[1], new_leaves=best[2],
                               cuts=best[3]))
-        else:
-            settled.add((g, int(count[i])))
-    return out
+    return out, waiting
+
+
+def _best_split(model: CostModel, asked: list, grid: Grid, values: np.ndarray, agg: PartialAggregate,
+                ndim: int) -> tuple[float, int, int, tuple] | None:
+    """The best split of leaf `grid` holding `values` (aggregate `agg`) for the questions
+    `asked` (at halved limits, or at their bounds): (what they would pay after, limit,
+    leaves made, cuts), or None when no split cuts it."""
+    best = None
+    for k in range(1, SPLIT_DEPTH + 1):
+        limit = len(values) >> k
+        if limit < 1:
+            break
+        done = split_rows(grid, values, agg, limit, limit, ndim, aggregates=False)
+        if not done.splits:
+            break
+        after = _priced(model, asked, values, done, ndim)
+        if best is None or after < best[0]:
+            best = (after, limit, len(done.leaves), ())
+    lo, hi = values[:, :ndim].min(axis=0), values[:, :ndim].max(axis=0)
+    for cuts in bound_sets(asked, lo, hi):
+        done = split_rows(grid, values, agg, 0, 0, ndim, cuts, aggregates=False)
+        after = _priced(model, asked, values, done, ndim)
+        if done.splits and (best is None or after < best[0]):
+            best = (after, 0, len(done.leaves), cuts)
+    return best
 
 
 def _priced(model: CostModel, asked: list, values: np.ndarray, done, ndim: int) -> float:
@@ -323,8 +354,8 @@ def _unread_merges(tree: TreeState, model: CostModel, ds, questions: list[Questi
     return out
 
 
-def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
-                 deepest_first: list[int], retired: set[str]) -> list[Change]:
+def _plan_merges(engine, tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
+                 deepest_first: list[int], retired: set[str], resplits: int, settled: set) -> list[Change]:
     count = tree.aggs.count
     candidates = np.flatnonzero((tree.left >= 0) & (count <= ds.grid.n_threshold) & (below > 0))
     if not len(candidates):
@@ -332,6 +363,9 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
     after = np.zeros(len(candidates))
     for q in questions:
         after += prices(model, q.query, tree.dlo[candidates], tree.dhi[candidates], count[candidates])
+    resplit = _resplit_prices(engine, tree, model, ds, questions, below, candidates, retired, resplits, settled)
+    for k, price in resplit.items():
+        after[k] = min(after[k], price)
     gain = np.full(tree.n, -np.inf)  # what merging grid i saves (-inf: not to be merged)
     worth = below[candidates] - after > MARGIN * below[candidates]
     gain[candidates[worth]] = (below[candidates] - after)[worth]
@@ -341,6 +375,7 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
         if tree.left[i] >= 0:
             best[i] = max(gain[i], best[tree.left[i]] + best[tree.right[i]])
     after_of = dict(zip(candidates.tolist(), after.tolist()))
+    resplit_of = {int(candidates[k]) for k, price in resplit.items() if after[k] == price}
     out, stack = [], [tree.root]
     while stack:
         i = stack.pop()
@@ -350,10 +385,41 @@ def _plan_merges(tree: TreeState, model: CostModel, ds, questions: list[Question
         if gain[i] >= best[i] and g not in retired:
             leaves = leaves_below(tree, i)
             if not retired.intersection(leaves):
-                out.append(Change("merge", g, int(count[i]), float(below[i]), after_of[i], leaves=leaves))
+                out.append(Change("merge", g, int(count[i]), float(below[i]), after_of[i], leaves=leaves,
+                                  resplit=i in resplit_of))
                 continue
         stack += [int(tree.left[i]), int(tree.right[i])]
     return sorted(out, key=lambda c: c.grid_id)
+
+
+def _resplit_prices(engine, tree: TreeState, model: CostModel, ds, questions: list[Question], below: np.ndarray,
+                    candidates: np.ndarray, retired: set[str], resplits: int, settled: set) -> dict[int, float]:
+    """What the questions would pay at merge candidates (`candidates`: rows of inner
+    grids) were each merged and its rows then split as a leaf's are (_best_split), by
+    position in `candidates`: the topmost candidates the questions pay most below, at most
+    `resplits` of them, none priced before (in `settled`). Reads their rows."""
+    count = tree.aggs.count
+    is_candidate = np.zeros(tree.n + 1, bool)  # the last slot stands for the root's parent (-1)
+    is_candidate[candidates] = True
+    tops = [k for k, i in enumerate(candidates.tolist()) if not is_candidate[tree.parent[i]]
+            and ("resplit", tree.ids[i], int(count[i])) not in settled]
+    out = {}
+    for k in sorted(tops, key=lambda k: -below[candidates[k]])[:resplits]:
+        i = int(candidates[k])
+        leaves = leaves_below(tree, i)
+        if tree.ids[i] in retired or retired.intersection(leaves):
+            continue
+        values = np.concatenate([engine.store.read_grid(ds, leaf)[1] for leaf in leaves])
+        box = np.stack([tree.dlo[i], tree.dhi[i]])
+        asked = [q.query for q in questions if prices(model, q.query, box[:1], box[1:], count[i:i + 1])[0] > 0]
+        grid = Grid(tree.ids[i], tuple(zip(tree.lo[i].tolist(), tree.hi[i].tolist())), cut_axis(tree, i))
+        best = _best_split(model, asked, grid, values, PartialAggregate.of_rows(values, len(ds.columns)), ds.ndim)
+        if best is not None and below[i] - best[0] > MARGIN * below[i]:
+            out[k] = best[0]
+        # Priced once a run, worth it or not: the dearest are otherwise priced again every
+        # round while merges elsewhere wait.
+        settled.add(("resplit", tree.ids[i], int(count[i])))
+    return out
 
 
 def adapt(engine, name: str, model: CostModel, questions: list[Question], apply: bool = True,
@@ -371,10 +437,12 @@ def adapt(engine, name: str, model: CostModel, questions: list[Question], apply:
     tree = engine.trees.tree(ds)
     settled = set() if settled is None else settled
     known = len(settled)
-    planned, held = plan(engine, ds, tree, model, questions, set(engine.directory.retired_before(ds.name, 0)),
-                         candidates, settled, most_leaves)
+    planned, held, waiting = plan(engine, ds, tree, model, questions,
+                                  set(engine.directory.retired_before(ds.name, 0)), candidates, settled, most_leaves)
     if not apply:
-        return Adapted(planned, len(questions), len(settled) - known, held)
+        return Adapted(planned, len(questions), len(settled) - known, held, waiting)
+    if waiting and not planned:
+        _purge_when_due(engine, ds, wait)
     made = []
     for start in range(0, len(planned), CHANGES_PER_WRITE):
         batch = planned[start:start + CHANGES_PER_WRITE]
@@ -384,7 +452,22 @@ def adapt(engine, name: str, model: CostModel, questions: list[Question], apply:
             if done:
                 write.end([c.grid_id for c in done])
         made += done
-    return Adapted(made, len(questions), len(settled) - known, held)
+    return Adapted(made, len(questions), len(settled) - known, held, waiting)
+
+
+def _purge_when_due(engine, ds, wait: float | None) -> None:
+    """Purge the rows of the grids retired longest ago once that is due (a write with
+    nothing in it: gridagg.writes purges first), so that the leaves merged in their place
+    can be split: waiting until it is due when `wait` is None (a tuning run of its own),
+    else only if it is due now (the online tuner: its next round tries again)."""
+    after = engine.purge_after_seconds
+    if wait is None:
+        until = time.monotonic() + after
+        while not engine.directory.retired_before(ds.name, after) and time.monotonic() < until:
+            time.sleep(min(1.0, after))
+    if engine.directory.retired_before(ds.name, after):
+        with engine.writing(ds, "tune", wait):
+            pass
 
 
 def _make(write, tree: TreeState, c: Change) -> bool:

@@ -114,6 +114,9 @@ def _print_adapted(name: str, adapted, apply: bool) -> None:
     if adapted.held:
         print(f"{name}: {adapted.held:,} splits worth making left out: the tree is at its leaf budget, what loads "
               "in GRIDAGG_TREE_LOAD_SECONDS here")
+    if adapted.waiting:
+        print(f"{name}: {adapted.waiting:,} merged leaves to split again once their old leaves' rows are purged "
+              "(2 x GRIDAGG_MAX_QUERY_SECONDS after the merge, when no query can still read them)")
     if not changes and adapted.settled:
         print(f"{name}: no change worth making at the {adapted.settled:,} leaves priced, the dearest not priced "
               "before: on to the next")
@@ -132,7 +135,7 @@ def _print_adapted(name: str, adapted, apply: bool) -> None:
               f"into {len(merges):,}")
     for c in changes[:20]:
         into = (f"into {c.new_leaves} leaves" + (f" at {len(c.cuts)} of its questions' bounds" if c.cuts else "")
-                if c.kind == "split" else f"{len(c.leaves)} leaves into one")
+                if c.kind == "split" else f"{len(c.leaves)} leaves into one" + (", to be split anew" if c.resplit else ""))
         print(f"  {c.kind} {c.grid_id}: {c.rows:,} rows, {into}; its questions {c.before:.3f} -> {c.after:.3f} ms")
     if len(changes) > 20:
         print(f"  ... {len(changes) - 20} more")

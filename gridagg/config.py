@@ -204,6 +204,11 @@ class Settings:
         os.cpu_count() or 1, "threads one large scan in this process may use (the embedded store's "
                              "kernel; on HBase, concurrent calls to the region servers)", _positive,
         topic="store", shown="the machine's cores")
+    max_query_seconds: float = _setting(
+        60.0, "longest one query may run before it fails (422); the rows of leaves a split or merge "
+              "replaced are kept twice as long for queries still reading them, so a tuning run waits that "
+              "long before it splits a merged leaf anew. Give every process of a dataset the same",
+        _seconds, topic="store")
     tune_every: float = _setting(
         60.0, "seconds between rounds of a serving process's online tuner, which splits and merges leaves in "
               "place for the questions it served (README: Tuning the tree online); `0` turns it off",

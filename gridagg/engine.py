@@ -92,7 +92,7 @@ class GridEngine:
                 exc.component = "postgresql"
             store.close()
             raise
-        return cls(directory, store)
+        return cls(directory, store, max_query_seconds=settings.max_query_seconds)
 
     def close(self) -> None:
         """Close the store and the directory (background work stopped first)."""

@@ -84,7 +84,7 @@ def merge(write, tree: TreeState, m: Merge) -> None:
     write.intend([m.grid_id])
     write.put_grids([(grid_prefix(m.grid_id), pa.concat_arrays([e for e, _ in parts]), values)])
     write.put_aggregates({m.grid_id: PartialAggregate.of_rows(values, len(ds.columns))})
-    write.switch(m.leaves, [Grid(m.grid_id, tuple(zip(tree.lo[i].tolist(), tree.hi[i].tolist())), _axis(tree, i))])
+    write.switch(m.leaves, [Grid(m.grid_id, tuple(zip(tree.lo[i].tolist(), tree.hi[i].tolist())), cut_axis(tree, i))])
 
 
 def tune(engine, name: str, model: CostModel, apply: bool = True) -> tuple[list[Merge], int]:
@@ -109,7 +109,7 @@ def tune(engine, name: str, model: CostModel, apply: bool = True) -> tuple[list[
         done += merges[:MERGES_PER_WRITE]
 
 
-def _axis(tree: TreeState, i: int) -> int:
+def cut_axis(tree: TreeState, i: int) -> int:
     """The axis grid i was cut on (where its children's boxes part): the axis its next
     split takes, as before."""
     a, b = int(tree.left[i]), int(tree.right[i])

@@ -269,7 +269,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
     try:
         paths = expand_inputs(inputs)
         summary.files = len(paths)
-        engine = GridEngine(directory, store)
+        engine = GridEngine(directory, store, max_query_seconds=settings.max_query_seconds)
         if cfg.choose_n_size:
             cfg = with_chosen_n_size(spark, settings, engine, cfg, paths, progress)
             ds = cfg.dataset

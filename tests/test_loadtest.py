@@ -189,7 +189,7 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
     assert text.count("| equal |") == 8 and "gridagg / best peer" in text
 
 
-def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name):
+def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name, monkeypatch):
     """`python -m gridagg_loadtest.scale` on a small generated archive loaded by `gridagg
     ingest`: with --tune the tree first adapted to the workload in place; every question
     answered alike by gridagg and DuckDB, and with --clients the paper's boxes served and
@@ -207,6 +207,8 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
                             capture_output=True, text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     out = tmp_path / "scale"
+    # Merged leaves split anew 10 s after the merge, not 2 minutes (queries here take milliseconds).
+    monkeypatch.setenv("GRIDAGG_MAX_QUERY_SECONDS", "5")
     try:
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
                     f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
