@@ -456,14 +456,18 @@ def adapt(engine, name: str, model: CostModel, questions: list[Question], apply:
 
 
 def _purge_when_due(engine, ds, wait: float | None) -> None:
-    """Purge the rows of the grids retired longest ago once that is due (a write with
-    nothing in it: gridagg.writes purges first), so that the leaves merged in their place
-    can be split: waiting until it is due when `wait` is None (a tuning run of its own),
-    else only if it is due now (the online tuner: its next round tries again)."""
+    """Purge the rows of retired grids that are due (a write with nothing in it:
+    gridagg.writes purges first), so that the leaves merged in their place can be split:
+    when `wait` is None (a tuning run of its own) once every grid retired so far is due,
+    waiting for that; else those due now (the online tuner: its next round tries again)."""
     after = engine.purge_after_seconds
+
+    def not_due() -> set[str]:
+        return set(engine.directory.retired_before(ds.name, 0)) - set(engine.directory.retired_before(ds.name, after))
+
     if wait is None:
-        until = time.monotonic() + after
-        while not engine.directory.retired_before(ds.name, after) and time.monotonic() < until:
+        pending, until = not_due(), time.monotonic() + after
+        while pending & not_due() and time.monotonic() < until:
             time.sleep(min(1.0, after))
     if engine.directory.retired_before(ds.name, after):
         with engine.writing(ds, "tune", wait):
