@@ -9,10 +9,12 @@ datasets are dropped afterwards.
 
 A cut grid costs more once the data outgrows the CPU's caches: on the embedded store 0.48
 us at 100,000 rows, 0.91 us at 1,000,000 (a 10M-row dataset's sweep of n_size gave about
-1.3 us, docs/bench/online-10m.md), so the embedded store is calibrated on 1,000,000 rows
-(about 1.5 minutes here). HBase's region servers pay their per-call and per-grid costs at
-any size; its model from 100,000 rows chose and tuned 10M-row trees as well as the best
-n_size, and its inserts go through the gateway, so it keeps 100,000.
+1.3 us, docs/bench/online-10m.md), so both stores are calibrated on 1,000,000 rows (about
+1.5 minutes each here). On HBase 100,000 rows, read while the region server's JVM was
+still warming up, priced a cut grid at 738 rows and a row at 18.6 ns: a 100M-row tree
+tuned with that model cut the paper's sums in 185 leaves and served them at 7.4x DuckDB's
+rate; tuned from the same load with the 1M-row model (3,000-3,700 rows a grid), 107.5
+leaves and 10.6x (docs/bench/scale/README.md, sessions 90-91).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .engine import GridEngine
 from .errors import UnknownDataset
 from .schema import Column, Dataset, GridParams
 
-ROWS = {"embedded": 1_000_000, "hbase": 100_000}  # rows of each scratch dataset, by store
+ROWS = {"embedded": 1_000_000, "hbase": 1_000_000}  # rows of each scratch dataset, by store
 N_SIZES = (50, 2500)  # leaves of about 30-50 and 1,500-2,500 rows: cut grids and rows move apart
 BOXES = 40  # per dataset
 REPEAT = 5  # timed runs per box (the median kept), after one warm-up run

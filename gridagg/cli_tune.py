@@ -192,12 +192,11 @@ def add_tune(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
-                   help="measure the models now (scratch datasets per store: about 1.5 minutes on the embedded store, "
-                        "20 s on HBase) and store them "
+                   help="measure the models now (scratch datasets per store: about 1.5 minutes each) and store them "
                         f"in the data dir ({costmodel.FILE})")
     p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
-                   help="rows of each scratch dataset (default: 1,000,000 on the embedded store, about 1.5 minutes; "
-                        "100,000 on HBase). A cut grid costs more as the data outgrows the CPU's caches: on the "
+                   help="rows of each scratch dataset (default 1,000,000, about 1.5 minutes a store). A cut grid "
+                        "costs more as the data outgrows the CPU's caches: on the "
                         "embedded store 0.48 us at 100,000 rows, 0.91 us at 1,000,000 (docs/bench/online-10m.md)")
     p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
                    help="the stores to measure or show (default both; hbase needs the HBase of "
