@@ -101,7 +101,8 @@ def write_report(out: Path, args, meta: dict, systems: list[System], runs: list[
              f"(a {args.tune_seconds:g} s run of the sum query at {max(args.clients)} clients each) found fastest; "
              "before its runs its data is read where it is served from (LMDB pages; every block of an HBase "
              "table, gridagg's and HBase alone's alike, by the region servers; pg_prewarm; the files of DuckDB "
-             f"and ClickHouse), and unrecorded warm-up runs per aggregate (up to {args.warmup_seconds:g} s each, at "
+             "and ClickHouse), and right before its first recorded run of each aggregate, unrecorded warm-up runs "
+             f"of it (up to {args.warmup_seconds:g} s each, at "
              f"{max(args.clients)} clients) go on until its rate stops rising (the last {WARM_RUNS} runs not "
              f"{WARM_GAIN - 1:.0%} faster on average than the {WARM_RUNS} before them; at most {args.warmup_runs}). "
              "Load: the bench's driver (loadtest/loadgen.go: closed-loop clients, no think time) on the same "
@@ -244,7 +245,7 @@ def _cpu(runs: list[dict]) -> list[str]:
 def _warmups(systems: list[System]) -> list[str]:
     lines = ["", "## Warm-up", "",
              "Queries per second of each system's unrecorded warm-up runs, in order: before its trials (sum), and "
-             "at its chosen setting before its recorded runs of each aggregate.", "",
+             "at its chosen setting right before its first recorded run of each aggregate.", "",
              "| system | aggregate | warm-up runs (queries/s) |", "|---|---|---|"]
     for s in systems:
         if s.stats.get("trial_warmup"):

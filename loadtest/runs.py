@@ -1,9 +1,10 @@
 """The bench's fourth step: every system served over HTTP and loaded with the bench's
 driver. Each is made ready in turn: its data read into the caches (prewarm.py), warm-up
 runs until its rate stops rising, a trial of each of its settings (tuning.py), then at
-the fastest setting warm-up runs per aggregate and the check queries' answers; it is left
-serving. Then the recorded runs, the systems taking turns within each round (Bench.measure),
-measuring the CPU each process group spends."""
+the fastest setting the check queries' answers; it is left serving. Then the recorded
+runs, the systems taking turns within each round (Bench.measure), each system's warm-up
+runs of an aggregate right before its first recorded run of it, measuring the CPU each
+process group spends."""
 
 from __future__ import annotations
 
@@ -124,23 +125,18 @@ class Bench:
         return server
 
     def prepare(self, system: System, shapes: list[Shape], check: list[dict]) -> Server:
-        """`system` made ready to measure: its setting chosen (choose), warm-up runs per
-        aggregate, the check queries' answers (system.stats["answers"]). Returns its
-        server, left serving."""
+        """`system` made ready to measure: its setting chosen (choose), the check
+        queries' answers (system.stats["answers"]). Returns its server, left serving."""
         log(f"serving {system.label}")
         server = self.choose(system, shapes)
-        system.stats["warmups"] = {}
-        for agg in self.args.aggs:  # every worker, connection, page and code path in use, compiled
-            rates = self.warm_up(server, system, agg)
-            system.stats["warmups"][agg] = rates
-            log(f"  warm-up {agg} at {system.stats['setting']}: " + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
         system.stats["answers"] = answers(server.url, system, check)
         return server
 
     def measure(self, systems: list[System], shapes: list[Shape], check: list[dict]) -> list[dict]:
         """Everything over HTTP: each system made ready (prepare) and left serving, then
         each aggregate at each client count run args.rounds times, the systems taking
-        turns in every round (each round begun by the next system). The speed of a shared
+        turns in every round (each round begun by the next system; _rounds warms each up
+        before its first recorded run of an aggregate). The speed of a shared
         host drifts by a fifth and more within minutes; taking turns lets every system
         see the same minutes of it. A system's figure is its median round by rate (the
         higher of the middle two), with every round's rate in round_rps. No server
@@ -151,8 +147,8 @@ class Bench:
             for s in systems:
                 servers[s.label] = self.prepare(s, shapes, check)
             for agg in self.args.aggs:
-                for c in self.args.clients:
-                    got = self._rounds(systems, servers, agg, c)
+                for i, c in enumerate(self.args.clients):
+                    got = self._rounds(systems, servers, agg, c, warm=i == 0)
                     for s in systems:
                         r = sorted(got[s.label], key=lambda x: x["rps"])[len(got[s.label]) // 2]
                         runs.append({"system": s.label, "kind": s.kind, "store": s.store or s.kind,
@@ -169,15 +165,25 @@ class Bench:
             self.serving.clear()
         return runs
 
-    def _rounds(self, systems: list[System], servers: dict[str, Server], agg: str,
-                clients: int) -> dict[str, list[dict]]:
+    def _rounds(self, systems: list[System], servers: dict[str, Server], agg: str, clients: int,
+                warm: bool) -> dict[str, list[dict]]:
         """args.rounds runs of `agg` at `clients` per system (by label), the systems taking
-        turns, each round begun by the next system."""
+        turns, each round begun by the next system; with `warm`, each system's warm-up runs
+        of `agg` (system.stats["warmups"]) right before its first recorded run. Right
+        before, not when it was made ready: on one box the systems made ready after it,
+        and the runs of other aggregates, push its pages out of the page cache (a 100M-row
+        PostgreSQL table reads hundreds of MB a query), and every system is to be
+        measured warm."""
         got: dict[str, list[dict]] = {s.label: [] for s in systems}
         for i in range(self.args.rounds):
             k = i % len(systems)
             for s in systems[k:] + systems[:k]:
                 self.serving[:] = [servers[s.label]]  # whose API processes the run's CPU counts
+                if warm and i == 0:  # every worker, connection, page and code path in use, compiled
+                    rates = self.warm_up(servers[s.label], s, agg)
+                    s.stats.setdefault("warmups", {})[agg] = rates
+                    log(f"  warm-up {agg} of {s.label} at {s.stats['setting']}: "
+                        + ", ".join(f"{x:.0f}" for x in rates) + " q/s")
                 got[s.label].append(self.load(servers[s.label], s, agg, clients, self.args.seconds, self.args.seed,
                                               f"{agg}_c{clients}_round{i + 1}"))
         return got

@@ -82,23 +82,30 @@ class _TurnTaking(runs.Bench):
 
     def load(self, server, system, agg, clients, seconds, seed, tag, answers=None):
         self.turns.append((system.label, tag))
-        return {"rps": self.rates[system.label].pop(0), "p50_ms": 1.0, "p99_ms": 2.0, "requests": 10,
+        return {"rps": 1.0 if "warmup" in tag else self.rates[system.label].pop(0), "p50_ms": 1.0, "p99_ms": 2.0, "requests": 10,
                 "ramp_answers": 0, "failures": 0}
 
 
 def test_served_systems_take_turns_and_each_reports_its_median_round():
     """Every system serves at once; each round runs them all, begun by the next one, so
     that a drifting machine's minutes are shared alike; a system's figure is its median
-    round, every round's rate kept beside it; no server outlives the measuring."""
-    args = argparse.Namespace(aggs=["sum"], clients=[4], rounds=3, seconds=1, seed=1)
-    rates = {"a": [5.0, 9.0, 7.0], "b": [1.0, 3.0, 2.0], "c": [4.0, 4.0, 8.0]}
+    round, every round's rate kept beside it; each system warms up right before its
+    first recorded run of an aggregate; no server outlives the measuring."""
+    args = argparse.Namespace(aggs=["sum"], clients=[4, 8], rounds=3, seconds=1, seed=1, warmup_runs=1,
+                              warmup_seconds=1, requests=10)
+    rates = {"a": [5.0, 9.0, 7.0, 1, 1, 1], "b": [1.0, 3.0, 2.0, 1, 1, 1], "c": [4.0, 4.0, 8.0, 1, 1, 1]}
     measured = [systems.System(label, "d", "duckdb") for label in rates]
     bench = _TurnTaking(args, {k: list(v) for k, v in rates.items()})
     out = bench.measure(measured, [Shape(1, 1)], [])
-    assert [label for label, _ in bench.turns] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
-    assert {tag for _, tag in bench.turns} == {"sum_c4_round1", "sum_c4_round2", "sum_c4_round3"}
+    assert bench.turns[:6] == [("a", "sum_warmup1"), ("a", "sum_c4_round1"), ("b", "sum_warmup1"),
+                               ("b", "sum_c4_round1"), ("c", "sum_warmup1"), ("c", "sum_c4_round1")]
+    recorded = [(label, tag) for label, tag in bench.turns if "warmup" not in tag]
+    assert [label for label, _ in recorded] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"] * 2
+    assert [tag for _, tag in recorded][:9:3] == ["sum_c4_round1", "sum_c4_round2", "sum_c4_round3"]
+    assert len(bench.turns) == len(recorded) + 3 and all(s.stats["warmups"] == {"sum": [1.0]} for s in measured)
+    out = out[:3]
     assert [(r["system"], r["rps"]) for r in out] == [("a", 7.0), ("b", 2.0), ("c", 4.0)]
-    assert [r["round_rps"] for r in out] == list(rates.values())  # in the order of the rounds
+    assert [r["round_rps"] for r in out] == [v[:3] for v in rates.values()]  # in the order of the rounds
     assert all(server.stopped for server in bench.ready) and bench.serving == []
 
 
