@@ -171,9 +171,9 @@ class Bench:
         turns, each round begun by the next system; with `warm`, each system's warm-up runs
         of `agg` (system.stats["warmups"]) right before its first recorded run. Right
         before, not when it was made ready: on one box the systems made ready after it,
-        and the runs of other aggregates, push its pages out of the page cache (a 100M-row
-        PostgreSQL table reads hundreds of MB a query), and every system is to be
-        measured warm."""
+        and the runs of other aggregates, can push its pages out of the page cache (a
+        100M-row PostgreSQL table's sum reads about 100 MB a query past its buffers),
+        and every system is to be measured warm."""
         got: dict[str, list[dict]] = {s.label: [] for s in systems}
         for i in range(self.args.rounds):
             k = i % len(systems)
