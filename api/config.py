@@ -6,7 +6,7 @@ max_scan_rows   most raw rows one request may scan; more -> 422 asking to narrow
 max_points      most points one series request may return, and steps its window may span
 max_grids       most leaves one request may touch or list
 max_vertices    most vertices of one request's polygon region
-Beyond a limit a request gets 422 naming it (gridagg.errors.WorkLimitExceeded).
+Beyond a limit a request gets 422 naming it (gridagg.model.errors.WorkLimitExceeded).
 """
 
 from __future__ import annotations

@@ -30,7 +30,15 @@ from functools import wraps
 from pydantic import BaseModel
 
 from .auth import ACCESS, authorize
-from .reading import JSON_TYPE, csv_rows, is_csv, is_json, json_body, query_string, unsupported_type
+from .reading import (
+    JSON_TYPE,
+    csv_rows,
+    is_csv,
+    is_json,
+    json_body,
+    query_string,
+    unsupported_type,
+)
 
 
 @dataclass(frozen=True)

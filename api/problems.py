@@ -14,7 +14,7 @@ import psycopg
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from gridagg.errors import (
+from gridagg.model.errors import (
     DatasetExists,
     GridaggError,
     InvalidInput,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from flask import request
 from pydantic import BaseModel
 
-from gridagg.errors import InvalidInput
+from gridagg.model.errors import InvalidInput
 
 from .problems import ApiProblem
 from .validation import parse_data, parse_json

@@ -4,7 +4,7 @@ Lazily, so that each server worker process opens its own connection pools and LM
 handles, and so that a server that is down at start answers 503 and recovers by itself:
 the next request tries again. Once built, the pools (psycopg_pool, happybase) reconnect
 on their own. An engine built here also gets its process's online tuner
-(gridagg.online, as GRIDAGG_TUNE_EVERY says); one handed in is the caller's to tune.
+(gridagg.tune.online, as GRIDAGG_TUNE_EVERY says); one handed in is the caller's to tune.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import threading
 
 from flask import current_app
 
-from gridagg import online
 from gridagg.engine import GridEngine
+from gridagg.tune import online
 
 from .config import ApiConfig
 

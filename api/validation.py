@@ -16,7 +16,7 @@ from functools import cache
 
 from pydantic import BaseModel, ValidationError
 
-from gridagg.errors import InvalidInput
+from gridagg.model.errors import InvalidInput
 
 from .models.common import SchemaGenerator
 from .problems import ApiProblem

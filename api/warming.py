@@ -26,7 +26,7 @@ from pathlib import Path
 
 from flask import current_app
 
-from gridagg.errors import GridaggError
+from gridagg.model.errors import GridaggError
 from gridagg.warmup import load_trees, warm
 
 from .state import EngineHolder

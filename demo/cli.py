@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from gridagg import config
-from gridagg.errors import InvalidInput
+from gridagg.model.errors import InvalidInput
 
 # The sample archives beside a checkout (this file is <checkout>/demo/cli.py); an
 # installed package has none there.
@@ -64,7 +64,7 @@ def _start_api(settings, port: int) -> str:
     log = settings.data_dir / "demo-api.log"
     env = settings.environ()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port), "--workers", "2"],
+        [sys.executable, "-m", "gridagg.cli.main", "serve", "--port", str(port), "--workers", "2"],
         stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     _pid_file(settings).write_text(str(proc.pid))
@@ -142,7 +142,7 @@ def _queries(url: str) -> None:
 def _demo(settings, args: argparse.Namespace) -> int:
     if args.stop:
         return _stop(settings)
-    from gridagg import services
+    from gridagg.cli import services
 
     if args.input is None:
         raise InvalidInput("the demo needs --input DIR: TMY3 weather archives (CSV), such as a "

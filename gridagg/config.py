@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from gridagg import faults
-from gridagg.errors import InvalidInput
+from gridagg.model.errors import InvalidInput
+from gridagg.write import faults
 
 PREFIX = "GRIDAGG_"
 TOPICS = ("servers", "store", "http", "spark", "tests")

@@ -3,7 +3,7 @@
 GridEngine ties the grid directory (PostgreSQL) to a cell store (embedded or HBase).
 
 Every write (an insert with its splits here, a bulk load in ingest.job) follows the one
-write protocol of gridagg.writes: writer lock, recovery of what dead writers left, intent,
+write protocol of gridagg.write.protocol: writer lock, recovery of what dead writers left, intent,
 rows, aggregates, directory switch, end. A split leaves the old leaf's rows in place for
 2 x max_query_seconds, so a query still walking the old tree finds every row, once.
 """
@@ -16,17 +16,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import writes
-from .aggregate import PartialAggregate, ancestor_aggregates
-from .directory import GridDirectory
-from .errors import InvalidInput, StoreUnavailable, UnknownDataset, WorkLimitExceeded
-from .grid import Grid, ancestors, grid_of, presplit
-from .leafsplit import split_leaf
-from .planner import Planner, rollup_answers
-from .query import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
-from .schema import REFUSE, Dataset
-from .store import CellStore, open_store
-from .tree import DatasetReplaced, TreeCache
+from gridagg.directory import GridDirectory
+from gridagg.model.aggregate import PartialAggregate, ancestor_aggregates
+from gridagg.model.errors import (
+    InvalidInput,
+    StoreUnavailable,
+    UnknownDataset,
+    WorkLimitExceeded,
+)
+from gridagg.model.grid import Grid, ancestors, grid_of, presplit
+from gridagg.model.schema import REFUSE, Dataset
+from gridagg.query.planner import Planner, rollup_answers
+from gridagg.query.spec import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
+from gridagg.store import CellStore, open_store
+from gridagg.tree import DatasetReplaced, TreeCache
+from gridagg.write import protocol as writes
+from gridagg.write.leafsplit import split_leaf
 
 # Answers as they improve (query_steps, series_steps) come at most this often: each is
 # the whole answer, and a long series' can be megabytes.
@@ -67,7 +72,7 @@ class GridEngine:
         self.store = store
         directory.board = store.board  # writers move its epochs; readers read them
         self.trees = TreeCache(directory, store, store.board)
-        self.planner = Planner(self)
+        self.planner = Planner(self.trees, store, directory)
         self.max_scan_rows = max_scan_rows
         self.max_grids = max_grids
         self.max_query_seconds = max_query_seconds
@@ -206,7 +211,7 @@ class GridEngine:
         return result
 
     def writing(self, ds: Dataset, kind: str, wait: float | None = None, healthy=None):
-        """A Write of dataset `ds` (gridagg.writes: the one protocol of every writer) for a
+        """A Write of dataset `ds` (gridagg.write.protocol: the one protocol of every writer) for a
         `with` block: the writer lock taken, dead writers' leftovers recovered, retired
         rows purged."""
         return writes.writing(self.directory, self.store, ds, kind, self.purge_after_seconds, wait, healthy)
@@ -214,12 +219,12 @@ class GridEngine:
     # -- Algorithm 2: split ------------------------------------------------------------
 
     def _split(self, write: writes.Write, grid_id: str, agg: PartialAggregate) -> int:
-        """Split leaf grid_id past N_threshold (gridagg.leafsplit), recursing while a child
+        """Split leaf grid_id past N_threshold (gridagg.write.leafsplit), recursing while a child
         holds more than N_size rows, as part of `write`. Returns the number of grids split
         (0 when every row is the same point)."""
         return split_leaf(write, grid_id, agg, write.ds.grid.n_threshold, write.ds.grid.n_size)
 
-    # -- Algorithm 3: query (gridagg.planner) ------------------------------------------
+    # -- Algorithm 3: query (gridagg.query.planner) ------------------------------------------
 
     def query(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
               explain: bool = False, limits: Limits | None = None, deadline: float | None = None) -> QueryResult:
@@ -231,15 +236,15 @@ class GridEngine:
         bounds instead of what was not read (QueryResult.progress). None: exact, always.
         Over longitude and latitude alone (every time, every other dimension whole), or
         over time alone in whole days, the answer comes from the position or day rollup
-        once a background thread has made it (gridagg.rollups), exact at once, deadline or
+        once a background thread has made it (gridagg.query.rollups), exact at once, deadline or
         not; the tree answers meanwhile."""
         limits = limits or self.limits
-        return self._asked(name, lambda ds: self.planner.query(
-            ds, QuerySpec.parse(ds, where, aggregates, region, limits), limits, explain, deadline))
+        return self._timed(lambda: self._asked(name, lambda ds: self.planner.query(
+            ds, QuerySpec.parse(ds, where, aggregates, region, limits), limits, explain, deadline)))
 
     def settle(self, timeout: float | None = None) -> None:
         """Wait for the work questions started in the background: the rollups
-        (gridagg.rollups) they found missing or to refine. Benchmarks measure after it."""
+        (gridagg.query.rollups) they found missing or to refine. Benchmarks measure after it."""
         self.planner.positions.settle(timeout)
         self.planner.months.settle(timeout)
         self.planner.rollups.settle(timeout)
@@ -251,9 +256,9 @@ class GridEngine:
         whole steps ending with each bucket, from start to end; see SeriesSpec. limits:
         this series' limits (default: the engine's); deadline: as for query."""
         limits = limits or self.limits
-        return self._asked(name, lambda ds: self.planner.series(
+        return self._timed(lambda: self._asked(name, lambda ds: self.planner.series(
             ds, SeriesSpec.parse(ds, where, aggregates, step, window, start, end, region, limits), limits, explain,
-            deadline))
+            deadline)))
 
     def query_steps(self, name: str, where: dict | None, aggregates: list[str], region: dict | None = None,
                     explain: bool = False, limits: Limits | None = None, deadline: float | None = None):
@@ -296,21 +301,23 @@ class GridEngine:
 
     def run(self, ds: Dataset, spec: QuerySpec) -> QueryResult:
         """query() for a parsed QuerySpec."""
-        return self.planner.query(ds, spec, self.limits)
+        return self._timed(lambda: self.planner.query(ds, spec, self.limits))
 
     @property
     def limits(self) -> Limits:
         return Limits(self.max_scan_rows, self.max_grids)
 
-    def check_deadline(self, started: float) -> None:
-        """Raise WorkLimitExceeded when a query that began at `started`
-        (time.perf_counter) has run past max_query_seconds."""
+    def _timed(self, answer):
+        """answer(), or WorkLimitExceeded when it took longer than max_query_seconds."""
+        started = time.perf_counter()
+        result = answer()
         # Rows of split leaves are kept for 2 x max_query_seconds; a query running
-        # longer could miss them, so it stops instead of answering wrongly.
+        # longer could have missed them, so it fails instead of answering wrongly.
         if time.perf_counter() - started > self.max_query_seconds:
             raise WorkLimitExceeded(
                 f"the query ran longer than {self.max_query_seconds:g} s; narrow the box"
             )
+        return result
 
     # -- checks --------------------------------------------------------------------------
 

@@ -7,20 +7,20 @@ every grid (leaves and ancestors) as rows of numpy arrays: its box, children, pa
 the number of leaves below it, and its partial aggregate, read once from the store.
 The aggregate also gives the grid's data bounds, the smallest box holding its rows (the
 min and max of each dimension): on real archives, where stations sit at fixed places,
-far tighter than the box the splits made. The planner (gridagg.planner) walks the tree
+far tighter than the box the splits made. The planner (gridagg.query.planner) walks the tree
 top down over the data bounds.
 
 Keeping it current. Every committed change of a dataset (rows inserted, grids split, a
 bulk load, a repair) gives it a new directory version and logs which leaves changed
 (gridagg.directory). A process holding the tree at version v asks PostgreSQL, in one
 round trip, what changed after v: new leaves join the tree (a split leaf becomes the
-parent of its children; a merged grid, gridagg.merge, becomes a leaf and the grids below
+parent of its children; a merged grid, gridagg.tune.merge, becomes a leaf and the grids below
 it go), and the aggregates of changed leaves and of their ancestors are read again from
 the store, in one call. So a partial aggregate is read at most once per change by each
 process. Only a merged leaf split again under IDs the tree held needs a whole load.
 
 When to ask: writers also move the dataset's epoch on a board every local process
-shares (gridagg.epochs, a file in the data dir), after committing and before they
+shares (gridagg.store.epochs, a file in the data dir), after committing and before they
 answer, so a local reader never misses an acknowledged write. Writers on other machines
 move boards of their own; their changes reach this process through PostgreSQL's NOTIFY
 within milliseconds (gridagg.directory.listen). While the epoch stands still and nothing
@@ -46,10 +46,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .aggregate import INT64_MAX, NULL, AggArrays
-from .directory import CHANGE_LOG_SECONDS
-from .grid import grid_prefix
-from .schema import Dataset
+from gridagg.directory import CHANGE_LOG_SECONDS
+from gridagg.model.aggregate import INT64_MAX, NULL, AggArrays
+from gridagg.model.grid import grid_prefix
+from gridagg.model.schema import Dataset
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +66,8 @@ TREE_FILE_SECONDS = CHANGE_LOG_SECONDS / 2
 _LINKS = ("left", "right", "parent", "leaves_below")
 
 
-@dataclass
-class Changes:
-    """What changed in a dataset's directory after some version (gridagg.directory)."""
-
-    version: int
-    incarnation: object  # differs when the dataset was dropped and made again
-    complete: bool  # False: the log no longer reaches back that far
-    leaves: list[tuple]  # (grid_id, next_dim, lo_0, hi_0, ...) of leaves added since
-    touched: list[str] | None  # leaves whose rows changed since; None: possibly all
-
-
 class WalkTree(NamedTuple):
-    """The tree as the planner's compiled walk reads it (gridagg.planner._walk): per grid
+    """The tree as the planner's compiled walk reads it (gridagg.query.walk): per grid
     its data bounds lo/hi (lo > hi: no rows), its split box split_lo/split_hi, children
     left/right (-1 for a leaf), leaves_below and row count; and the root's index."""
 
@@ -115,7 +104,7 @@ class TreeState:
     leaves_below: np.ndarray
     aggs: AggArrays
     # The last few refreshes that led here: (version before, leaves touched or None for
-    # possibly all), oldest first; what caches derived from rows (gridagg.rollups) follow.
+    # possibly all), oldest first; what caches derived from rows (gridagg.query.rollups) follow.
     history: tuple = ()
 
     @property
@@ -268,7 +257,7 @@ class TreeState:
 
     def merged(self, grid_ids: list[str]) -> "TreeState":
         """This tree with each inner grid of `grid_ids` made a leaf holding the rows below
-        it (gridagg.merge), the grids below gone; aggregates and boxes are a merge's
+        it (gridagg.tune.merge), the grids below gone; aggregates and boxes are a merge's
         own. The rows moved, so caches derived from them start over (history: None)."""
         gone = np.zeros(self.n, bool)
         leaves_below = self.leaves_below.copy()
@@ -538,7 +527,7 @@ class TreeCache:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
             # Splits only add grids below leaves, under IDs never seen before. A leaf added
-            # under the ID of an inner grid the held tree has is a merge (gridagg.merge):
+            # under the ID of an inner grid the held tree has is a merge (gridagg.tune.merge):
             # the grids below it go. Any other known ID is a merged leaf split again, which
             # only a build from the directory shows.
             merged = [leaf[0] for leaf in changes.leaves if leaf[0] in state.index]

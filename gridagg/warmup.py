@@ -34,18 +34,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .aggregate import NULL, PartialAggregate, ancestor_aggregates
-from .errors import UnknownDataset
-from .grid import grid_prefix, presplit
-from .kernels import scan_segments
-from .planner import Planner
-from .query import Limits, QuerySpec, SeriesSpec
-from .scan import ScanAnswer, ScanRequest
-from .schema import Dataset
-from .split import split_rows
-from .store.embedded import EmbeddedStore
-from .tree import TreeState
-from .trips import TripCounter
+from gridagg.model.aggregate import NULL, PartialAggregate, ancestor_aggregates
+from gridagg.model.errors import UnknownDataset
+from gridagg.model.grid import grid_prefix, presplit
+from gridagg.model.schema import Dataset
+from gridagg.model.trips import TripCounter
+from gridagg.query.planner import Planner
+from gridagg.query.spec import Limits, QuerySpec, SeriesSpec
+from gridagg.store.embedded import EmbeddedStore
+from gridagg.store.kernels import scan_segments
+from gridagg.store.scan import ScanAnswer, ScanRequest
+from gridagg.tree import TreeState
+from gridagg.write.split import split_rows
 
 # Columns of every stored width: time and positions, a small nullable measure (2-byte
 # deltas), a count of a few million (4 bytes) and one spanning more than 32 bits (8).
@@ -113,7 +113,7 @@ def drop_unreadable_cache(cache: Path) -> list[Path]:
     names a class that moved since, after an upgrade in place); returns the indexes
     removed. numba names an index by function and line and unpickles it before it checks
     the source's stamp, so a stale one made every query of its function fail ("Can't
-    get attribute 'WalkTree' on gridagg.planner") instead of compiling again."""
+    get attribute 'WalkTree' on gridagg.tree") instead of compiling again."""
     dropped = []
     for index in sorted(cache.glob("*.nbi")):
         try:
@@ -164,22 +164,17 @@ def _cache_counts() -> tuple[int, int, str | None]:
     return misses, hits, cache
 
 
-class _Engine:
-    """What the planner asks of an engine, for one dataset held in `store`."""
+class _OneTree:
+    """What the planner asks of a tree cache and a directory, for one tree."""
 
-    def __init__(self, store, tree: TreeState):
-        self.store = store
+    def __init__(self, tree: TreeState):
         self._tree = tree
-        self.trees = self.directory = self
 
     def tree(self, ds: Dataset) -> TreeState:
         return self._tree
 
     def round_trips(self) -> int:
         return 0
-
-    def check_deadline(self, started: float) -> None:
-        pass
 
 
 class _CopiedSegments:
@@ -209,7 +204,8 @@ def _answer_every_kind(store: EmbeddedStore) -> None:
     box = {"lon": [-4.5, 6], "time": ["2000-02-10T00:00:00Z", "2000-11-20T12:00:00Z"]}
     every = ["count", "count:small", "sum:small", "avg:medium", "min:large", "max:lat", "avg:time"]
     for cells in (store, _CopiedSegments(store)):
-        planner = Planner(_Engine(cells, tree))
+        one = _OneTree(tree)
+        planner = Planner(one, cells, one)
         # Exact answers, and answers within a deadline: from the tree alone (0), or read in
         # parts with bounds for what is not read yet (DEADLINE).
         for deadline in (None, 0, DEADLINE):

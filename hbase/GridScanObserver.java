@@ -43,8 +43,8 @@ import jdk.incubator.vector.VectorSpecies;
  * returns only the answer (gridagg/scan.py says what is computed; gridagg/kernels.py is
  * the same in-process; gridagg/store/hbase_scan.py is the client side).
  *
- * <p>A Get carrying the request attribute {@code gridagg.scan} is answered with one
- * computed cell {@code a:gridagg.scan} instead of the row. The client sends one Thrift
+ * <p>A Get carrying the request attribute {@code gridagg.store.scan} is answered with one
+ * computed cell {@code a:gridagg.store.scan} instead of the row. The client sends one Thrift
  * getRows call with one anchor row per region; the gateway copies the attribute onto
  * every Get, and each region answers for the items inside its own [start, end) only.
  *
@@ -140,7 +140,7 @@ import jdk.incubator.vector.VectorSpecies;
  * has passed.
  */
 public class GridScanObserver implements RegionCoprocessor, RegionObserver {
-  public static final String ATTRIBUTE = "gridagg.scan";
+  public static final String ATTRIBUTE = "gridagg.store.scan";
   public static final String KEYS_ATTRIBUTE = "gridagg.keys";
   public static final String STATS_ATTRIBUTE = "gridagg.stats";
   static final byte[] ROWS = Bytes.toBytes("r");

@@ -111,7 +111,7 @@ public class HFileBulkLoad {
    * Rows of `in` with a "cells" value (packed cells of the region numbered "region", see
    * Run) become HFiles under dir/family/: per task, one per region, merging the task's
    * values of that region (and more when a task buffers over FLUSH_BYTES). The returned
-   * Dataset holds the other rows. Every cell is stamped `ts` (gridagg.stamps); blocks of
+   * Dataset holds the other rows. Every cell is stamped `ts` (gridagg.model.stamps); blocks of
    * the files hold `blockBytes` and are encoded as `encoding` (the family's block size and
    * data block encoding).
    */

@@ -1,5 +1,5 @@
 """N_size for a new dataset whose config gives none (neither n_size nor n_threshold):
-chosen by gridagg.nsize from the store's cost model, the input's rows (counted, and a
+chosen by gridagg.tune.nsize from the store's cost model, the input's rows (counted, and a
 uniform sample of their dimensions) and the default workload, before the dataset is
 made. A dataset that exists keeps its grid.
 
@@ -20,9 +20,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from gridagg import costmodel, nsize, segments
-from gridagg.errors import UnknownDataset
-from gridagg.schema import GridParams
+from gridagg.model.errors import UnknownDataset
+from gridagg.model.schema import GridParams
+from gridagg.store import segments
+from gridagg.tune import costmodel, nsize
 
 from . import buckets
 from .config import IngestConfig

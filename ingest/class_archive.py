@@ -44,8 +44,7 @@ def java_options(settings, extra_classpath: str | None) -> str:
 def _key(extra_classpath: str | None) -> str:
     """What the archive depends on: the JVM and every classpath entry, with their times."""
     import pyspark
-
-    from gridagg_hbase.launcher import java_bin
+    from gridagg_hbase.jvm import java_bin
 
     java = Path(java_bin()).resolve()
     entries = [java, java.parent.parent / "lib" / "server" / "libjvm.so", Path(pyspark.__file__).parent / "jars"]

@@ -12,8 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from gridagg import config, faults
+from gridagg import config
 from gridagg.config import Settings
+from gridagg.write import faults
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 EXAMPLE_PREFIX = "example:"
@@ -29,7 +30,7 @@ DESCRIPTION = (
 def example_config(name: str) -> Path:
     """The shipped example config `name` (ingest/examples/NAME.toml, installed with the
     package). Raises InvalidInput naming the examples there are."""
-    from gridagg.errors import InvalidInput
+    from gridagg.model.errors import InvalidInput
 
     path = EXAMPLES / f"{name}.toml"
     if not path.is_file():
@@ -64,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gridagg.errors import GridaggError
+    from gridagg.model.errors import GridaggError
 
     from .config import load_config
     from .job import Progress, run_ingest, spark_session
@@ -104,7 +105,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gridagg.cli import Formatter
+    from gridagg.cli.main import Formatter
 
     p = argparse.ArgumentParser(prog="gridagg ingest", description=DESCRIPTION, epilog=_epilog(),
                                 formatter_class=Formatter)

@@ -48,8 +48,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gridagg.errors import InvalidInput
-from gridagg.schema import COLUMN_KEYS, Column, Dataset, GridParams
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import COLUMN_KEYS, Column, Dataset, GridParams
 
 FORMATS = ("tmy3", "csv", "parquet")
 # Missing-value markers of the TMY3 format, used when a tmy3 column names none.

@@ -1,4 +1,4 @@
-"""Source fields to stored integers, in the executors, exactly as gridagg.schema.Column.encode.
+"""Source fields to stored integers, in the executors, exactly as gridagg.model.schema.Column.encode.
 
 Each Arrow batch goes through two paths that give the same result:
 - the vectorized path (pyarrow kernels and integer numpy, no floats) for the common
@@ -30,9 +30,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 import numpy as np
 
-from gridagg.aggregate import NULL
-from gridagg.errors import InvalidInput
-from gridagg.schema import REFUSE, Column
+from gridagg.model.aggregate import NULL
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import REFUSE, Column
 
 from .config import ColumnSource, IngestConfig
 

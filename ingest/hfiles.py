@@ -37,7 +37,7 @@ def classpath(settings, master: str) -> str | None:
     load, None when none applies."""
     if not applies(settings, master):
         return None
-    from gridagg_hbase.launcher import spark_bulk_load_classpath
+    from gridagg_hbase.admin import spark_bulk_load_classpath
 
     return spark_bulk_load_classpath(settings)
 
@@ -48,7 +48,7 @@ class BulkLoad:
     close() removes what is left of the staging."""
 
     def __init__(self, spark, settings, ds, stamp: int, new_table=None):
-        from gridagg_hbase.launcher import paths
+        from gridagg_hbase.jvm import paths
 
         from gridagg.store import bulk_format
 
@@ -63,7 +63,7 @@ class BulkLoad:
         self.dir = root / f"{self.table}-{uuid.uuid4().hex[:8]}"
         self.jvm = spark._jvm
         self.new_table = new_table
-        self.stamp = stamp  # every cell's timestamp (gridagg.stamps)
+        self.stamp = stamp  # every cell's timestamp (gridagg.model.stamps)
         self._starts = None
 
     def region_starts(self) -> list[bytes]:
@@ -153,7 +153,8 @@ def warm_up(spark, settings) -> None:
     start cold in Spark's JVM: HBase's connection, the HFile writer and the bulk-load tool
     (HFileBulkLoad.warmUp). A session's first 1M-row job into HBase took about 0.5 s less.
     Best effort: a failure here only leaves them cold."""
-    from gridagg_hbase.launcher import paths, running_pid
+    from gridagg_hbase.jvm import paths
+    from gridagg_hbase.launcher import running_pid
 
     if not available(spark, settings) or running_pid(settings, "master") is None:
         return

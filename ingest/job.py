@@ -12,7 +12,7 @@ per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.t
 3. per leaf bucket, one leaf at a time: read the leaf's stored rows from the store, drop
    new rows whose element ID is stored already (a touched leaf's content after the load
    is exactly stored rows + new rows), and build the leaf's whole subtree on numpy arrays
-   with Algorithm 2's semantics (gridagg.grid.choose_cut / children): a leaf splits while
+   with Algorithm 2's semantics (gridagg.model.grid.choose_cut / children): a leaf splits while
    it holds more than N_size rows if it was empty before the load, or if it holds more
    than N_threshold (then down to N_size);
 4. the same task writes new rows and moved rows under their final keys (in batches, its
@@ -27,12 +27,12 @@ per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.t
 7. switch the directory in one PostgreSQL transaction (old leaves out, new leaves in,
    old leaves marked retired). Moved rows' old keys stay for queries that still see the
    old leaves; every write purges retired leaves' rows at its start once no query can
-   need them (gridagg.writes.purge_retired), this job's included;
+   need them (gridagg.write.protocol.purge_retired), this job's included;
 8. only if step 1 counted bad rows: read and encode the inputs again, keeping the bad
    rows, and write them with their reasons to the quarantine output. A clean input is
    read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
 
-Crash safety: the driver runs steps 2-7 as one Write of gridagg.writes, the protocol
+Crash safety: the driver runs steps 2-7 as one Write of gridagg.write.protocol, the protocol
 inserts follow too: its intent names every leaf the dataset has before any row is
 written, and ends once the directory is switched (step 7), logging the change. A job that
 dies in between leaves its intent: the next writer of the dataset (an insert, another
@@ -58,15 +58,20 @@ from pathlib import Path
 
 import numpy as np
 
-from gridagg.aggregate import PartialAggregate, ancestor_aggregates
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.errors import DatasetExists, GridaggError, InvalidInput, UnknownDataset
-from gridagg.schema import Dataset
-from gridagg.grid import Grid
+from gridagg.model.aggregate import PartialAggregate, ancestor_aggregates
+from gridagg.model.errors import (
+    DatasetExists,
+    GridaggError,
+    InvalidInput,
+    UnknownDataset,
+)
+from gridagg.model.grid import Grid
+from gridagg.model.schema import Dataset
 from gridagg.store import open_store
-from gridagg.writes import Write
+from gridagg.write.protocol import Write
 
 from . import buckets, class_archive, hfiles, tasks
 from .choose import with_chosen_n_size
@@ -421,7 +426,7 @@ def _current_tree(spark, engine: GridEngine, ds: Dataset):
 
 def _refuse_after_merge(engine: GridEngine, ds: Dataset, leaves: list[Grid]) -> None:
     """A load may split any leaf into grids whose IDs a leaf merged in place not long ago
-    (gridagg.merge, `gridagg tune`) had below it, and whose old rows stay until they are
+    (gridagg.tune.merge, `gridagg tune`) had below it, and whose old rows stay until they are
     purged: refused, with when to load again, before anything is written."""
     ids = {g.grid_id for g in leaves}
     if any(r[:k] in ids for r in engine.directory.retired_before(ds.name, 0) for k in range(1, len(r))):
@@ -458,7 +463,7 @@ def _load(spark, settings, write: Write, located, n_buckets: int, leaves: list[G
           progress, new_table=None) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
     ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was
-    built from, as the steps of `write` (gridagg.writes). `new_table`: see
+    built from, as the steps of `write` (gridagg.write.protocol). `new_table`: see
     _ensure_dataset. Every row the executors write gets one stamp of the write (each
     task writes grids of its own, so they never mask each other)."""
     ds = write.ds

@@ -14,12 +14,11 @@ import json
 
 import numpy as np
 
-from gridagg import segments
-from gridagg.aggregate import PartialAggregate
-from gridagg.grid import Grid, grid_prefix
-from gridagg.split import split_rows
-from gridagg.stamps import WriteStamps
-from gridagg.store import bulk_format, open_store
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.grid import Grid, grid_prefix
+from gridagg.model.stamps import WriteStamps
+from gridagg.store import bulk_format, open_store, segments
+from gridagg.write.split import split_rows
 
 from . import buckets, hfiles
 
@@ -31,7 +30,7 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     CellStore.read_grid gives them: element IDs, an Arrow binary array, and values), the
     new rows located in it (`eids`, an Arrow binary array, and `new_values`, whose rows
     the split reorders; deduplicated against the stored ones by element ID), the subtree
-    they make (gridagg.split: a leaf new to the load splits down to N_size, one that held
+    they make (gridagg.write.split: a leaf new to the load splits down to N_size, one that held
     rows only past N_threshold), and the rows to write under their final keys.
     Returns a small summary (counts and every resulting leaf's box and aggregate) and
     those rows, as (leaf key prefix, element IDs, their values) per resulting leaf."""
@@ -61,7 +60,7 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
 
     # Rows to write: every new row, and stored rows whose leaf changed, in the order the
-    # stores keep a leaf's rows (by column 0, gridagg.segments), so that they take them
+    # stores keep a leaf's rows (by column 0, gridagg.store.segments), so that they take them
     # as they come: one gather of element IDs per leaf, none of values (done.rows).
     rows: list = []
     moved = written = start = 0
@@ -181,7 +180,7 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
     the store's cells of its resulting leaves in order (gridagg.store.bulk_format);
-    else the task writes them to the store, stamped `stamp` (gridagg.stamps)."""
+    else the task writes them to the store, stamped `stamp` (gridagg.model.stamps)."""
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gridagg.grid import Grid
+from gridagg.model.grid import Grid
 
 
 class SplitTree:

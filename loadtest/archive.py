@@ -36,10 +36,9 @@ def encode_archive(spark, files: list[str], workdir: Path, cfg, ordered: bool = 
     Parquet directory workdir/encoded (see build_archive); in time order unless not
     `ordered` (for peers that sort what they load themselves: a sort of 100M rows here
     took minutes)."""
-    from pyspark.sql import functions as F
-
     from gridagg_ingest.encode import encode
     from gridagg_ingest.readers import read_source
+    from pyspark.sql import functions as F
 
     cols = [f"c{i}" for i in range(len(cfg.dataset.columns))]
     # Encoded once, written as it comes; then read back (only the columns each step needs):

@@ -37,19 +37,27 @@ import time
 from pathlib import Path
 
 from gridagg.config import Settings
-from gridagg.query import QuerySpec
+from gridagg.query.spec import QuerySpec
 
 from . import dashboard, workload
 from .archive import build_archive, encoded_count
 from .inprocess import inprocess_p50, table3_stats
 from .log import log
 from .peers import KINDS, open_peer
-from .peers.pg_server import server_settings, wanted as pg_wanted
+from .peers.pg_server import server_settings
+from .peers.pg_server import wanted as pg_wanted
 from .peers.registry import PeerRegistry
 from .report import PAPER_MAX_NSIZE, machine, write_report
 from .runs import Bench, disagreements
 from .servers import Shape
-from .systems import System, bench_settings, dataset_name, drop_all, load_gridagg, load_peer
+from .systems import (
+    System,
+    bench_settings,
+    dataset_name,
+    drop_all,
+    load_gridagg,
+    load_peer,
+)
 
 DEFAULT_ROWS = 1_000_000
 # `gridagg serve`'s default on the embedded store (2 x 1); 8 requests at once, as on HBase (2 x 4), split otherwise.

@@ -9,7 +9,7 @@ import importlib.util
 import shlex
 import sys
 
-from gridagg.errors import GridaggError
+from gridagg.model.errors import GridaggError
 
 
 def _bench(settings, args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from gridagg.config import Settings
-from gridagg.schema import GridParams
+from gridagg.model.schema import GridParams
 
 from . import dashboard_sql
 from .archive import build_archive, encoded_batches, encoded_count
@@ -35,7 +35,14 @@ from .peers import IN_PROCESS, open_peer
 from .peers.common import SqlPeer
 from .report import machine
 from .servers import Server
-from .systems import System, bench_settings, dataset_name, drop_all, engine_of, load_gridagg
+from .systems import (
+    System,
+    bench_settings,
+    dataset_name,
+    drop_all,
+    engine_of,
+    load_gridagg,
+)
 
 CONFIG = Path(__file__).resolve().parents[1] / "ingest" / "examples" / "weather_generated.toml"
 YEAR = ["2021-01-01T00:00:00Z", "2021-12-31T23:59:59Z"]

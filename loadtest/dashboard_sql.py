@@ -5,9 +5,9 @@ aggregates ask (peers.common.statistics). Answers are stored integers, as gridag
 
 from __future__ import annotations
 
-from gridagg.aggregate import PartialAggregate
-from gridagg.query import QuerySpec, SeriesSpec
-from gridagg.schema import Dataset
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.schema import Dataset
+from gridagg.query.spec import QuerySpec, SeriesSpec
 
 from .peers.common import SqlPeer, aggregate_of, box_where, select_list, statistics
 

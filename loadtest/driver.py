@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from gridagg.config import Settings
-from gridagg.errors import GridaggError
+from gridagg.model.errors import GridaggError
 
 from . import workload
 from .cpu import CpuMeter

@@ -38,7 +38,6 @@ import numpy as np
 
 from gridagg.config import Settings
 
-
 PG_ALONE = "PostgreSQL alone (COPY + VACUUM ANALYZE + B-tree)"
 HBASE_ALONE = "HBase alone (batched Thrift puts)"
 
@@ -129,7 +128,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from gridagg_ingest.config import load_config
     from gridagg_ingest.encode import encode
-    from gridagg_ingest.job import Progress, load_encoded, run_ingest, spark_session, write_encoded
+    from gridagg_ingest.job import (
+        Progress,
+        load_encoded,
+        run_ingest,
+        spark_session,
+        write_encoded,
+    )
     from gridagg_ingest.readers import expand_inputs, read_source
 
     settings = Settings.from_env()

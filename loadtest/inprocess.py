@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from gridagg.config import Settings
-from gridagg.query import QuerySpec
+from gridagg.query.spec import QuerySpec
 
 from . import workload
 from .peers import IN_PROCESS, open_peer

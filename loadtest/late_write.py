@@ -1,6 +1,6 @@
 """A late write on the local HBase: a writer killed while its rows wait in the Thrift
 gateway may have them land after the next writer's recovery (issue 30). Recovery seals
-the dead writer's leaves with later write stamps (gridagg.stamps), so they change
+the dead writer's leaves with later write stamps (gridagg.model.stamps), so they change
 nothing; this shows it on the real gateway.
 
 Each round: the HBase master is killed; a writer takes the writer lock, records its
@@ -24,9 +24,9 @@ import sys
 import time
 import uuid
 
-from gridagg import services
+from gridagg.cli import services
 from gridagg.config import Settings
-from gridagg.grid import row_key
+from gridagg.model.grid import row_key
 
 from .soak_clients import batch_rows, definition, element_ids, open_engine
 

@@ -8,7 +8,7 @@ Kinds of fault (KINDS); each is a crash or a change under load, never a clean st
   pg      PostgreSQL's immediate shutdown (every process quits, no checkpoint); down a
           few seconds, then started again (crash recovery from its WAL)
   writer  SIGKILL a writer process: at a random moment, or at a step of the write protocol
-          (gridagg.faults: rows written but not their aggregates; a split's children
+          (gridagg.write.faults: rows written but not their aggregates; a split's children
           written but not the directory switch; the switch made but not the intent ended);
           the crew starts a new writer in its place
   reader  SIGKILL a reader process at a random moment; a new one takes its place
@@ -20,8 +20,8 @@ With several region servers (`gridagg services up --region-servers N`) also:
   move    move a region of the soak's table to another region server
   split   split a region of the soak's table in two, at the middle of its keys
   balance run the balancer (it moves regions to even out the servers' shares)
-Servers are crashed and started through gridagg.services (pg_crash / pg_up,
-hbase_crash / hbase_up), regions changed through hbase/launcher.region_admin: the
+Servers are crashed and started through gridagg.cli.services (pg_crash / pg_up,
+hbase_crash / hbase_up), regions changed through hbase/admin.region_admin: the
 project's own code.
 
 The schedule is a list of faults, each after a pause drawn from `every` that begins when
@@ -38,9 +38,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from gridagg_hbase import admin, jvm, launcher
 
-from gridagg import services
-from gridagg_hbase import launcher
+from gridagg.cli import services
 
 KINDS = {
     "hbase": "kill -9 the HBase master JVM (standalone: the region server), start it again",
@@ -61,7 +61,7 @@ DEFAULT_KINDS = {"hbase": ("hbase", "thrift", "pg", "writer", "reader"), "embedd
 WRITER_KILLS = ("any moment", "insert.rows_written", "insert.switching", "insert.switched")
 DOWN = (1.0, 5.0)  # how long a crashed server stays down, seconds
 # A killed region server stays down longer than the master takes to find it dead
-# (launcher.SESSION_TIMEOUT_MS) and reopen its regions elsewhere.
+# (jvm.SESSION_TIMEOUT_MS) and reopen its regions elsewhere.
 REGIONSERVER_DOWN = (15.0, 25.0)
 REGIONS_BACK_PATIENCE = 60.0  # how long a dead server's regions are probed, seconds from the kill
 POINT_PATIENCE = 20.0  # a writer armed at a fault point that has not died by then is killed
@@ -211,8 +211,8 @@ class Nemesis(threading.Thread):
         held = {}
         for region in soak_regions(self.settings, self.crew.dataset):
             held.setdefault(region.server, []).append(region)
-        ports = {launcher.rpc_port(self.settings, role): role
-                 for role in launcher.roles(launcher.recorded_layout(self.settings) or 0) if role.startswith("rs")}
+        ports = {jvm.rpc_port(self.settings, role): role
+                 for role in jvm.roles(jvm.recorded_layout(self.settings) or 0) if role.startswith("rs")}
         candidates = sorted(server for server in held if int(server.rpartition(":")[2]) in ports)
         if not candidates:
             return Injected(fault.kind, "no region server holds regions of the soak's table", time.time(),
@@ -246,15 +246,15 @@ class Nemesis(threading.Thread):
                     return Injected(fault.kind, "no other region server", began, time.time(), note="not injected")
                 to = others[(fault.slot >> 8) % len(others)]
                 detail = f"[{region.start.hex()}, {region.end.hex()}) {region.server} -> {to}"
-                launcher.region_admin(self.settings, "move", table, (region.start or b"\0").hex(),
+                admin.region_admin(self.settings, "move", table, (region.start or b"\0").hex(),
                                       to.rpartition(":")[2])
             elif fault.kind == "split":
                 at = middle(region.start, region.end)
                 detail = f"[{region.start.hex()}, {region.end.hex()}) at {at.hex()}"
-                launcher.region_admin(self.settings, "split", table, at.hex())
+                admin.region_admin(self.settings, "split", table, at.hex())
             else:
-                detail = launcher.region_admin(self.settings, "balance", table)
-        except launcher.LauncherError as exc:
+                detail = admin.region_admin(self.settings, "balance", table)
+        except jvm.LauncherError as exc:
             # HBase may refuse, e.g. a split of a region that still holds edits recovered
             # from a dead server's log: the change did not happen, the run goes on.
             return Injected(fault.kind, f"[{region.start.hex()}, {region.end.hex()})", began, time.time(),
@@ -306,7 +306,7 @@ def soak_regions(settings, dataset: str, patience: float = 60.0) -> list:
     `patience` seconds."""
     import happybase
 
-    from gridagg.store.hbase_regions import FAILED_CALL, RegionCache
+    from gridagg.store.hbase.regions import FAILED_CALL, RegionCache
 
     host, port = settings.effective_hbase
     until = time.time() + patience
@@ -324,7 +324,7 @@ def soak_regions(settings, dataset: str, patience: float = 60.0) -> list:
 
 def region_servers(settings) -> list[str]:
     """The local region servers that run, as "localhost:port"."""
-    return [f"localhost:{launcher.rpc_port(settings, role)}" for role in launcher.running_roles(settings)
+    return [f"localhost:{jvm.rpc_port(settings, role)}" for role in launcher.running_roles(settings)
             if role.startswith("rs")]
 
 

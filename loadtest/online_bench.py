@@ -1,4 +1,4 @@
-"""`python -m gridagg_loadtest.online_bench`: the online tuner (gridagg.online) following a
+"""`python -m gridagg_loadtest.online_bench`: the online tuner (gridagg.tune.online) following a
 change of workload, in process, on datasets loaded with `gridagg ingest` from a config
 without n_size (gridagg chose it, so the dataset is tuned online).
 
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from gridagg.config import Settings
-from gridagg.online import OnlineTuner
+from gridagg.tune.online import OnlineTuner
 
 from . import dashboard, workload
 from .log import log

@@ -25,8 +25,8 @@ def prewarm(settings: Settings, system: System) -> None:
             peer.close()
             reg.close()
     elif system.store == "hbase":
-        from gridagg.store.hbase import table_name
-        from gridagg.store.hbase_gateway import Gateway
+        from gridagg.store.hbase.gateway import Gateway
+        from gridagg.store.hbase.store import table_name
 
         gateway = Gateway(settings.with_(store="hbase"), 1)
         try:

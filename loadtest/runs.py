@@ -36,8 +36,9 @@ CPU_GROUPS = {"api": "API server", "hbase": "HBase JVMs", "postgresql": "Postgre
 def cpu_meter(settings: Settings, serving: list[Server]) -> CpuMeter:
     """What a run's CPU is counted for: the servers in `serving` (as it is at the run),
     and the local PostgreSQL and HBase (an external one's CPU is not this machine's)."""
-    from gridagg.services import pg_paths
     from gridagg_hbase import launcher
+
+    from gridagg.cli.services import pg_paths
 
     def postgresql() -> list[int]:
         try:

@@ -10,7 +10,7 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    timing each load and its bytes on disk; PostgreSQL keeps the index its EXPLAIN
    ANALYZE shows fastest on sample boxes (as `gridagg bench`), under shared_buffers a
    quarter of the memory (--pg-shared-buffers);
-2. with --tune N, first lets each gridagg dataset's tuner (gridagg.adapt, as a serving
+2. with --tune N, first lets each gridagg dataset's tuner (gridagg.tune.adapt, as a serving
    process's would) adapt its tree to the workload: the dashboard's eight questions and N
    of the paper's sum boxes drawn from another seed than the measured ones (other time
    windows), asked once (the planner's sample keeps at most 256 of them, as it does for
@@ -50,14 +50,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from gridagg.config import Settings
-from gridagg.query import QuerySpec
+from gridagg.query.spec import QuerySpec
 
 from . import dashboard, workload
 from .archive import encode_archive, encoded_batches, encoded_count
 from .bench import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .log import log
 from .peers import IN_PROCESS, clickhouse, duck, open_peer
-from .peers.pg_server import server_settings, wanted as pg_wanted
+from .peers.pg_server import server_settings
+from .peers.pg_server import wanted as pg_wanted
 from .peers.postgres import table_name
 from .peers.registry import PeerRegistry
 from .prewarm import prewarm
@@ -218,8 +219,8 @@ def tune_to_workload(settings: Settings, store: str, name: str, boxes: int, seed
     """Dataset `name` on `store` adapted to the bench's workload (step 2 of the module
     docstring: `boxes` of the paper's sum boxes from `seed`), no round started after
     `minutes` (None: until a round changes nothing); returns what it took."""
-    from gridagg import costmodel
-    from gridagg.adapt import TUNE_CANDIDATES, adapt
+    from gridagg.tune import costmodel
+    from gridagg.tune.adapt import TUNE_CANDIDATES, adapt
 
     model = costmodel.load(settings.data_dir, store)
     if model is None:

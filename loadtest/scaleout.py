@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from gridagg_hbase import jvm, launcher
+
 from gridagg.config import Settings
-from gridagg_hbase import launcher
 
 from . import api_hosts, workload
 from .cpu import CpuMeter
@@ -43,9 +44,10 @@ def dataset_name(rows: int, n_size: int) -> str:
 def load(settings: Settings, rows: int, n_size: int, master: str, progress=print) -> str:
     """Generate the archive if needed and bulk-load it into the dataset unless it exists;
     returns the dataset's name."""
-    from gridagg.directory import GridDirectory
     from gridagg_ingest.generate import generate
     from gridagg_ingest.job import Progress, run_ingest, spark_session
+
+    from gridagg.directory import GridDirectory
 
     name = dataset_name(rows, n_size)
     directory = GridDirectory(settings.effective_pg_url)
@@ -77,12 +79,12 @@ def _pid_of(path: Path) -> list[int]:
 def groups(settings: Settings, api_pid: int) -> dict:
     """The CPU meter's process groups: the API server, and every JVM of the local HBase
     by its role (the standalone master holds the region server), and PostgreSQL."""
-    from gridagg.services import pg_paths
+    from gridagg.cli.services import pg_paths
 
     out = {"api": lambda: [api_pid]}
     for role in launcher.running_roles(settings):
         name = {"thrift": "gateway"}.get(role, role)
-        if role == "master" and not launcher.recorded_layout(settings):
+        if role == "master" and not jvm.recorded_layout(settings):
             name = "hbase"  # standalone: master, region server and ZooKeeper in one JVM
         out[name] = lambda r=role: [p for p in [launcher.running_pid(settings, r)] if p]
     out["postgres"] = lambda: _pid_of(pg_paths(settings).data / "postmaster.pid")
@@ -111,7 +113,7 @@ def run(settings: Settings, name: str, clients: int, seconds: float, warmup: flo
         answers_file.write_text(json.dumps(got))
         equal = {"recorded_in": str(answers_file), "queries": {agg: len(v) for agg, v in got.items()}}
     progress(f"answers: {equal}")
-    servers = launcher.recorded_layout(settings) or 0
+    servers = jvm.recorded_layout(settings) or 0
     report = {"dataset": name, "region_servers": servers, "heap": settings.hbase_heap, "clients": clients,
               "answers": equal, "runs": {}}
     host = api_hosts.start(settings.with_(read_token=None), "scaleout-api", workdir, workers=2, threads=4)

@@ -11,8 +11,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gridagg.config import Settings
 from gridagg_api.cli import server_argv
+
+from gridagg.config import Settings
 
 from .peers.app import KNOBS_ENV
 from .processes import free_port, stop, wait_healthy

@@ -41,13 +41,21 @@ import uuid
 from collections import Counter
 
 import numpy as np
+from gridagg_hbase import jvm
 
 from gridagg.config import Settings
-from gridagg.errors import StoreUnavailable
-from gridagg_hbase import launcher
+from gridagg.model.errors import StoreUnavailable
 
 from . import nemesis, soak_check
-from .soak_clients import AGGS, BATCH, Crew, batch_rows, definition, element_ids, open_engine
+from .soak_clients import (
+    AGGS,
+    BATCH,
+    Crew,
+    batch_rows,
+    definition,
+    element_ids,
+    open_engine,
+)
 from .soak_report import SoakReport
 
 QUIET = 15.0  # no fault starts in the last QUIET seconds (a fifth of a shorter run)
@@ -221,7 +229,7 @@ def main(argv=None) -> int:
     if args.machines > 1 and settings.store != "hbase":
         ap.error("--machines needs the HBase store (the embedded store lives on one machine)")
     try:
-        servers = 0 if settings.hbase else launcher.layout(settings)  # the local HBase's region servers
+        servers = 0 if settings.hbase else jvm.layout(settings)  # the local HBase's region servers
         kinds = nemesis.parse_kinds(args.nemesis, settings.store, servers) if args.nemesis else ()
     except ValueError as exc:
         ap.error(f"--nemesis: {exc}")

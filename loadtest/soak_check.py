@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gridagg.grid import element_of, grid_prefix
-from gridagg.query import QuerySpec
-from gridagg.schema import Dataset
+from gridagg.model.grid import element_of, grid_prefix
+from gridagg.model.schema import Dataset
+from gridagg.query.spec import QuerySpec
 
 from .soak_clients import BATCH, Client, batch_of, batch_rows, machine_of, read_log
 

@@ -2,7 +2,7 @@
 crew that keeps them running while the nemesis (loadtest.nemesis) kills some.
 
 A writer inserts batches of BATCH rows that follow from (writer tag, batch number) alone;
-a reader asks random box queries. On gridagg.errors.StoreUnavailable (the clear "try
+a reader asks random box queries. On gridagg.model.errors.StoreUnavailable (the clear "try
 again later") a client waits with a growing, jittered backoff and tries the same request
 again, until it succeeds or the run ends. Any other error is a client crash: logged, and
 the process exits (the crew starts another in its place).
@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gridagg import faults
 from gridagg.config import Settings
 from gridagg.engine import GridEngine
-from gridagg.errors import StoreUnavailable
-from gridagg.schema import Dataset
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.schema import Dataset
+from gridagg.write import faults
 
 BATCH = 25
 AGGS = ["count", "sum:v", "min:v", "max:v"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from gridagg.config import Settings
 from gridagg.engine import GridEngine
-from gridagg.errors import UnknownDataset
-from gridagg.query import QuerySpec
+from gridagg.model.errors import UnknownDataset
+from gridagg.query.spec import QuerySpec
 
 from . import workload
 from .archive import encoded_batches

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
-from gridagg.schema import Dataset, GridParams
 from gridagg_ingest.config import IngestConfig, load_config
+
+from gridagg.model.schema import Dataset, GridParams
 
 PAPER_CONFIG = Path(__file__).with_name("paper.toml")
 START = datetime(2011, 1, 1, tzinfo=timezone.utc)

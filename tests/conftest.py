@@ -13,7 +13,7 @@ import uuid
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from gridagg import services as services_mod
+from gridagg.cli import services as services_mod
 from gridagg.config import Settings
 
 # No test is timed (the machines are shared and noisy): hypothesis's per-example deadline

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 
 import numpy as np
-
 import oracle
-from gridagg.aggregate import NULL, PartialAggregate
+
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
+from gridagg.model.aggregate import NULL, PartialAggregate
 from gridagg.store import open_store
 from gridagg.store.embedded import EmbeddedStore
 
@@ -54,7 +54,7 @@ def check_query(engine: GridEngine, name: str, table: oracle.Table, rows: list[d
 
 def from_position_rollup(ask, rollups, answered=lambda result: result.plan.rollup_positions is not None):
     """ask() again until its answer comes from the position rollup, which a background
-    thread makes meanwhile (rollups: the engine's gridagg.rollups.PositionRollups; up to
+    thread makes meanwhile (rollups: the engine's gridagg.query.rollups.PositionRollups; up to
     a refinement per try); returns that answer."""
     for _ in range(6):
         result = ask()
@@ -94,7 +94,7 @@ def check_tree(engine: GridEngine, name: str, rows: np.ndarray) -> None:
     """Every leaf's and every ancestor's stored aggregate equals brute force over the
     rows in its box; leaves tile the rows; no leaf is over N_threshold unless all its
     rows are one point."""
-    from gridagg.aggregate import PartialAggregate
+    from gridagg.model.aggregate import PartialAggregate
 
     ds = engine.dataset(name)
     ncols = len(ds.columns)

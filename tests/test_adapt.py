@@ -1,5 +1,5 @@
-"""The tree adapted to the questions asked (gridagg.questions, gridagg.adapt,
-gridagg.online): splits in place keep every answer exact on both stores with a reader
+"""The tree adapted to the questions asked (gridagg.query.questions, gridagg.tune.adapt,
+gridagg.tune.online): splits in place keep every answer exact on both stores with a reader
 and a writer at work all along; a split in place dying or killed at any step of the
 write protocol is recovered by the next writer; the online tuner moves the tree where
 the questions go."""
@@ -15,8 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from tune_support import (
     AGGS,
     BOXES,
@@ -30,13 +31,16 @@ from tune_support import (
     random_rows,
     recovered_by_next_writer,
 )
-from gridagg import adapt as adapt_module, costmodel, faults
-from gridagg.adapt import adapt
-from gridagg.costmodel import CostModel
-from gridagg.online import OnlineTuner
-from gridagg.questions import QuestionSample
-from gridagg.schema import Dataset
+
+from gridagg.model.schema import Dataset
+from gridagg.query.questions import QuestionSample
 from gridagg.tree import TreeState
+from gridagg.tune import adapt as adapt_module
+from gridagg.tune import costmodel
+from gridagg.tune.adapt import adapt
+from gridagg.tune.costmodel import CostModel
+from gridagg.tune.online import OnlineTuner
+from gridagg.write import faults
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 40, "n_threshold": 400}}
 # A store on which a cut grid costs as much as 2 rows: leaves that small boxes cut are
@@ -331,7 +335,7 @@ def test_a_split_in_place_dying_at_any_step_is_recovered_by_the_next_writer(engi
 
 SPLITTER = textwrap.dedent("""
     import numpy as np
-    from gridagg.adapt import adapt
+    from gridagg.tune.adapt import adapt
     for x, y in np.random.default_rng(7).integers(0, 950, (40, 2)).tolist():
         engine.query(sys.argv[1], {"x": [x, x + 30], "y": [y, y + 30]}, ["count"])
     faults.arm({sys.argv[4]: "kill"})
@@ -396,7 +400,7 @@ def test_the_online_tuner_moves_the_tree_where_the_questions_go(engine, unique_n
 def test_gridagg_tune_prices_the_sampled_questions_prints_what_it_split_and_compacts(settings, services, unique_name,
                                                                                       store):
     from gridagg.engine import GridEngine
-    from gridagg.online import sample_path, save_sample
+    from gridagg.tune.online import sample_path, save_sample
 
     one_leaf = {**SPEC, "grid": {"n_size": 5000, "n_threshold": 50000}}
     # The CLI prices splits with the store's model in the data dir. A calibration may fit
@@ -415,7 +419,7 @@ def test_gridagg_tune_prices_the_sampled_questions_prints_what_it_split_and_comp
                 answer(engine, ds.name, ((x, x + 30), (y, y + 30)))
             save_sample(settings.data_dir, store, ds.name, engine.planner.sample.take(ds.name))
             env = settings.with_(store=store).environ()
-            tune = [sys.executable, "-m", "gridagg.cli", "tune", ds.name]
+            tune = [sys.executable, "-m", "gridagg.cli.main", "tune", ds.name]
             looked = subprocess.run([*tune, "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
             assert looked.returncode == 0, looked.stderr
             assert "priced on 40 questions" in looked.stdout and "would split 1 leaves into" in looked.stdout

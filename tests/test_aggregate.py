@@ -4,13 +4,17 @@ groups of another as PartialAggregate.merge does."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numpy as np
-
-from gridagg.aggregate import NULL, AggArrays, PartialAggregate, ancestor_aggregates
-from gridagg.grid import ROOT, ancestors
+from gridagg.model.aggregate import (
+    NULL,
+    AggArrays,
+    PartialAggregate,
+    ancestor_aggregates,
+)
+from gridagg.model.grid import ROOT, ancestors
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

@@ -10,13 +10,17 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
-import pytest
-
 import oracle
-from gridagg_api import create_app
-from gridagg_api.models.datasets import DatasetDetail, DatasetList, GridList, IngestResponse
-from gridagg_api.models.queries import QueryResponse, SeriesResponse
+import pytest
 from engine_support import open_engine
+from gridagg_api import create_app
+from gridagg_api.models.datasets import (
+    DatasetDetail,
+    DatasetList,
+    GridList,
+    IngestResponse,
+)
+from gridagg_api.models.queries import QueryResponse, SeriesResponse
 
 TOKEN = "w-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -9,19 +9,21 @@ import uuid
 import psycopg
 import pytest
 import shapely
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-from shapely.geometry import shape
-from thriftpy2.transport import TTransportException
-
+from engine_support import open_engine
 from gridagg_api import create_app
 from gridagg_api.models.datasets import DatasetDefinition, Rows
 from gridagg_api.models.leaves import LeavesRequest
 from gridagg_api.models.queries import QueryRequest, QueryString, SeriesRequest
 from gridagg_api.openapi import document
 from gridagg_api.validation import _schema, _Spot
-from engine_support import open_engine
-from gridagg.errors import StoreUnavailable
-from gridagg.schema import Dataset
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from shapely.geometry import shape
+from thriftpy2.transport import TTransportException
+
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.schema import Dataset
 
 TOKEN = "w-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -8,14 +8,14 @@ import threading
 import time
 
 import pytest
-
 from gridagg_api import create_app
-from gridagg import services as svc
+
+from gridagg.cli import services as svc
 from gridagg.directory import GridDirectory
-from gridagg.tree import RECONFIRM_SECONDS
 from gridagg.engine import GridEngine
-from gridagg.errors import StoreUnavailable
+from gridagg.model.errors import StoreUnavailable
 from gridagg.store import open_store
+from gridagg.tree import RECONFIRM_SECONDS
 
 DEFINITION = {"dimensions": [{"name": "x", "min": 0, "max": 100}], "measures": [{"name": "v", "min": 0, "max": 9}],
               "grid": {"n_size": 5, "n_threshold": 10}}

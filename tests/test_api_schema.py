@@ -8,7 +8,10 @@ import uuid
 
 import pytest
 import schemathesis  # a dev dependency (.ci/run installs it): missing, the module fails, not skips
-from hypothesis import HealthCheck, given, settings as hsettings
+from engine_support import open_engine
+from gridagg_api import create_app
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -16,9 +19,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gridagg_api import create_app
-from engine_support import open_engine
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 TOKEN = "w-secret"

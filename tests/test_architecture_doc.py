@@ -38,7 +38,7 @@ def module_of(path: Path) -> str:
 
 
 def resolves(name: str) -> bool:
-    """Whether a dotted name (gridagg.writes, ingest.job.run_ingest, GridEngine.insert,
+    """Whether a dotted name (gridagg.write.protocol, ingest.job.run_ingest, GridEngine.insert,
     TreeCache.tree) names something in the tree."""
     head, *rest = name.split(".")
     if head in PACKAGES:

@@ -1,4 +1,4 @@
-"""Bounds from the tree (gridagg.bounds), pure logic: on random rows, leaves, boxes and
+"""Bounds from the tree (gridagg.query.bounds), pure logic: on random rows, leaves, boxes and
 series, with any leaves left unread, every bound contains the brute-force answer, and a
 point no unread leaf touches is exact."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gridagg.aggregate import NULL, AggArrays
-from gridagg.bounds import Unread, _sum_range, intervals
+from gridagg.model.aggregate import NULL, AggArrays
+from gridagg.query.bounds import Unread, _sum_range, intervals
 
 NDIM, NCOLS = 2, 4  # dimensions t and x, measures u (never null) and v (nullable)
 

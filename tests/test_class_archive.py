@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gridagg.config import Settings
 from gridagg_ingest import class_archive
+
+from gridagg.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

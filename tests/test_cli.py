@@ -10,17 +10,17 @@ import sys
 import numpy as np
 import pytest
 
-from gridagg.cli import commands
+from gridagg.cli.main import commands
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 from gridagg.store import open_store
 
 COMMANDS = ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve", "services", "tune"]
 
 
 def gridagg(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gridagg.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gridagg.cli.main", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=300)
 
 
@@ -90,8 +90,9 @@ def test_an_installed_demo_asks_for_its_archives(tmp_path, monkeypatch):
     import argparse
 
     from gridagg_demo import cli as demo_cli
+
     from gridagg.config import Settings
-    from gridagg.errors import InvalidInput
+    from gridagg.model.errors import InvalidInput
 
     monkeypatch.setattr(demo_cli, "CHECKOUT_WEATHER", tmp_path / "shared" / "data" / "weather")
     parser = argparse.ArgumentParser()

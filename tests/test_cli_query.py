@@ -15,15 +15,15 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import oracle
 import pytest
 
-import oracle
-from gridagg.aggregate import NULL
-from gridagg.cli_query import aggregate_text, split_range, table
+from gridagg.cli.query import aggregate_text, split_range, table
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.errors import InvalidInput
-from gridagg.schema import Dataset
+from gridagg.model.aggregate import NULL
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import Dataset
 from gridagg.store import open_store
 
 DEFINITION = {
@@ -159,7 +159,7 @@ def embedded(settings, services, tmp_path_factory):
 
 
 def gridagg(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gridagg.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gridagg.cli.main", *args], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=300)
 
 
@@ -254,7 +254,7 @@ def test_url_gives_the_same_answers(stations, tmp_path):
     env, ds, _, seen = stations
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "gridagg.cli", "serve", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "gridagg.cli.main", "serve", "--port", str(port)],
                               env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:

@@ -34,16 +34,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
-from gridagg import services
-from gridagg.errors import StoreUnavailable
-from gridagg.scan import ScanRequest
-from gridagg.store.hbase_regions import REASK
-from gridagg_hbase import launcher
+from gridagg_hbase import admin, jvm
 from gridagg_loadtest import nemesis, visibility
 from gridagg_loadtest.soak_check import brute_force
-from gridagg_loadtest.soak_clients import AGGS, batch_rows, definition, element_ids, open_engine, random_query
+from gridagg_loadtest.soak_clients import (
+    AGGS,
+    batch_rows,
+    definition,
+    element_ids,
+    open_engine,
+    random_query,
+)
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from gridagg.cli import services
+from gridagg.model.errors import StoreUnavailable
+from gridagg.store.hbase.regions import REASK
+from gridagg.store.scan import ScanRequest
 
 SERVERS = 3
 HUNG = 10.0  # seconds: an answer or a 503 comes sooner
@@ -66,8 +75,8 @@ def _ports() -> tuple[int, int, int]:
     on), which outgoing connections take at any moment."""
     rng = np.random.default_rng()
     while True:
-        pg, thrift, zk = (int(p) for p in rng.integers(10000, 32768 - launcher.RPC_PORT_OFFSET - SERVERS, 3))
-        rpc = [zk + launcher.RPC_PORT_OFFSET + i for i in range(SERVERS + 1)]
+        pg, thrift, zk = (int(p) for p in rng.integers(10000, 32768 - jvm.RPC_PORT_OFFSET - SERVERS, 3))
+        rpc = [zk + jvm.RPC_PORT_OFFSET + i for i in range(SERVERS + 1)]
         if len({pg, thrift, zk, *rpc}) == SERVERS + 4 and all(map(_free, [pg, thrift, zk, *rpc])):
             return pg, thrift, zk
 
@@ -129,13 +138,13 @@ def test_answers_stay_exact_while_regions_move_and_split(cluster, loaded):
             region = regions[int(rng.integers(len(regions)))]
             try:
                 if change == "split":
-                    launcher.region_admin(cluster, "split", table, nemesis.middle(region.start, region.end).hex())
+                    admin.region_admin(cluster, "split", table, nemesis.middle(region.start, region.end).hex())
                 else:
                     to = [s for s in nemesis.region_servers(cluster) if s != region.server]
-                    launcher.region_admin(cluster, "move", table, (region.start or b"\0").hex(),
+                    admin.region_admin(cluster, "move", table, (region.start or b"\0").hex(),
                                           to[int(rng.integers(len(to)))].rpartition(":")[2])
                 changes.append(change)
-            except launcher.LauncherError as exc:  # e.g. the region was in transition: the next one
+            except jvm.LauncherError as exc:  # e.g. the region was in transition: the next one
                 changes.append(f"refused: {exc}")
 
     @hsettings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,7 +167,7 @@ def test_answers_stay_exact_while_regions_move_and_split(cluster, loaded):
     request = ScanRequest([g.grid_id for g in engine.directory.leaves(ds)], [], [2])
     engine.store.scan(ds, request)
     region = max(nemesis.soak_regions(cluster, ds.name), key=lambda r: r.end or b"\xff")
-    launcher.region_admin(cluster, "split", table, nemesis.middle(region.start, region.end).hex())
+    admin.region_admin(cluster, "split", table, nemesis.middle(region.start, region.end).hex())
     before = engine.store.round_trips.labelled()
     answer = engine.store.scan(ds, request)
     calls = engine.store.round_trips.since(before, engine.store.round_trips.labelled())
@@ -181,8 +190,8 @@ def killed(cluster, loaded):
         acked.append(batch_rows("0.0", b))
     regions = nemesis.soak_regions(cluster, ds.name)
     server = max({r.server for r in regions}, key=lambda s: sum(r.server == s for r in regions))
-    role = next(r for r in launcher.roles(SERVERS) if r.startswith("rs") and server.endswith(
-        f":{launcher.rpc_port(cluster, r)}"))
+    role = next(r for r in jvm.roles(SERVERS) if r.startswith("rs") and server.endswith(
+        f":{jvm.rpc_port(cluster, r)}"))
     killed_at = time.time()
     services.hbase_crash(cluster, role)
     expected = [*rows, *acked]
@@ -276,7 +285,7 @@ def test_spark_standalone_bulk_loads_into_the_region_servers_and_a_rerun_adds_no
               for ln in (cluster.data_dir / "hbase" / "logs" / f"rs{r}.log").read_text().splitlines()
               if "Successfully loaded" in ln and "gridagg_weather_gen" in ln]
     assert {ln.split("port=")[1][:5] for ln in loaded} == {  # every region server took its regions' files
-        str(launcher.rpc_port(cluster, f"rs{r}")) for r in range(1, SERVERS + 1)}
+        str(jvm.rpc_port(cluster, f"rs{r}")) for r in range(1, SERVERS + 1)}
     engine = open_engine(cluster)
     try:
         assert engine.query("weather_gen", {}, ["count"]).values["count"] == 10000

@@ -1,6 +1,6 @@
 """Settings declared once (gridagg.config): parsing, one clear error per bad value,
 masking, the environment of child processes, the README's table, and the fault points
-(gridagg.faults)."""
+(gridagg.write.faults)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gridagg import config, faults
-from gridagg.config import SETTINGS, Settings, SettingError
+from gridagg import config
+from gridagg.config import SETTINGS, SettingError, Settings
+from gridagg.write import faults
 
 ROOT = Path(__file__).resolve().parents[1]
 

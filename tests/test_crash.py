@@ -12,12 +12,11 @@ import time
 
 import numpy as np
 import pytest
-
 from engine_support import check_tree
-from gridagg import faults
-from gridagg.grid import grid_prefix, prefix_range, row_key
-from gridagg.schema import Dataset
 
+from gridagg.model.grid import grid_prefix, prefix_range, row_key
+from gridagg.model.schema import Dataset
+from gridagg.write import faults
 
 SPEC = {
     "dimensions": [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}],

@@ -1,4 +1,4 @@
-"""Answers within a deadline (gridagg.bounds, Planner.progress), on both stores against the
+"""Answers within a deadline (gridagg.query.bounds, Planner.progress), on both stores against the
 real servers: for random boxes, polygons and series, every bound holds the brute-force
 answer; `deadline 0` makes no store call; an answer marked exact equals brute force; an
 answer's steps only narrow and end exact. A scan past its deadline stops, on HBase on the
@@ -13,15 +13,18 @@ from datetime import datetime
 from fractions import Fraction
 
 import numpy as np
+import oracle
 import pytest
 import shapely
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-import oracle
-from gridagg import parts, planner
-from gridagg.aggregate import NULL
-from gridagg.schema import Dataset
-from gridagg.scan import ScanAnswer, ScanRequest
+from gridagg.model.aggregate import NULL
+from gridagg.model.schema import Dataset
+from gridagg.query import planner
+from gridagg.store import parts
+from gridagg.store.scan import ScanAnswer, ScanRequest
 
 # Integers in user units (scale 0) and a time dimension in whole seconds from the epoch:
 # the tests read their bounds themselves, without the engine's parser.
@@ -390,13 +393,13 @@ def test_a_deadline_that_is_no_duration_is_refused_by_name(client):
 
 
 def test_the_cli_shows_bounds_when_the_deadline_leaves_rows_unread(loaded, settings, capsys, monkeypatch):
-    from gridagg.cli import main
+    from gridagg.cli.main import main
 
     engine, ds, rows = loaded
     if engine.store.kind != "embedded" or settings.store != "embedded":
         pytest.skip("the CLI asks the configured store; the module's embedded store is its own")
-    monkeypatch.setattr("gridagg.cli_query.Local.__init__", lambda self, _: setattr(self, "engine", engine))
-    monkeypatch.setattr("gridagg.cli_query.Local.close", lambda self: None)
+    monkeypatch.setattr("gridagg.cli.query.Local.__init__", lambda self, _: setattr(self, "engine", engine))
+    monkeypatch.setattr("gridagg.cli.query.Local.close", lambda self: None)
     # A bound on time too: over position alone the position rollup would answer exactly.
     assert main(["query", ds.name, "--where", "lon=-50:50", "--where", "t=2020-01-01T00:10:00Z..2020-01-01T00:40:00Z",
                  "--agg", "count", "--agg", "max:v", "--deadline", "0"]) == 0

@@ -10,7 +10,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gridagg.schema import Column
+from gridagg.model.schema import Column
 
 STORED = st.one_of(st.none(), st.integers(-(2**62), 2**62))
 DENS = st.integers(1, 2**40)

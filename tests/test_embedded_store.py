@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridagg.aggregate import PartialAggregate
-from gridagg.grid import row_key
-from gridagg.schema import Dataset
-from gridagg.scan import RangeCondition, ScanRequest
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.grid import row_key
+from gridagg.model.schema import Dataset
 from gridagg.store.embedded import EmbeddedStore, _Located
+from gridagg.store.scan import RangeCondition, ScanRequest
 
 DS = Dataset.from_json({"name": "seg", "dimensions": [{"name": "x", "min": 0, "max": 20}],
                         "measures": [{"name": "v", "min": 0, "max": 9}]})
@@ -105,8 +105,8 @@ def test_loading_many_aggregates_leaves_none_of_the_file_mapped(tmp_path):
 WRITER = """
 import sys
 import numpy as np
-from gridagg.grid import row_key
-from gridagg.schema import Dataset
+from gridagg.model.grid import row_key
+from gridagg.model.schema import Dataset
 from gridagg.store.embedded import EmbeddedStore, _Located
 store = EmbeddedStore(sys.argv[1])
 store.put_rows(Dataset.from_json(eval(sys.argv[2])), [row_key("0", b"b")], np.array([[2, 7]]))
@@ -172,7 +172,7 @@ def test_threads_opening_a_dataset_at_once_do_not_hang(tmp_path):
 def test_rows_written_twice_in_one_call_keep_the_last(eids):
     import pyarrow as pa
 
-    from gridagg import segments
+    from gridagg.store import segments
 
     values = np.arange(len(eids), dtype=np.int64).reshape(-1, 1)
     kept_eids, kept = segments.last_of_each(pa.array(eids, pa.binary()), values)
@@ -185,7 +185,7 @@ def test_a_process_that_writes_after_its_scans_lets_the_file_reuse_what_it_freed
     """A tuner asks its questions (scans), then rewrites leaves for minutes without
     scanning. Its snapshot must not outlive its own writes: while a read transaction
     holds the old pages, LMDB cannot reuse them, and every rewrite grows the file."""
-    from gridagg.grid import grid_prefix
+    from gridagg.model.grid import grid_prefix
 
     store = EmbeddedStore(tmp_path)
     store.create_dataset(DS)

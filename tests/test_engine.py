@@ -5,17 +5,23 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
-
 import oracle
+import pytest
 from engine_support import check_query, check_series, check_tree, from_position_rollup
-from gridagg import rollups
+
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.errors import InvalidInput, UnknownDataset
-from gridagg.rollups import DAY, DayRollups, MonthRollups, PositionRollups, in_whole_months, month_windows
-from gridagg.schema import Dataset
-
+from gridagg.model.errors import InvalidInput, UnknownDataset
+from gridagg.model.schema import Dataset
+from gridagg.query import rollups
+from gridagg.query.rollups import (
+    DAY,
+    DayRollups,
+    MonthRollups,
+    PositionRollups,
+    in_whole_months,
+    month_windows,
+)
 
 WEATHER = {
     "dimensions": [

@@ -16,15 +16,17 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import numpy as np
+import oracle
 import pytest
 import shapely
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
-import oracle
 from engine_support import check_query, check_series, check_tree, open_engine
-from gridagg.aggregate import NULL
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from gridagg.config import Settings
-from gridagg.errors import InvalidInput
+from gridagg.model.aggregate import NULL
+from gridagg.model.errors import InvalidInput
 
 SCALE = Settings.from_env().property_scale
 EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
@@ -212,7 +214,7 @@ def stored_value(draw, col, nullable: bool) -> int:
 
 
 def run_workload(engine, spec, cols, ops):
-    from gridagg.schema import Dataset
+    from gridagg.model.schema import Dataset
 
     ds = engine.create_dataset(Dataset.from_json(spec))
     table = oracle.Table.of(spec)

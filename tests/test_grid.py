@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gridagg.grid import (
+from gridagg.model.grid import (
     Grid,
     ancestors,
     children,

@@ -1,6 +1,6 @@
 """How calls to the HBase Thrift gateway wait: small calls give up after
 hbase_call_timeout, calls whose work grows with the rows wait on while HBase answers
-probes (gridagg.store.hbase_gateway)."""
+probes (gridagg.store.hbase.gateway)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from gridagg.errors import StoreUnavailable
-from gridagg.store.hbase_gateway import Gateway, _PatientSocket
+from gridagg.model.errors import StoreUnavailable
+from gridagg.store.hbase.gateway import Gateway, _PatientSocket
 
 
 @pytest.fixture

@@ -12,22 +12,25 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import shapely
-from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
-
-from gridagg import parts
-from gridagg.aggregate import NULL, INT64_MAX, AggArrays, PartialAggregate
-from gridagg.grid import grid_prefix, prefix_range
-from gridagg.kernels import scan_segments
-from gridagg.regions import EPSILON
-from gridagg.scan import Buckets, PolygonTest, RangeCondition, ScanRequest, Skip
-from gridagg.schema import Column, Dataset
-from gridagg.store import hbase, hbase_rows, hbase_scan
-from gridagg.store.hbase import HBaseStore, table_name
-from gridagg.store import hbase_regions
-from gridagg.store.hbase_regions import Calls
-from gridagg_hbase import launcher
-
 from engine_support import column_aggregate
+from gridagg_hbase import admin
+from hypothesis import HealthCheck, assume, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from gridagg.model.aggregate import INT64_MAX, NULL, AggArrays, PartialAggregate
+from gridagg.model.grid import grid_prefix, prefix_range
+from gridagg.model.schema import Column, Dataset
+from gridagg.query.regions import EPSILON
+from gridagg.store import parts
+from gridagg.store.hbase import regions as hbase_regions
+from gridagg.store.hbase import rows as hbase_rows
+from gridagg.store.hbase import scan as hbase_scan
+from gridagg.store.hbase import store as hbase
+from gridagg.store.hbase.regions import Calls
+from gridagg.store.hbase.store import HBaseStore, table_name
+from gridagg.store.kernels import scan_segments
+from gridagg.store.scan import Buckets, PolygonTest, RangeCondition, ScanRequest, Skip
 
 NCOLS = 4  # x, y (dimensions), m, n (measures; n nullable)
 COLUMNS = [0, 2, 3]
@@ -99,7 +102,7 @@ def grid_data(draw):
         n = int(rng.choice([0, 1, 5, 40, 300]))
         values = rng.integers(-60, 60, (n, NCOLS)).astype(np.int64)
         values[rng.random(n) < 0.2, 3] = NULL
-        for c in (0, 1, 2, 3):  # an outlier widens a column of a segment to int32 or int64 (gridagg.segments)
+        for c in (0, 1, 2, 3):  # an outlier widens a column of a segment to int32 or int64 (gridagg.store.segments)
             if n and rng.random() < 0.4:
                 values[int(rng.integers(0, n)), c] = rng.choice([10**6, -(10**6), 2**40, -(2**62)])
         rows.append(values)
@@ -362,9 +365,9 @@ def test_a_region_split_and_merge_between_queries(settings, store, fresh_ds):
 
     assert ask() == (expected, 0)
     table = table_name(fresh_ds.name)
-    launcher.region_admin(settings, "merge", table, bytes([40]).hex(), bytes([64]).hex())
+    admin.region_admin(settings, "merge", table, bytes([40]).hex(), bytes([64]).hex())
     assert ask() == (expected, 0)  # both anchors reached the merged region: counted once
-    launcher.region_admin(settings, "split", table, bytes([140]).hex())
+    admin.region_admin(settings, "split", table, bytes([140]).hex())
     assert ask() == (expected, 1)  # the daughter holding the anchor answered; the rest asked again
     assert ask() == (expected, 0)
 
@@ -427,7 +430,7 @@ def test_compacting_rewrites_a_table_made_without_the_row_index_and_every_answer
     dead cells, answer as before."""
     d = dataset(unique_name)
     old = {f: {k: v for k, v in o.items() if k != "data_block_encoding"} for f, o in hbase.FAMILIES.items()}
-    launcher.create_presplit_table(settings, table_name(d.name), old, hbase.SPLITS)
+    admin.create_presplit_table(settings, table_name(d.name), old, hbase.SPLITS)
     try:
         rng = np.random.default_rng(12)
         gids = grid_ids([10, 40, 90, 200])
@@ -456,10 +459,10 @@ def test_a_table_without_the_observer_is_read_client_side(settings, store, fresh
     request = ScanRequest(gids, [RangeCondition(0, -30, 40)], COLUMNS)
     expected = brute(np.concatenate([matching(r, request.conditions) for r in rows]), COLUMNS)
     assert store.scan(fresh_ds, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected  # probed: it answers
-    launcher.region_admin(settings, "set", table_name(fresh_ds.name), "hbase.coprocessor.enabled", "false")
+    admin.region_admin(settings, "set", table_name(fresh_ds.name), "hbase.coprocessor.enabled", "false")
     fresh = HBaseStore(settings.with_(store="hbase"))
     try:
-        with caplog.at_level(logging.WARNING, logger="gridagg.store.hbase"):
+        with caplog.at_level(logging.WARNING, logger="gridagg.store.hbase.store"):
             for s in (fresh, fresh, store, store):
                 assert s.scan(fresh_ds, request).aggs.aggregate(0, COLUMNS, NCOLS) == expected
             # Writes find stored rows without it too: a repeated element ID replaces its row.
@@ -477,7 +480,7 @@ def test_a_table_without_the_observer_is_read_client_side(settings, store, fresh
 
 
 def test_a_bad_request_fails_clearly_and_leaves_the_region_server_up(store, ds):
-    from gridagg.errors import StoreUnavailable
+    from gridagg.model.errors import StoreUnavailable
 
     (gid,) = grid_ids([9])
     store.put_grids(ds, [(grid_prefix(gid), [b"a"], np.ones((1, NCOLS), np.int64))])

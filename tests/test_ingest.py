@@ -1,7 +1,7 @@
 """The bulk ingest job against real PostgreSQL, with the embedded store and HBase.
 
 One Spark session (local[2]) for the module. The expected rows are computed without
-Spark: the TMY3 parser plus the reference encoder (gridagg.schema.Column.encode); queries
+Spark: the TMY3 parser plus the reference encoder (gridagg.model.schema.Column.encode); queries
 over them are checked against the oracle (tests/oracle.py).
 """
 
@@ -18,22 +18,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import oracle
+import pytest
 from engine_support import check_random_boxes, check_tree
-from gridagg import faults
-from gridagg.directory import GridDirectory
-from gridagg.engine import GridEngine
-from gridagg.grid import grid_prefix, prefix_range
-from gridagg.schema import GridParams
-from gridagg.store import open_store
-from gridagg.tree import TreeCache
 from gridagg_ingest import hfiles, job
 from gridagg_ingest.config import load_config, parse_config
 from gridagg_ingest.encode import element_id, encode_value
 from gridagg_ingest.job import Progress, run_ingest, spark_session
 from gridagg_ingest.readers import parse_tmy3
+
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.model.grid import grid_prefix, prefix_range
+from gridagg.model.schema import GridParams
+from gridagg.store import open_store
+from gridagg.tree import TreeCache
+from gridagg.write import faults
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = Path("/work/shared/data/weather")
@@ -313,7 +313,6 @@ def test_generated_archive_csv_and_parquet(spark, embedded, unique_name, tmp_pat
     """A generated archive (ingest.generate) in either format loads exactly: the rows the
     generator wrote, encoded by the reference encoder."""
     import pandas as pd
-
     from gridagg_ingest.generate import generate
 
     s, engine = embedded
@@ -343,7 +342,7 @@ def test_a_load_out_of_memory_says_what_to_set_and_leaves_nothing_half_loaded(sp
     """Spark failing with OutOfMemoryError after the executors stored rows: one line
     naming the memory setting and the partitions, and what was stored is given up at once
     (recovered, as the next writer would: no intent left, every aggregate exact)."""
-    from gridagg.writes import Write
+    from gridagg.write.protocol import Write
 
     s, engine = embedded
     cfg = weather_cfg(unique_name)
@@ -373,7 +372,7 @@ def test_a_load_out_of_memory_says_what_to_set_and_leaves_nothing_half_loaded(sp
 @pytest.mark.parametrize("point", [p for p in faults.POINTS if p.startswith("ingest.")])
 def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
     """Kill a real `python -m gridagg_ingest` (the `gridagg ingest` command) at each step of
-    the write protocol (gridagg.writes, gridagg.faults): the next writer's recovery alone
+    the write protocol (gridagg.write.protocol, gridagg.write.faults): the next writer's recovery alone
     leaves every aggregate exact, and a rerun adds the rest: exact, no duplicate rows."""
     s, engine = embedded
     cfg_path = tmp_path / "w.toml"
@@ -419,7 +418,7 @@ def test_kill_and_rerun(spark, embedded, unique_name, tmp_path, point):
 
 def test_spark_encoding_equals_column_encode(spark):
     """Both encoding paths (Spark SQL and the Python fallback) give exactly what
-    gridagg.schema.Column.encode gives, value by value."""
+    gridagg.model.schema.Column.encode gives, value by value."""
     from gridagg_ingest.encode import encode
     from gridagg_ingest.readers import Source
 

@@ -17,24 +17,24 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import oracle
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import oracle
 from archives_support import decimal_rounded
 from engine_support import check_random_boxes, check_tree
-from gridagg.aggregate import NULL
-from gridagg.directory import GridDirectory
-from gridagg.engine import GridEngine
-from gridagg.schema import GridParams
-from gridagg.store import open_store
 from gridagg_ingest.config import load_config, parse_config
 from gridagg_ingest.encode import encode_value
 from gridagg_ingest.job import Progress, run_ingest, spark_session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridagg.directory import GridDirectory
+from gridagg.engine import GridEngine
+from gridagg.model.aggregate import NULL
+from gridagg.model.schema import GridParams
+from gridagg.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = Path("/work/shared/data/weather")

@@ -4,15 +4,15 @@ packed for the HFile writer (ingest.hfiles): pure, no Spark."""
 import struct
 
 import numpy as np
-import pytest
 import pyarrow as pa
+import pytest
+from gridagg_ingest import buckets
+from gridagg_ingest.hfiles import region_bounds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridagg import segments
-from gridagg_ingest import buckets
-from gridagg.store.hbase_bulk import HBaseBulkFormat
-from gridagg_ingest.hfiles import region_bounds
+from gridagg.store import segments
+from gridagg.store.hbase.bulk import HBaseBulkFormat
 
 pack_cells = HBaseBulkFormat().pack_cells
 
@@ -96,8 +96,8 @@ def test_unpack_of_nothing_is_none():
 
 @pytest.mark.parametrize("n", [0, 1, 7, 40000])
 def test_segments_packed_from_arrow_hold_the_rows(n):
-    from gridagg import segments
-    from gridagg.store import hbase_rows
+    from gridagg.store import segments
+    from gridagg.store.hbase import rows as hbase_rows
 
     rng = np.random.default_rng(n)
     eids = [b"e%d" % i for i in rng.choice(10**9, n, replace=False)]

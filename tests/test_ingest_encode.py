@@ -4,11 +4,10 @@ without Spark: random decimal and epoch texts, value by value."""
 from __future__ import annotations
 
 import pyarrow as pa
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from gridagg_ingest.config import parse_config
 from gridagg_ingest.encode import encode_batch, encode_field, encode_value
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 CFG = parse_config({
     "dataset": {"name": "enc_prop"},
@@ -126,8 +125,9 @@ def test_typed_fields_encode_as_the_reference_reads_them(rows):
 def test_doubles_decided_without_text_are_the_references(values, scale, rounding):
     """Where the typed path decides a double (ties and near-ties included), it gives the
     stored integer and rounded flag of the reference; the rest it leaves to it."""
-    from gridagg.schema import Column
     from gridagg_ingest.encode import _typed_doubles
+
+    from gridagg.model.schema import Column
 
     col = Column("x", scale=scale, rounding=rounding)
     enc, good, rounded = _typed_doubles(pa.array(values, pa.float64()), scale, rounding)

@@ -10,9 +10,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from gridagg_ingest.config import load_config
-from gridagg_ingest.generate import AREA, HOURS, generate, load_station_years, main, network
+from gridagg_ingest.generate import (
+    AREA,
+    HOURS,
+    generate,
+    load_station_years,
+    main,
+    network,
+)
 
 WEATHER = Path("/work/shared/data/weather")
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,16 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from gridagg.grid import grid_prefix
-from gridagg.scan import ScanRequest
-from gridagg.schema import Column, Dataset
-from gridagg.store import hbase_rows
-from gridagg.store.hbase import HBaseStore
-from gridagg.stamps import WriteStamps
-from gridagg.store.hbase_bulk import HBaseBulkFormat
 from gridagg_ingest import hfiles
 from gridagg_ingest.job import spark_session
+
+from gridagg.model.grid import grid_prefix
+from gridagg.model.schema import Column, Dataset
+from gridagg.model.stamps import WriteStamps
+from gridagg.store.hbase import rows as hbase_rows
+from gridagg.store.hbase.bulk import HBaseBulkFormat
+from gridagg.store.hbase.store import HBaseStore
+from gridagg.store.scan import ScanRequest
 
 FORMAT = HBaseBulkFormat()
 

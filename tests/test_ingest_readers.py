@@ -4,10 +4,9 @@ which thins a source for the N_size choice, on its own."""
 
 from __future__ import annotations
 
+from gridagg_ingest.readers import Source, every_nth, parse_csv
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gridagg_ingest.readers import Source, every_nth, parse_csv
 
 
 def rows_of(data: bytes, fields=("a", "c"), header=True, sep=","):

@@ -4,14 +4,14 @@ random rows with NULLs, random boxes, grouping by grid and by time bucket, skipp
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
-
-from gridagg import parts, segments
-from gridagg.aggregate import NULL, AggArrays, PartialAggregate
-from gridagg.kernels import scan_segments
-from gridagg.scan import Buckets, RangeCondition, ScanRequest, Skip
-
 from engine_support import column_aggregate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridagg.model.aggregate import NULL, AggArrays, PartialAggregate
+from gridagg.store import parts, segments
+from gridagg.store.kernels import scan_segments
+from gridagg.store.scan import Buckets, RangeCondition, ScanRequest, Skip
 
 NCOLS = 4  # two dimensions, two measures (the last one nullable)
 
@@ -68,7 +68,7 @@ def test_scan_matches_brute_force(data, box, by_grid, rnd):
 
 
 # Per column: values become offset + raw * spread (monotone: the same rows match), so a
-# grid's columns take every width a segment stores them in (gridagg.segments).
+# grid's columns take every width a segment stores them in (gridagg.store.segments).
 transforms = st.lists(st.tuples(st.sampled_from([1, 1000, 2**33]),
                                 st.sampled_from([0, 2**40, -(2**61), 2**61 - 100, 2**62, -(2**63) + 10**14])),
                       min_size=NCOLS, max_size=NCOLS)
@@ -209,8 +209,8 @@ def test_edge_grids_settle_rows_by_the_polygon_exactly(data, points, by_bucket):
     brute force over the polygon (boundary included)."""
     import shapely
 
-    from gridagg.regions import EPSILON
-    from gridagg.scan import PolygonTest
+    from gridagg.query.regions import EPSILON
+    from gridagg.store.scan import PolygonTest
 
     hull = shapely.convex_hull(shapely.MultiPoint(points))
     if hull.geom_type != "Polygon":

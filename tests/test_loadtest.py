@@ -16,8 +16,18 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gridagg_loadtest import archive, bench, cpu, driver, report, runs, scale, systems, tuning, workload
+from gridagg_loadtest import (
+    archive,
+    bench,
+    cpu,
+    driver,
+    report,
+    runs,
+    scale,
+    systems,
+    tuning,
+    workload,
+)
 from gridagg_loadtest.cli import register
 from gridagg_loadtest.peers import KINDS
 from gridagg_loadtest.servers import Shape
@@ -122,10 +132,10 @@ def test_the_paper_data_space_holds_every_generated_row(tmp_path):
     from datetime import datetime
 
     import pandas as pd
-
-    from gridagg.schema import parse_timestamp
     from gridagg_ingest.encode import encode_value
     from gridagg_ingest.generate import generate
+
+    from gridagg.model.schema import parse_timestamp
 
     files = generate([str(archive.WEATHER)], 20_000, str(tmp_path), "parquet", seed=1, stations=10)
     df = pd.concat(pd.read_parquet(p) for p in files)
@@ -202,15 +212,16 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     answered alike by gridagg and DuckDB, and with --clients the paper's boxes served and
     driven for each and for PostgreSQL alone (served only, with its index trials and plan
     in the report), min and sum, without a failure."""
-    from gridagg.engine import GridEngine
     from gridagg_ingest.generate import generate
+
+    from gridagg.engine import GridEngine
 
     generate([str(WEATHER)], 20000, str(tmp_path / "archive"), "parquet", seed=2, stations=10)
     example = (ROOT / "ingest" / "examples" / "weather_generated.toml").read_text()
     config = tmp_path / "net.toml"
     config.write_text(example.replace('name = "weather_gen"', f'name = "{unique_name}"')
                       .replace("n_size = 1000", "n_size = 200").replace('format = "csv"', 'format = "parquet"'))
-    loaded = subprocess.run([sys.executable, "-m", "gridagg.cli", "ingest", str(config), str(tmp_path / "archive")],
+    loaded = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "ingest", str(config), str(tmp_path / "archive")],
                             capture_output=True, text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     out = tmp_path / "scale"

@@ -1,4 +1,4 @@
-"""Merging leaves in place (gridagg.merge, `gridagg tune NAME`): answers stay exact before,
+"""Merging leaves in place (gridagg.tune.merge, `gridagg tune NAME`): answers stay exact before,
 during (a reader querying all along) and after merges, on both stores; a merge dying at
 any step of the write protocol is recovered like a split; the tree stays exact."""
 
@@ -9,8 +9,9 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from tune_support import (
     BOXES,
     DIMENSIONS,
@@ -25,9 +26,10 @@ from tune_support import (
     recovered_by_next_writer,
     same_tree,
 )
-from gridagg import faults
-from gridagg.merge import tune
-from gridagg.schema import Dataset
+
+from gridagg.model.schema import Dataset
+from gridagg.tune.merge import tune
+from gridagg.write import faults
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
 
@@ -95,7 +97,7 @@ def test_a_merge_dying_at_any_step_is_recovered_by_the_next_writer(engine, uniqu
 
 
 MERGER = textwrap.dedent("""
-    from gridagg.merge import tune
+    from gridagg.tune.merge import tune
     faults.arm({sys.argv[4]: "kill"})
     tune(engine, sys.argv[1], CostModel("test", 0.1, 30e-6, 1e-6, 0.0))
     print("not killed", flush=True)

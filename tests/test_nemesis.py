@@ -11,7 +11,7 @@ Then what the nemesis found, on the shared servers (nothing is killed but client
   must not read before that (CellStore.settle);
 - HBase: a killed writer's request, held by the Thrift gateway while HBase was away,
   lands after the next writer's recovery (the gateway keeps retrying for its client
-  after the client is gone). Shown step by step: the write stamps (gridagg.stamps) and
+  after the client is gone). Shown step by step: the write stamps (gridagg.model.stamps) and
   recovery's seal fence such late writes off.
 """
 
@@ -28,16 +28,15 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-
 import pytest
-
 from engine_support import open_engine
-from gridagg import services
-from gridagg.aggregate import PartialAggregate
-from gridagg.grid import ancestors, row_key
-from gridagg.schema import Dataset
 from gridagg_loadtest import nemesis, soak
 from gridagg_loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
+
+from gridagg.cli import services
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.grid import ancestors, row_key
+from gridagg.model.schema import Dataset
 
 
 def _free_ports(n: int) -> list[int]:
@@ -122,7 +121,7 @@ DYING_WRITER = textwrap.dedent("""
     import numpy as np
     from gridagg.config import Settings
     from gridagg.directory import GridDirectory
-    from gridagg.grid import row_key
+    from gridagg.model.grid import row_key
     from gridagg.store.embedded import EmbeddedStore
     directory = GridDirectory(Settings.from_env().effective_pg_url, max_connections=1)
     store = EmbeddedStore(sys.argv[2])

@@ -1,4 +1,4 @@
-"""Choosing N_size (gridagg.nsize, ingest.choose): the walk over a sample's tree, the
+"""Choosing N_size (gridagg.tune.nsize, ingest.choose): the walk over a sample's tree, the
 choice following the cost model, and a chosen N_size said in the dataset's description
 and in every plan."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gridagg import nsize
-from gridagg.costmodel import CostModel
-from gridagg.grid import presplit
-from gridagg.schema import Column, Dataset, GridParams
-from gridagg.split import split_rows
-from gridagg.aggregate import PartialAggregate
 from gridagg_ingest import choose
 from gridagg_ingest.config import parse_config
+
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.grid import presplit
+from gridagg.model.schema import Column, Dataset, GridParams
+from gridagg.tune import nsize
+from gridagg.tune.costmodel import CostModel
+from gridagg.write.split import split_rows
 
 SPAN = 1_000_000
 
@@ -129,7 +129,8 @@ def test_a_config_without_grid_sizes_asks_for_a_choice():
 
 def test_a_chosen_n_size_is_said_by_the_dataset_and_every_plan(settings, services, tmp_path, unique_name):
     from engine_support import open_engine
-    from gridagg.cli_query import show_dataset
+
+    from gridagg.cli.query import show_dataset
 
     why = "chosen by gridagg for the test"
     engine = open_engine(settings, "embedded", tmp_path)

@@ -8,21 +8,21 @@ from __future__ import annotations
 import csv
 import io
 import uuid
+
 import numpy as np
+import oracle
 import pyarrow as pa
 import pytest
+from engine_support import check_query, check_tree, open_engine
+from gridagg_api import create_app
+from gridagg_ingest.config import parse_config
+from gridagg_ingest.encode import encode_batch, encode_field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle
-from gridagg_api import create_app
-from engine_support import check_query, check_tree, open_engine
-from gridagg.aggregate import NULL, PartialAggregate
-from gridagg.errors import InvalidInput
-from gridagg.schema import Column, Dataset
-from gridagg_ingest.config import parse_config
-from gridagg_ingest.encode import encode_batch, encode_field
-
+from gridagg.model.aggregate import NULL, PartialAggregate
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import Column, Dataset
 
 # --------------------------------------------------------------------------- definitions
 

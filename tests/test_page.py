@@ -13,14 +13,13 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+import oracle
 import pytest
-from werkzeug.serving import make_server
-
+from engine_support import from_position_rollup, open_engine
 from gridagg_api import create_app
 from gridagg_api.blueprints.page import DIST_DIR
-import oracle
-from engine_support import from_position_rollup, open_engine
 from test_api import DEFINITION, TABLE, make_rows
+from werkzeug.serving import make_server
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
@@ -104,7 +103,7 @@ class Server:
 def data(settings, tmp_path_factory):
     """(server, test client, dataset, encoded rows, engine): 1200 rows loaded through the
     API into a fresh dataset on the real PostgreSQL and the embedded store."""
-    from gridagg import services
+    from gridagg.cli import services
 
     if not (DIST_DIR / "main.js").is_file():
         pytest.fail("the page is not built: run `bash api/page/build.sh` (run.sh and .ci/run do)")

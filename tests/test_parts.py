@@ -1,11 +1,12 @@
-"""Cutting a scan into parts (gridagg.parts): pure logic, and the merge of parts' answers."""
+"""Cutting a scan into parts (gridagg.store.parts): pure logic, and the merge of parts' answers."""
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from gridagg import parts
+from gridagg.store import parts
 
 
 @given(st.lists(st.integers(0, 500_000), max_size=40), st.integers(1, 8))
@@ -22,8 +23,8 @@ def test_parts_cover_every_grid_once_in_order_and_share_the_rows(rows, threads):
 
 
 def test_answers_of_parts_merge_with_their_rows_keyed_in_the_whole_request():
-    from gridagg.aggregate import AggArrays
-    from gridagg.scan import ScanAnswer
+    from gridagg.model.aggregate import AggArrays
+    from gridagg.store.scan import ScanAnswer
 
     def answer(g0: int, g1: int) -> ScanAnswer:
         out = ScanAnswer(AggArrays.empty(1, 1), rows={0: np.array([[g0]])}, rows_visited=g1 - g0)
@@ -42,8 +43,8 @@ def test_scans_read_against_a_deadline_get_their_parts_answered_while_they_hold_
     import threading
     import time
 
-    from gridagg.aggregate import AggArrays
-    from gridagg.scan import ScanAnswer, ScanRequest
+    from gridagg.model.aggregate import AggArrays
+    from gridagg.store.scan import ScanAnswer, ScanRequest
 
     both_reading = threading.Barrier(2, timeout=30)
 

@@ -16,14 +16,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import oracle  # noqa: E402
 from engine_support import check_query, open_engine  # noqa: E402
-
-from gridagg.query import QuerySpec  # noqa: E402
 from gridagg_loadtest import dashboard, dashboard_sql  # noqa: E402
 from gridagg_loadtest.peers import KINDS, open_peer  # noqa: E402
 from gridagg_loadtest.peers.app import create_peer_app  # noqa: E402
 from gridagg_loadtest.peers.postgres import INDEXES, memory_bytes  # noqa: E402
 from gridagg_loadtest.peers.registry import PeerRegistry  # noqa: E402
 from gridagg_loadtest.workload import PAPER_CONFIG, definition  # noqa: E402
+
+from gridagg.query.spec import QuerySpec  # noqa: E402
 
 YEAR = 365 * 86400
 
@@ -193,7 +193,6 @@ def test_duckdb_loads_within_half_the_memory_available(settings, services, data,
     """Beside HBase's JVM, DuckDB's default (80% of the machine) got HBase killed at 100M
     rows: its load is limited to half of MemAvailable, and spills past that."""
     import duckdb
-
     from gridagg_loadtest.peers import duck
 
     assert 0 < duck.available_memory() <= memory_bytes()
@@ -221,8 +220,9 @@ def test_in_process_peers_answer_the_dashboard_as_gridagg(settings, services, tm
     gridagg's answers; only the statistics asked are selected; threads is a knob."""
     from dataclasses import replace
 
-    from gridagg.schema import GridParams
     from gridagg_ingest.config import load_config
+
+    from gridagg.model.schema import GridParams
 
     cfg = load_config(dashboard.CONFIG)
     ds = replace(cfg.dataset, name=unique_name, grid=GridParams(50, 500, cfg.dataset.grid.l_time))
@@ -272,9 +272,9 @@ def test_postgresql_server_settings_are_set_for_a_run_and_set_back(settings):
     import tempfile
 
     import psycopg
-
-    from gridagg import services
     from gridagg_loadtest.peers.pg_server import advised, current, server_settings
+
+    from gridagg.cli import services
 
     assert advised() == {"shared_buffers": f"{memory_bytes() // 4 // 2**20}MB"}
     data_dir = Path(tempfile.mkdtemp(prefix="gridagg-pgset-"))  # short: the unix socket lives in it

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import shapely
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shapely.geometry import box as shapely_box
 
-from gridagg.planner import CUT, EDGE, SPANNING, WalkQuery, WalkResult, _walk
-from gridagg.regions import EPSILON
-from gridagg.schema import Dataset
-from gridagg.aggregate import AggArrays
+from gridagg.model.aggregate import AggArrays
+from gridagg.model.schema import Dataset
+from gridagg.query.regions import EPSILON
+from gridagg.query.walk import CUT, EDGE, SPANNING, WalkQuery, WalkResult, _walk
 from gridagg.tree import TreeState, WalkTree
 
 DS = Dataset.from_json({"name": "walk", "dimensions": [

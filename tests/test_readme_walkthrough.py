@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.errors import UnknownDataset
+from gridagg.model.errors import UnknownDataset
 from gridagg.store import open_store
 
 README = Path(__file__).resolve().parents[1] / "README.md"

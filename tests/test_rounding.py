@@ -10,19 +10,19 @@ import io
 import uuid
 
 import numpy as np
+import oracle
 import pyarrow as pa
 import pytest
+from archives_support import MODES, decimal_rounded
+from engine_support import check_query, open_engine
+from gridagg_api import create_app
+from gridagg_ingest.config import parse_config
+from gridagg_ingest.encode import encode_batch, encode_field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle
-from gridagg_api import create_app
-from archives_support import MODES, decimal_rounded
-from engine_support import check_query, open_engine
-from gridagg.errors import InvalidInput
-from gridagg.schema import Column, Dataset
-from gridagg_ingest.config import parse_config
-from gridagg_ingest.encode import encode_batch, encode_field
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import Column, Dataset
 
 ROUNDINGS = sorted(MODES)
 digits = st.text("0123456789", min_size=0, max_size=22)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gridagg.errors import InvalidInput
-from gridagg.schema import parse_timestamp
+from gridagg.model.errors import InvalidInput
+from gridagg.model.schema import parse_timestamp
 
 
 @pytest.mark.parametrize("seconds", [253402300800.0, -1e15, 1e300])

@@ -5,8 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-
-from gridagg_hbase import launcher
+from gridagg_hbase import admin, jvm, launcher
 
 SPLITS = [b"\x40", b"\x80", b"\xc0"]  # first key byte: 4 regions
 
@@ -15,7 +14,7 @@ SPLITS = [b"\x40", b"\x80", b"\xc0"]  # first key byte: 4 regions
 def table(settings, hbase_conn, unique_name):
     if settings.hbase:
         pytest.skip("pre-split creation needs the local HBase (GRIDAGG_HBASE is set)")
-    launcher.create_presplit_table(settings, unique_name, {"m": {}, "h": {"max_versions": 3}}, SPLITS)
+    admin.create_presplit_table(settings, unique_name, {"m": {}, "h": {"max_versions": 3}}, SPLITS)
     yield hbase_conn.table(unique_name)
     hbase_conn.delete_table(unique_name, disable=True)
 
@@ -52,14 +51,14 @@ def test_presplit_regions(table):
 
 def test_family_specs():
     """Families as CreatePresplitTable takes them: a block size only where one is set."""
-    assert launcher.family_specs({"r": {"max_versions": 1, "block_size": 1 << 20}, "a": {"max_versions": 3}}) == [
+    assert admin.family_specs({"r": {"max_versions": 1, "block_size": 1 << 20}, "a": {"max_versions": 3}}) == [
         "r:1:1048576", "a:3"]
-    assert launcher.family_specs(["m", "h"]) == ["m:1", "h:1"]
+    assert admin.family_specs(["m", "h"]) == ["m:1", "h:1"]
 
 
 def test_presplit_rejects_existing_table(settings, table):
-    with pytest.raises(launcher.LauncherError, match="already exists"):
-        launcher.create_presplit_table(settings, table.name.decode(), ["m"], SPLITS)
+    with pytest.raises(jvm.LauncherError, match="already exists"):
+        admin.create_presplit_table(settings, table.name.decode(), ["m"], SPLITS)
 
 
 def test_put_get_delete(table):
@@ -156,7 +155,7 @@ def test_region_servers_that_loaded_another_observer_are_named_for_a_restart(set
     if settings.hbase:
         pytest.skip("the local HBase's launcher records its observer; an external one is deployed by hand")
     assert launcher.stale_observer(settings) == []  # `up` restarted any that were
-    p = launcher.paths(settings)
+    p = jvm.paths(settings)
     recorded = {r: p.observer_file(r) for r in launcher.running_roles(settings) if p.observer_file(r).exists()}
     kept = {r: f.read_text() for r, f in recorded.items()}
     try:

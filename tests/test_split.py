@@ -1,4 +1,4 @@
-"""Algorithm 2 on arrays (gridagg.split), pure logic, checked against its definition:
+"""Algorithm 2 on arrays (gridagg.write.split), pure logic, checked against its definition:
 the leaves tile the grid and hold every row once, inside their boxes; every cut is the
 floor of the mean of the rows on the first axis (from the grid's next one) whose values
 differ; a leaf holds at most N_size rows unless its rows are all equal; every aggregate
@@ -14,9 +14,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridagg.aggregate import NULL, PartialAggregate
-from gridagg.grid import Grid
-from gridagg.split import split_rows
+from gridagg.model.aggregate import NULL, PartialAggregate
+from gridagg.model.grid import Grid
+from gridagg.write.split import split_rows
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Write stamps (gridagg.stamps): every holder of a dataset's writer lock stamps its
+"""Write stamps (gridagg.model.stamps): every holder of a dataset's writer lock stamps its
 writes later than every earlier holder, and later than the clock's milliseconds HBase
 would use."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from gridagg.directory import GridDirectory
-from gridagg.stamps import SPAN, WriteStamps
+from gridagg.model.stamps import SPAN, WriteStamps
 
 
 def test_stamps_increase_across_reservations():

@@ -5,7 +5,6 @@ and the final aggregates are exact."""
 from __future__ import annotations
 
 import pytest
-
 from gridagg_loadtest import soak
 
 

@@ -9,13 +9,22 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+from tune_support import (
+    BOXES,
+    DIMENSIONS,
+    MEASURES,
+    holds_exactly,
+    insert,
+    model_merging_up_to,
+    random_rows,
+    same_tree,
+)
 
-from tune_support import BOXES, DIMENSIONS, MEASURES, holds_exactly, insert, model_merging_up_to, random_rows, same_tree
-from gridagg.directory import changes
-from gridagg.merge import tune
-from gridagg.schema import Dataset
 from gridagg import tree as tree_module
+from gridagg.directory import changes
+from gridagg.model.schema import Dataset
 from gridagg.tree import TreeCache, TreeState
+from gridagg.tune.merge import tune
 
 SPEC = {"dimensions": DIMENSIONS, "measures": MEASURES, "grid": {"n_size": 4, "n_threshold": 40}}
 

@@ -1,4 +1,4 @@
-"""The stores' cost models (gridagg.costmodel, gridagg.calibrate, `gridagg tune`): the fit,
+"""The stores' cost models (gridagg.tune.costmodel, gridagg.tune.calibrate, `gridagg tune`): the fit,
 where models are kept, and a calibrated model's predictions against measured times on a
 small dataset of its own, on both stores (the one comparison of times here, with a wide
 stated factor: the machine is shared)."""
@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from gridagg import calibrate, costmodel
-from gridagg.schema import Column, Dataset, GridParams
+from gridagg.model.schema import Column, Dataset, GridParams
+from gridagg.tune import calibrate, costmodel
 
 # Predicted and measured times of a small dataset's queries agree within this factor (the
 # median over its boxes). The margin is for a shared machine, where calibration and
@@ -69,12 +69,12 @@ def test_a_calibrated_model_predicts_another_dataset_within_a_factor(engine, uni
 
 def test_calibrate_refuses_scratch_datasets_too_small_to_time(settings):
     env = settings.environ()
-    out = subprocess.run([sys.executable, "-m", "gridagg.cli", "tune", "--calibrate", "--rows", "500"],
+    out = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--calibrate", "--rows", "500"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "--rows must be at least 1000, not 500" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "gridagg.cli", "tune", "--calibrate", "--rows", "1e6"],
+    out = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--calibrate", "--rows", "1e6"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "--rows must be a whole number, not '1e6'" in out.stderr
-    shown = subprocess.run([sys.executable, "-m", "gridagg.cli", "tune", "--help"], capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--help"], capture_output=True, text=True,
                            env=env, timeout=60)
     assert "--rows N" in shown.stdout and "1,000,000" in shown.stdout

@@ -22,7 +22,7 @@ import json, sys, tempfile, uuid
 from gridagg.config import Settings
 from gridagg.directory import GridDirectory
 from gridagg.engine import GridEngine
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 from gridagg.store import open_store
 from gridagg.store.embedded import EmbeddedStore
 from gridagg.warmup import compiled_functions, warm
@@ -86,10 +86,9 @@ def test_the_warm_up_says_what_it_did():
 
 
 def test_healthz_says_warming_until_the_worker_is_warm(settings, services, tmp_path):
+    from engine_support import open_engine
     from gridagg_api import create_app
     from gridagg_api.models.ops import Health, Unhealthy
-
-    from engine_support import open_engine
 
     release = threading.Event()
     app = create_app(settings, engine=open_engine(settings, "embedded", tmp_path), warmup=lambda engines: release.wait())
@@ -109,9 +108,8 @@ def test_healthz_says_warming_until_the_worker_is_warm(settings, services, tmp_p
 
 
 def test_a_failed_warm_up_is_logged_and_the_worker_serves(settings, services, tmp_path, caplog):
-    from gridagg_api import create_app
-
     from engine_support import open_engine
+    from gridagg_api import create_app
 
     def broken(engines):
         raise RuntimeError("no compiler today")
@@ -125,12 +123,12 @@ def test_a_failed_warm_up_is_logged_and_the_worker_serves(settings, services, tm
 
 
 def test_a_worker_reads_every_tree_before_it_is_ready(settings, services, tmp_path):
+    from engine_support import open_engine
     from gridagg_api.config import ApiConfig
     from gridagg_api.state import EngineHolder
     from gridagg_api.warming import warm_worker
 
-    from engine_support import open_engine
-    from gridagg.schema import Dataset
+    from gridagg.model.schema import Dataset
 
     engine = open_engine(settings, "embedded", tmp_path)
     name = "t_warmt_" + uuid.uuid4().hex[:8]

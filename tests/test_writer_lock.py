@@ -8,10 +8,10 @@ import threading
 
 import numpy as np
 import pytest
-
 from engine_support import check_tree
-from gridagg.errors import StoreUnavailable
-from gridagg.schema import Dataset
+
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.schema import Dataset
 
 
 @pytest.fixture

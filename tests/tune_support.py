@@ -11,11 +11,11 @@ import sys
 import textwrap
 
 import numpy as np
-
 from engine_support import check_tree
-from gridagg.aggregate import AggArrays
-from gridagg.costmodel import CostModel
-from gridagg.grid import grid_prefix
+
+from gridagg.model.aggregate import AggArrays
+from gridagg.model.grid import grid_prefix
+from gridagg.tune.costmodel import CostModel
 
 AGGS = ["count", "sum:v", "min:v", "max:v"]
 DIMENSIONS = [{"name": "x", "min": 0, "max": 1000}, {"name": "y", "min": 0, "max": 1000}]
@@ -26,9 +26,9 @@ BOXES = (((0, 1000), (0, 1000)), ((100, 600), (250, 900)), ((0, 300), (0, 300)))
 # store kind, LMDB path for the embedded store, fault point to arm).
 CHILD_ENGINE = textwrap.dedent("""
     import sys
-    from gridagg import faults
+    from gridagg.write import faults
     from gridagg.config import Settings
-    from gridagg.costmodel import CostModel
+    from gridagg.tune.costmodel import CostModel
     from gridagg.directory import GridDirectory
     from gridagg.engine import GridEngine
     from gridagg.store import open_store

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from gridagg.errors import InvalidInput, UnknownDataset, WorkLimitExceeded
-from gridagg.schema import Dataset, check_name
+from gridagg.model.errors import InvalidInput, UnknownDataset, WorkLimitExceeded
+from gridagg.model.schema import Dataset, check_name
 
 from .. import metrics
 from ..contract import operation

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from gridagg.errors import InvalidInput, WorkLimitExceeded
-from gridagg.query import QuerySpec
-from gridagg.schema import Column, Dataset
+from gridagg.model.errors import InvalidInput, WorkLimitExceeded
+from gridagg.model.schema import Column, Dataset
+from gridagg.query.spec import QuerySpec
 
 from ..contract import operation
 from ..models.leaves import LeavesRequest, LeavesResponse

@@ -10,7 +10,8 @@ from ..models.ops import Health, Unhealthy
 from ..openapi import document
 from ..problems import RETRY_AFTER_SECONDS, TRANSPORT_ERRORS
 from ..state import state
-from ..warming import RETRY_AFTER_SECONDS as WARMING_RETRY_SECONDS, warming
+from ..warming import RETRY_AFTER_SECONDS as WARMING_RETRY_SECONDS
+from ..warming import warming
 
 bp = Blueprint("ops", __name__)
 
@@ -18,7 +19,7 @@ bp = Blueprint("ops", __name__)
 def _check_store(store) -> None:
     """A real round trip to the cell store where it has a server (HBase)."""
     if getattr(store, "kind", None) == "hbase":
-        from gridagg.errors import StoreUnavailable
+        from gridagg.model.errors import StoreUnavailable
 
         try:
             with store.pool.connection() as conn:
@@ -34,7 +35,7 @@ def _check_store(store) -> None:
                        "(status \"warming\"); no query should be sent to it before a 200.",
            access="open", answers={200: Health, 503: Unhealthy})
 def healthz():
-    from gridagg.errors import StoreUnavailable
+    from gridagg.model.errors import StoreUnavailable
 
     checks = {"postgresql": "ok", "store": "ok"}
     status = 200

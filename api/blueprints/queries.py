@@ -1,17 +1,30 @@
 """Queries: box and polygon aggregates (POST and GET forms) and time series. The engine
-plans and answers (gridagg.planner); this layer only reads requests and writes answers."""
+plans and answers (gridagg.query.planner); this layer only reads requests and writes answers."""
 
 from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    request,
+    stream_with_context,
+)
 
-from gridagg.query import Limits
+from gridagg.query.spec import Limits
 
 from .. import metrics
 from ..contract import Media, operation
-from ..models.queries import QueryRequest, QueryResponse, QueryString, SeriesRequest, SeriesResponse
+from ..models.queries import (
+    QueryRequest,
+    QueryResponse,
+    QueryString,
+    SeriesRequest,
+    SeriesResponse,
+)
 from ..state import config, engine
 from .datasets import DATASET, READ_PROBLEMS, _dataset
 

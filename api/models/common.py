@@ -12,8 +12,8 @@ from typing import Annotated, Any, Union
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import GenerateJsonSchema
 
-from gridagg.query import FUNCTIONS
-from gridagg.schema import NAME_RE
+from gridagg.model.schema import NAME_RE
+from gridagg.query.spec import FUNCTIONS
 
 NAME = NAME_RE.pattern.strip("^$")
 NAME_TEXT = "lowercase letters, digits and '_', starting with a letter, at most 48 characters"

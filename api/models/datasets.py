@@ -2,10 +2,10 @@
 rows a client posts and the ingest report.
 
 Checked here: the definition's shape and names. Checked by the core
-(gridagg.schema.Dataset.from_json, Column, GridParams): domains (min <= max, exact at the
+(gridagg.model.schema.Dataset.from_json, Column, GridParams): domains (min <= max, exact at the
 scale, time columns' timestamps), that dimensions have min and max, unique column names,
 n_size <= n_threshold, l_time needing a time dimension. Rows are checked one by one by
-the core (gridagg.schema.Dataset.encode_row) and a bad row is reported in the answer,
+the core (gridagg.model.schema.Dataset.encode_row) and a bad row is reported in the answer,
 so a row is any JSON value here.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, RootModel, WithJsonSchema
 
-from gridagg.schema import DURATION, REFUSE, ROUNDINGS
+from gridagg.model.schema import DURATION, REFUSE, ROUNDINGS
 
 from .common import NAME, NAME_TEXT, Answer, Request, Value
 

@@ -1,7 +1,7 @@
 """GeoJSON regions: a Polygon or MultiPolygon, or a Feature holding one.
 
 Checked here: the shape (type names, nesting, positions of finite numbers, rings of at
-least three positions). Checked by the core (gridagg.regions.Region): that the dataset
+least three positions). Checked by the core (gridagg.query.regions.Region): that the dataset
 has lon/lat dimensions and that the polygon is valid (closed, not self-intersecting).
 Validated as plain dicts (TypedDict), which is what the core takes; other GeoJSON
 members (bbox, properties, ...) are let through.

@@ -2,7 +2,7 @@
 
 Checked here: the shape. Checked by the blueprint against the dataset
 (api.blueprints.leaves: the axes are two different dimensions) and by the core (where,
-gridagg.query.QuerySpec.parse).
+gridagg.query.spec.QuerySpec.parse).
 """
 
 from __future__ import annotations

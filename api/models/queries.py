@@ -1,11 +1,11 @@
 """Queries and series: the request bodies (and the GET form's query string) and the
-answers gridagg.query.QueryResult.to_json and SeriesResult.to_json write.
+answers gridagg.query.spec.QueryResult.to_json and SeriesResult.to_json write.
 
 Checked here: the shape. Checked by the core when the engine parses the query
-(gridagg.query.QuerySpec.parse, SeriesSpec.parse): that where's dimensions and the
+(gridagg.query.spec.QuerySpec.parse, SeriesSpec.parse): that where's dimensions and the
 aggregates' columns exist, bounds against their columns (decimals, timestamps, lo <= hi),
 step and window against each other, the number of points, and the region
-(gridagg.regions.Region).
+(gridagg.query.regions.Region).
 """
 
 from __future__ import annotations
@@ -14,9 +14,19 @@ from typing import Annotated, Union
 
 from pydantic import BeforeValidator, ConfigDict, Field, Json
 
-from gridagg.schema import DURATION, MAX_DURATION
+from gridagg.model.schema import DURATION, MAX_DURATION
 
-from .common import Aggregates, Answer, Deadline, Dimension, Explain, Range, Request, Value, Where
+from .common import (
+    Aggregates,
+    Answer,
+    Deadline,
+    Dimension,
+    Explain,
+    Range,
+    Request,
+    Value,
+    Where,
+)
 from .geojson import Region
 
 Duration = Annotated[Union[Annotated[int, Field(gt=0, le=MAX_DURATION)], Annotated[str, Field(pattern=DURATION)]],

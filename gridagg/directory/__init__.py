@@ -10,7 +10,7 @@ own, a small class over the same pool of connections (database.Database):
 - changes.ChangeLog: a version and a log entry per committed change, NOTIFY for other
   machines, the epoch board for this one;
 - locks.WriterLocks: each dataset's writer lock and its holders' write stamps;
-- intents.Intents: what a write is about to touch (gridagg.writes);
+- intents.Intents: what a write is about to touch (gridagg.write.protocol);
 - retired.Retired: leaves a split replaced, whose rows wait to be purged.
 
 The facade's methods are what callers use; a change that spans parts (creating or
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grid import Grid
-from ..schema import Dataset
-from .catalog import Catalog
-from .changes import CHANGE_LOG_SECONDS, CHANNEL, ChangeLog
-from .database import Database, check_pool
-from .intents import Intents
-from .leaves import Leaves, box_literals, parse_boxes
-from .locks import LOCK_STEP_SECONDS, WriterLocks
-from .retired import Retired
+from gridagg.directory.catalog import Catalog
+from gridagg.directory.changes import CHANGE_LOG_SECONDS, CHANNEL, ChangeLog
+from gridagg.directory.database import Database, check_pool
+from gridagg.directory.intents import Intents
+from gridagg.directory.leaves import Leaves, box_literals, parse_boxes
+from gridagg.directory.locks import LOCK_STEP_SECONDS, WriterLocks
+from gridagg.directory.retired import Retired
+from gridagg.model.grid import Grid
+from gridagg.model.schema import Dataset
 
 __all__ = ["CHANGE_LOG_SECONDS", "CHANNEL", "LOCK_STEP_SECONDS", "GridDirectory", "box_literals", "check_pool",
            "parse_boxes"]
@@ -56,7 +56,7 @@ class GridDirectory:
 
     @property
     def board(self):
-        """The board whose epochs this directory moves on after each change (gridagg.epochs;
+        """The board whose epochs this directory moves on after each change (gridagg.store.epochs;
         GridEngine sets its store's), or None."""
         return self._changes.board
 
@@ -145,7 +145,7 @@ class GridDirectory:
     # -- the change log ---------------------------------------------------------------
 
     def changes_since(self, ds: Dataset, version: int):
-        """What changed in the dataset after `version` (gridagg.tree.Changes), in one
+        """What changed in the dataset after `version` (gridagg.directory.changes.Changes), in one
         round trip."""
         return self._changes.since(ds, version)
 
@@ -175,7 +175,7 @@ class GridDirectory:
 
     def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
         """Record that a write will touch these grids (and the rows an insert adds, packed
-        as one segment: gridagg.segments.pack); returns the intent's ID."""
+        as one segment: gridagg.store.segments.pack); returns the intent's ID."""
         return self._intents.begin(name, grid_ids, rows)
 
     def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:

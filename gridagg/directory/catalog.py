@@ -6,9 +6,9 @@ import json
 
 import psycopg
 
-from ..errors import DatasetExists, UnknownDataset
-from ..schema import Dataset
-from .database import Database
+from gridagg.directory.database import Database
+from gridagg.model.errors import DatasetExists, UnknownDataset
+from gridagg.model.schema import Dataset
 
 
 class Catalog:

@@ -5,21 +5,22 @@ Every committed change takes a new version for its dataset and, in the same tran
 logs the leaves whose rows or aggregates it changed (None: possibly any). A process
 holding the tree at version v asks, in one round trip, what changed after v
 (`since`). After the commit the writer moves the dataset's epoch on the machine's board
-(gridagg.epochs), so local readers learn of it without a round trip; readers on other
+(gridagg.store.epochs), so local readers learn of it without a round trip; readers on other
 machines hear of it through NOTIFY (`listen`).
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from ..errors import UnknownDataset
-from ..schema import Dataset
-from . import leaves
-from .database import Database
+from gridagg.directory import leaves
+from gridagg.directory.database import Database
+from gridagg.model.errors import UnknownDataset
+from gridagg.model.schema import Dataset
 
 # The NOTIFY channel every change of a dataset is announced on (payload: its name and the
 # board of the writer).
@@ -28,6 +29,17 @@ CHANNEL = "gridagg_changes"
 # How long the change log keeps an entry. A process that has not looked at a dataset for
 # longer reloads its tree instead of catching up.
 CHANGE_LOG_SECONDS = 600
+
+
+@dataclass
+class Changes:
+    """What changed in a dataset's directory after some version (ChangeLog.since)."""
+
+    version: int
+    incarnation: object  # differs when the dataset was dropped and made again
+    complete: bool  # False: the log no longer reaches back that far
+    leaves: list[tuple]  # (grid_id, next_dim, lo_0, hi_0, ...) of leaves added since
+    touched: list[str] | None  # leaves whose rows changed since; None: possibly all
 
 
 class ChangeLog:
@@ -74,9 +86,8 @@ class ChangeLog:
             {"n": name, "s": CHANGE_LOG_SECONDS})
 
     def since(self, ds: Dataset, version: int):
-        """What changed in the dataset after `version` (gridagg.tree.Changes), in one
+        """What changed in the dataset after `version` (Changes), in one
         round trip."""
-        from ..tree import Changes
 
         stmt = sql.SQL(
             "SELECT d.version, {incarnation}, d.pruned <= %(v)s, "

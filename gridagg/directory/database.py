@@ -13,8 +13,8 @@ from importlib import resources
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..errors import StoreUnavailable
-from ..trips import TripCounter
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.trips import TripCounter
 
 
 def check_pool(pool: ConnectionPool) -> None:

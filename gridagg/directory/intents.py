@@ -1,10 +1,10 @@
 """Write intents (gridagg_intents): the grids a write is about to put rows under, recorded
-before it writes and cleared when it ends (gridagg.writes). One left behind means its
+before it writes and cleared when it ends (gridagg.write.protocol). One left behind means its
 writer died mid-write: the next writer recovers those grids."""
 
 from __future__ import annotations
 
-from .database import Database
+from gridagg.directory.database import Database
 
 
 class Intents:
@@ -13,7 +13,7 @@ class Intents:
 
     def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
         """Record that a write will touch these grids (and, for an insert, the rows it
-        adds, as one segment: gridagg.segments.pack); returns the intent's ID."""
+        adds, as one segment: gridagg.store.segments.pack); returns the intent's ID."""
         return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows) VALUES (%s, %s, %s) RETURNING id",
                                (name, grid_ids, rows))[0][0]
 

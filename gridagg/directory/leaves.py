@@ -14,10 +14,10 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ..errors import UnknownDataset
-from ..grid import Box, Grid
-from ..schema import Dataset
-from .database import Database
+from gridagg.directory.database import Database
+from gridagg.model.errors import UnknownDataset
+from gridagg.model.grid import Box, Grid
+from gridagg.model.schema import Dataset
 
 
 def box_columns(ndim: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""The writer lock of each dataset and its holders' write stamps (gridagg.stamps).
+"""The writer lock of each dataset and its holders' write stamps (gridagg.model.stamps).
 
 The lock is a PostgreSQL advisory lock, so it spans processes and dies with a crashed
 writer's connection. Each holder reserves spans of stamps (gridagg_stamps), later than
@@ -12,9 +12,9 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ..errors import StoreUnavailable
-from ..stamps import SPAN, WriteStamps
-from .database import Database
+from gridagg.directory.database import Database
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.stamps import SPAN, WriteStamps
 
 # A writer waiting for the writer lock looks at the store's health this often.
 LOCK_STEP_SECONDS = 1.0

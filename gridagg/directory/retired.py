@@ -1,10 +1,10 @@
 """Retired leaves (gridagg_retired): leaves a split replaced. Their rows stay under the old
 keys until no query that may still see the old directory can be running, then are purged
-(gridagg.writes.purge_retired)."""
+(gridagg.write.protocol.purge_retired)."""
 
 from __future__ import annotations
 
-from .database import Database
+from gridagg.directory.database import Database
 
 
 class Retired:

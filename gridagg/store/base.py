@@ -7,13 +7,13 @@ from typing import Iterator
 
 import numpy as np
 
-from ..aggregate import AggArrays, PartialAggregate
-from .. import segments
-from ..grid import prefix_range, split_key
-from ..scan import RangeCondition, ScanAnswer, ScanRequest
-from ..schema import Dataset
-from ..stamps import WriteStamps
-from ..trips import TripCounter
+from gridagg.model.aggregate import AggArrays, PartialAggregate
+from gridagg.model.grid import prefix_range, split_key
+from gridagg.model.schema import Dataset
+from gridagg.model.stamps import WriteStamps
+from gridagg.model.trips import TripCounter
+from gridagg.store import segments
+from gridagg.store.scan import RangeCondition, ScanAnswer, ScanRequest
 
 
 def matching(values: np.ndarray, where) -> np.ndarray | None:
@@ -61,20 +61,20 @@ class CellStore(ABC):
     Every method is one round trip or a bounded number of them, counted per thread in
     `round_trips`, so a query can report what it cost.
 
-    Writes take `stamps`, the writer's gridagg.stamps.WriteStamps (None: stamps of the
+    Writes take `stamps`, the writer's gridagg.model.stamps.WriteStamps (None: stamps of the
     local clock). A store whose writes can land after their writer died (HBase, through
     the Thrift gateway) stamps its cells with them, so that recovery can fence such late
     writes off (seal_grids); the embedded store cannot get late writes and ignores them.
     """
 
     kind: str
-    # The machine's board of dataset epochs (gridagg.epochs), or None: then every query
+    # The machine's board of dataset epochs (gridagg.store.epochs), or None: then every query
     # confirms its dataset's version with PostgreSQL.
     board = None
     # Parts of one query's scan read at once (settings.scan_threads).
     scan_threads = 1
     # Whether a scan stopped at its deadline names the grids it left unread (its answer
-    # counts every other grid whole: gridagg.scan), so one scan may run to the deadline.
+    # counts every other grid whole: gridagg.store.scan), so one scan may run to the deadline.
     names_unread = False
     # Whether a scan reads its grids by row key (grid_prefix): the planner then hands
     # them over in ScanRequest.keys from its tree, where they were made once; looked up
@@ -153,7 +153,7 @@ class CellStore(ABC):
 
     @abstractmethod
     def scan(self, ds: Dataset, request: ScanRequest) -> ScanAnswer:
-        """Read the rows of request.grids (each grid's own rows) as gridagg.scan says, in
+        """Read the rows of request.grids (each grid's own rows) as gridagg.store.scan says, in
         one round trip: only aggregates (and the rows of request.rows_of) come back."""
 
     @abstractmethod

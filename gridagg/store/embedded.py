@@ -1,9 +1,9 @@
 """The embedded store: the paper's layout in LMDB, an ordered key-value store in a file.
 
 Rows keep the paper's keys (salt + grid ID + "-" + element ID), but are stored packed
-per grid: a grid's rows live in a few segments (gridagg.segments), each one LMDB value
+per grid: a grid's rows live in a few segments (gridagg.store.segments), each one LMDB value
 holding many rows as int64 columns. A query's scan reads the segments where they lie in
-the map with a compiled kernel (gridagg.kernels): no Python step per row, nor per
+the map with a compiled kernel (gridagg.store.kernels): no Python step per row, nor per
 segment. Scans read through a Snapshot, a read transaction kept open while no write
 has committed, which remembers the addresses of each grid's segments: finding them
 again for every scan took a third of a broad dashboard question's time, and a tenth of
@@ -15,7 +15,7 @@ LMDB sub-databases per dataset: "<name>/s" maps grid prefix + 4-byte sequence nu
 a segment, "<name>/a" maps grid IDs to partial aggregates (PartialAggregate.pack). LMDB
 allows one writer and many readers across processes, so API workers and ingest processes
 can share it. Beside them, in the directory's "epochs", the board of dataset epochs
-(gridagg.epochs): every process of the store shares it, so reading an epoch needs no
+(gridagg.store.epochs): every process of the store shares it, so reading an epoch needs no
 round trip.
 """
 
@@ -31,14 +31,14 @@ from typing import Iterator
 import lmdb
 import numpy as np
 
-from .. import segments
-from ..aggregate import AggArrays, PartialAggregate
-from ..epochs import EpochBoard
-from ..grid import grid_prefix, grid_start, split_key
-from ..kernels import addresses_of, scan_located
-from ..scan import RangeCondition, ScanAnswer, ScanRequest
-from ..schema import Dataset
-from .base import CellStore, segment_rows
+from gridagg.model.aggregate import AggArrays, PartialAggregate
+from gridagg.model.grid import grid_prefix, grid_start, split_key
+from gridagg.model.schema import Dataset
+from gridagg.store import segments
+from gridagg.store.base import CellStore, segment_rows
+from gridagg.store.epochs import EpochBoard
+from gridagg.store.kernels import addresses_of, scan_located
+from gridagg.store.scan import RangeCondition, ScanAnswer, ScanRequest
 
 MAP_SIZE = 1 << 40  # address space only; the file grows as data arrives
 # Aggregates read at once when a process loads a tree (see _release).

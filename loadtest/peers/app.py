@@ -14,13 +14,13 @@ import os
 import threading
 
 from flask import Blueprint, Flask, current_app, jsonify
-
-from gridagg.config import Settings
-from gridagg.errors import InvalidInput, UnknownDataset
-from gridagg.query import QuerySpec
 from gridagg_api import create_app
 from gridagg_api.contract import operation
 from gridagg_api.models.queries import QueryRequest, QueryResponse
+
+from gridagg.config import Settings
+from gridagg.model.errors import InvalidInput, UnknownDataset
+from gridagg.query.spec import QuerySpec
 
 from . import KINDS, open_peer
 from .registry import PeerRegistry

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 
 from .common import Batches, SqlPeer
 

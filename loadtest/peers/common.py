@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from gridagg.aggregate import PartialAggregate
-from gridagg.query import QueryPlan, QueryResult, QuerySpec
-from gridagg.schema import Dataset
-from gridagg.trips import TripCounter
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.schema import Dataset
+from gridagg.model.trips import TripCounter
+from gridagg.query.spec import QueryPlan, QueryResult, QuerySpec
 
 Batches = Iterable[tuple[list[bytes], np.ndarray]]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 
 from .common import Batches, SqlPeer
 

@@ -3,7 +3,7 @@ order-preserving 8-byte time + element ID, one cell "r:v" per row holding the wh
 (ncols x int64, little-endian), the table pre-split into regions over time.
 
 A query is one Thrift call: the time window is a key range, and the region servers'
-GridScanObserver (layout ROW_CELLS, gridagg.store.hbase_scan) scans it, applies the
+GridScanObserver (layout ROW_CELLS, gridagg.store.hbase.scan) scans it, applies the
 rest of the box as conditions and aggregates; only the aggregate comes back. Without
 the observer on the region servers a query fails, saying so. Before it is measured its
 table is read whole by the region servers (`prewarm`), as gridagg's on HBase is.
@@ -17,13 +17,13 @@ import happybase  # noqa: F401 - importing it makes its Thrift types (Hbase_thri
 import numpy as np
 from Hbase_thrift import BatchMutation, Mutation
 
-from gridagg.aggregate import PartialAggregate
-from gridagg.query import QueryPlan, QueryResult, QuerySpec
-from gridagg.scan import RangeCondition, ScanRequest
-from gridagg.schema import Dataset
-from gridagg.store.hbase_gateway import PROBE_ROW, Gateway
-from gridagg.store.hbase_regions import Calls, RegionCache
-from gridagg.store.hbase_scan import ROW_CELLS, Items, ask
+from gridagg.model.aggregate import PartialAggregate
+from gridagg.model.schema import Dataset
+from gridagg.query.spec import QueryPlan, QueryResult, QuerySpec
+from gridagg.store.hbase.gateway import PROBE_ROW, Gateway
+from gridagg.store.hbase.regions import Calls, RegionCache
+from gridagg.store.hbase.scan import ROW_CELLS, Items, ask
+from gridagg.store.scan import RangeCondition, ScanRequest
 
 from .common import Batches, Peer, build_result, statistics
 
@@ -81,7 +81,7 @@ class HBasePeer(Peer):
         lo, hi = t.enc_lo, t.enc_hi
         splits = [time_key(lo + (hi - lo) * k // REGIONS) for k in range(1, REGIONS)]
         if self.settings.hbase is None:
-            from gridagg_hbase.launcher import create_presplit_table
+            from gridagg_hbase.admin import create_presplit_table
 
             create_presplit_table(self.settings, table_name(ds.name), families, splits)
         else:
@@ -117,7 +117,7 @@ class HBasePeer(Peer):
                         for i in range(s, min(s + WRITE_ROWS, len(ids)))], {})
                 n += len(ids)
         if self.settings.hbase is None:
-            from gridagg_hbase.launcher import COMPACT_SECONDS, region_admin
+            from gridagg_hbase.admin import COMPACT_SECONDS, region_admin
 
             region_admin(self.settings, "compact", table_name(ds.name), timeout=COMPACT_SECONDS)
         return n

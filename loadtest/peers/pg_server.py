@@ -5,7 +5,7 @@ set back after it.
 
 shared_buffers takes a restart. `server_settings` sets it with ALTER SYSTEM (in
 postgresql.auto.conf, which PostgreSQL reads after the gridagg.conf that `gridagg
-services up` writes), restarts the local PostgreSQL through gridagg.services before the
+services up` writes), restarts the local PostgreSQL through gridagg.cli.services before the
 bench connects to it, and at the end RESETs it and restarts again, so the rest of the
 project keeps its own settings. Larger shared buffers slow nothing else down: the memory
 is taken only as pages are read into it. The settings per session (effective_cache_size
@@ -21,7 +21,7 @@ from typing import Iterator
 import psycopg
 from psycopg import sql
 
-from gridagg import services
+from gridagg.cli import services
 from gridagg.config import Settings
 
 from .postgres import memory_bytes

@@ -21,11 +21,19 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from gridagg.errors import StoreUnavailable
-from gridagg.query import QueryPlan, QueryResult, QuerySpec
-from gridagg.schema import Dataset
+from gridagg.model.errors import StoreUnavailable
+from gridagg.model.schema import Dataset
+from gridagg.query.spec import QueryPlan, QueryResult, QuerySpec
 
-from .common import Batches, Peer, aggregate_of, box_where, build_result, select_list, statistics
+from .common import (
+    Batches,
+    Peer,
+    aggregate_of,
+    box_where,
+    build_result,
+    select_list,
+    statistics,
+)
 
 # The indexes `prepare` tries, by name: (method, key columns, included columns), over
 # the dataset's dimensions D (time first, as the paper's composite index) and measures M.

@@ -12,7 +12,7 @@ import threading
 
 from psycopg_pool import ConnectionPool
 
-from gridagg.schema import Dataset
+from gridagg.model.schema import Dataset
 
 DDL = """
 CREATE TABLE IF NOT EXISTS bench_peers (

@@ -1,0 +1,484 @@
+"""Java for the local HBase and its tools: the JDK, HBase's jars (resolved once by Maven
+from hbase/pom.xml), the Java helpers of hbase/*.java compiled once, the configuration
+every JVM reads, and the java command of each role.
+
+Layout under ``<data_dir>/hbase``::
+
+    conf/      hbase-site.xml, log4j2.properties (first on the classpath), zoo.cfg; thrift/,
+               the gateway's hbase-site.xml
+    data/      hbase.rootdir (local filesystem)
+    tmp/       hbase.tmp.dir (tmp/rs<i> for region server i)
+    zk/        ZooKeeper's data
+    logs/      <role>.log (log4j2) and <role>.out (stdout/stderr) per JVM
+    run/       <role>.pid per JVM; layout, the region servers last started (0: standalone);
+               <role>.observer, the key of the scan observer a region server loaded
+    tools/     classes/ of the Java helpers hbase/*.java (compiled once), and their keys;
+               gridagg-tools.jar, the same classes for Spark's driver
+    cp.txt     the resolved Maven classpath, cp.key the pom hash it belongs to
+
+Roles (JVMs): "master", "thrift"; distributed also "zookeeper" and "rs1".."rsN"; "admin"
+is a short-lived client (gridagg_hbase.admin). Errors are LauncherError, one line each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "pom.xml"
+LOG4J2 = HERE / "log4j2.properties"
+
+MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+REGIONSERVER_CLASS = "org.apache.hadoop.hbase.regionserver.HRegionServer"
+ZOOKEEPER_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+# Distributed layout: the master's RPC port is settings.zk_port + RPC_PORT_OFFSET, region
+# server i's the next ones (checkouts whose ZooKeeper ports differ get apart ports).
+RPC_PORT_OFFSET = 14000
+MAX_REGION_SERVERS = 9
+# A region server's death is known when its ZooKeeper session expires: after this long
+# (HBase's default is 90 s). Far above the pauses of a busy 2-core machine's JVMs.
+SESSION_TIMEOUT_MS = 10000
+
+START_TIMEOUT = 180.0
+
+# What bin/hbase adds on JDK 11+ (HBase 2.6 on JDK 17).
+JDK17_FLAGS = [
+    "-XX:+UseG1GC",
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
+]
+
+# The region servers' scan observer: compiled into tools/classes, loaded for user tables.
+OBSERVER_CLASS = "GridScanObserver"
+
+# The gateway's HBase client gives up within seconds when HBase is down (ZooKeeper or the
+# region server unreachable), instead of retrying for up to 20 minutes while its caller
+# waits; a long scan is one RPC, bounded by hbase.rpc.timeout (60 s), not by these.
+THRIFT_CLIENT_OPTIONS = {
+    "hbase.client.retries.number": "2",
+    "hbase.client.pause": "100",
+    "hbase.client.operation.timeout": "90000",
+    "hbase.client.meta.operation.timeout": "10000",
+    "zookeeper.registry.async.get.timeout": "1000",
+    "zookeeper.recovery.retry": "1",
+    "zookeeper.recovery.retry.intervalmill": "200",
+}
+
+# Heap per JVM but the region servers' (settings.hbase_heap, also the standalone master's:
+# it holds the region server): modest, this runs next to PostgreSQL and Spark on a small
+# machine.
+HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m", "master": "-Xmx512m", "zookeeper": "-Xmx256m"}
+# Short-lived admin JVMs: the C1 compiler only (starts faster). Region servers (the
+# standalone master's JVM holds one) run the observer's row loops on the Vector API, an
+# incubator module.
+OBSERVER_FLAGS = ["--add-modules", "jdk.incubator.vector"]
+# The observer's row loops compiled each as a method of its own: inlined into the scan's
+# larger methods, the JIT at times left a Vector API call uncompiled there (a mask's
+# count became a plain call, 28% of the region server's time in a 100M-row polygon).
+OBSERVER_JIT_FLAGS = [f"-XX:CompileCommand=quiet,dontinline,*Lanes::{m}" for m in ("count", "test", "fold")]
+ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
+# The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
+# Linux gives them only to memory that asks for them (THP mode "madvise", the common
+# default). A sum's scan steps to grids scattered over a block cache of gigabytes: with 4 KB
+# pages nearly every step also misses the TLB. At 100M rows this cut HBase's CPU per served
+# sum by about 15% (docs/bench/scale/README.md, session 89). Where the kernel has THP off,
+# the JVM logs a warning and runs on small pages.
+SERVER_FLAGS = ["-XX:+UseTransparentHugePages"]
+
+
+class LauncherError(RuntimeError):
+    """A local HBase could not be set up, started, stopped or reached."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "conf"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def zk(self) -> Path:
+        return self.root / "zk"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def tools(self) -> Path:
+        return self.root / "tools"
+
+    @property
+    def cp_file(self) -> Path:
+        return self.root / "cp.txt"
+
+    @property
+    def cp_key(self) -> Path:
+        return self.root / "cp.key"
+
+    @property
+    def layout(self) -> Path:
+        return self.run / "layout"
+
+    def pid_file(self, role: str) -> Path:
+        return self.run / f"{role}.pid"
+
+    def observer_file(self, role: str) -> Path:
+        """The key of the scan observer a JVM serving regions started with (tool_key)."""
+        return self.run / f"{role}.observer"
+
+    def log_file(self, role: str) -> Path:
+        return self.logs / f"{role}.log"
+
+    def out_file(self, role: str) -> Path:
+        return self.logs / f"{role}.out"
+
+
+def paths(settings) -> Paths:
+    return Paths(Path(settings.data_dir) / "hbase")
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def recorded_layout(settings) -> int | None:
+    """The region servers last started in this data dir (0: standalone), None if never."""
+    try:
+        return int(paths(settings).layout.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def layout(settings) -> int:
+    """The region servers to run: settings.hbase_region_servers when set, else as last
+    started in this data dir (0, standalone, when never)."""
+    if settings.hbase_region_servers is not None:
+        return settings.hbase_region_servers
+    return recorded_layout(settings) or 0
+
+
+def roles(servers: int) -> list[str]:
+    """The JVMs of a layout of `servers` region servers (0: standalone), in start order."""
+    if not servers:
+        return ["master", "thrift"]
+    return ["zookeeper", "master", *(f"rs{i}" for i in range(1, servers + 1)), "thrift"]
+
+
+def main_class(role: str) -> str:
+    if role.startswith("rs"):
+        return REGIONSERVER_CLASS
+    return {"master": MASTER_CLASS, "thrift": THRIFT_CLASS, "zookeeper": ZOOKEEPER_CLASS}[role]
+
+
+def rpc_port(settings, role: str) -> int:
+    """The RPC port of the distributed layout's "master" or "rs<i>"."""
+    return settings.zk_port + RPC_PORT_OFFSET + (0 if role == "master" else int(role[2:]))
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def java_bin() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise LauncherError(
+            "java not found: install a JDK 17 (Debian: apt-get install -y openjdk-17-jdk-headless)"
+        )
+    return found
+
+
+def _mvn_bin() -> str:
+    found = shutil.which("mvn")
+    if not found:
+        raise LauncherError(
+            "mvn not found: Maven is needed once to fetch the HBase jars "
+            "(Debian: apt-get install -y maven)"
+        )
+    return found
+
+
+def _pom_key() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def resolve_classpath(settings) -> str:
+    """The runtime classpath of hbase/pom.xml, cached under the data dir.
+
+    The cache is reused while the pom is unchanged and every jar still exists. Maven runs
+    offline first (nothing to download when ~/.m2 has everything), online only if needed.
+    """
+    p = paths(settings)
+    key = _pom_key()
+    if p.cp_file.exists() and p.cp_key.exists() and p.cp_key.read_text().strip() == key:
+        cp = p.cp_file.read_text().strip()
+        if cp and all(Path(j).exists() for j in cp.split(os.pathsep)):
+            return cp
+    p.root.mkdir(parents=True, exist_ok=True)
+    mvn = _mvn_bin()
+    tmp = p.root / "cp.txt.tmp"
+    log = p.logs / "maven.log"
+    p.logs.mkdir(parents=True, exist_ok=True)
+    base = [
+        mvn, "-B", "-q", "-f", str(POM), "dependency:build-classpath",
+        "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={tmp}",
+    ]
+    with open(log, "wb") as out:
+        ok = subprocess.run([*base[:1], "-o", *base[1:]], stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL).returncode == 0
+        if not ok:
+            out.write(b"\n--- offline resolution failed, resolving online ---\n")
+            out.flush()
+            ok = subprocess.run(base, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL).returncode == 0
+    if not ok or not tmp.exists():
+        raise LauncherError(f"Maven could not resolve the HBase classpath; see {log}")
+    cp = tmp.read_text().strip()
+    tmp.replace(p.cp_file)
+    p.cp_key.write_text(key + "\n")
+    return cp
+
+
+# --------------------------------------------------------------------------- config
+
+
+def site_properties(settings, servers: int = 0) -> dict[str, str]:
+    """hbase-site.xml of every JVM of a layout of `servers` region servers (0: standalone)."""
+    p = paths(settings)
+    return {
+        "hbase.cluster.distributed": "false",
+        "hbase.rootdir": p.data.as_uri(),
+        "hbase.tmp.dir": str(p.tmp),
+        "hbase.zookeeper.quorum": "localhost",
+        "hbase.zookeeper.property.clientPort": str(settings.zk_port),
+        "hbase.zookeeper.property.dataDir": str(p.zk),
+        # The local filesystem has no hflush/hsync; HBase refuses it unless told.
+        "hbase.unsafe.stream.capability.enforce": "false",
+        # Bulk-loaded HFiles are renamed into regions, not copied twice (the class says why).
+        "fs.file.impl": "LocalDiskFileSystem",
+        "hbase.wal.provider": "filesystem",
+        "hbase.wal.meta_provider": "filesystem",
+        # No web UIs (they need more JDK 17 opens and are not used).
+        "hbase.master.info.port": "-1",
+        "hbase.regionserver.info.port": "-1",
+        "hbase.thrift.info.port": "-1",
+        # Master and region server RPC on ephemeral ports: no clash with other HBases.
+        "hbase.localcluster.assign.random.ports": "true",
+        # gridagg's tables are read-mostly (bulk-loaded; inserts are small), and a table larger
+        # than the block cache is decoded again from the page cache at every read: at 100M
+        # rows a served sum box cost the region server 60 ms of CPU with 40% of a 4g heap
+        # caching a 6.4 GB table, 10 ms with the table cached (docs/bench/scale). Most of
+        # the heap caches blocks; HBase allows cache + memstore up to 0.8 of it.
+        "hfile.block.cache.size": "0.6",
+        "hbase.regionserver.global.memstore.size": "0.2",
+        # Rolled WALs are kept for replication, which a local HBase does not do: drop them
+        # after a minute, not HBase's ten. Tuning a 100M-row tree writes 2-4 GB of WAL a
+        # minute, and a region server aborted on a full disk before (docs/bench/scale).
+        "hbase.master.logcleaner.ttl": "60000",
+        # Files a compaction replaced wait in the archive for HBase's cleaner, which runs
+        # every ten minutes and keeps them five: tuning a 100M-row tree compacts the whole
+        # table, so the disk briefly held it twice (14 GB of archive when a region server
+        # aborted on a full disk, docs/bench/scale). Both cleaners run every minute here.
+        "hbase.master.cleaner.interval": "60000",
+        "hbase.master.hfilecleaner.ttl": "60000",
+        # A 2-core machine: few handler threads.
+        "hbase.regionserver.handler.count": "8",
+        "hbase.master.handler.count": "8",
+        "hbase.regionserver.metahandler.count": "4",
+        "hbase.regionserver.executor.openregion.threads": "2",
+        # Thrift1 gateway: loopback only, threadpool server, buffered transport,
+        # binary protocol (happybase defaults), idle clients are not dropped.
+        "hbase.regionserver.thrift.ipaddress": "127.0.0.1",
+        "hbase.regionserver.thrift.port": str(settings.hbase_port),
+        "hbase.regionserver.thrift.server.type": "threadpool",
+        "hbase.regionserver.thrift.framed": "false",
+        "hbase.regionserver.thrift.compact": "false",
+        "hbase.thrift.server.socket.read.timeout": str(7 * 24 * 3600 * 1000),
+        "hbase.thrift.minWorkerThreads": "4",
+        "hbase.thrift.maxWorkerThreads": "64",
+        # gridagg's scans answered on the region server, for user tables (not hbase:meta).
+        "hbase.coprocessor.user.region.classes": OBSERVER_CLASS,
+        **(_distributed_properties(settings) if servers else {}),
+    }
+
+
+def _distributed_properties(settings) -> dict[str, str]:
+    """What the distributed layout changes: ZooKeeper and every server a JVM of its own,
+    on loopback and ports of this checkout's (region servers get theirs at start)."""
+    return {
+        "hbase.cluster.distributed": "true",
+        "hbase.localcluster.assign.random.ports": "false",
+        "hbase.master.port": str(rpc_port(settings, "master")),
+        "hbase.master.ipc.address": "127.0.0.1",
+        "hbase.regionserver.ipc.address": "127.0.0.1",
+        "hbase.master.hostname": "localhost",
+        "hbase.unsafe.regionserver.hostname": "localhost",
+        # A dead region server is found when its ZooKeeper session expires.
+        "zookeeper.session.timeout": str(SESSION_TIMEOUT_MS),
+        # Tables are made after every region server has checked in: their regions spread.
+        "hbase.master.wait.on.regionservers.mintostart": "1",
+    }
+
+
+def zoo_cfg(settings) -> str:
+    """The distributed layout's ZooKeeper: on loopback, data in zk/, no admin web server;
+    session timeouts of 2-30 s allowed (SESSION_TIMEOUT_MS lies between)."""
+    p = paths(settings)
+    return "\n".join([
+        "# written by hbase/launcher.py; edits are overwritten",
+        "tickTime=1000", f"dataDir={p.zk}", f"clientPort={settings.zk_port}", "clientPortAddress=127.0.0.1",
+        "maxClientCnxns=0", "minSessionTimeout=2000", "maxSessionTimeout=30000", "admin.enableServer=false",
+        "autopurge.snapRetainCount=3", "autopurge.purgeInterval=1", ""])
+
+
+def write_conf(settings, servers: int | None = None) -> Path:
+    """Write <data_dir>/hbase/conf/{hbase-site.xml,log4j2.properties,zoo.cfg}, and the
+    gateway's own hbase-site.xml (the same and THRIFT_CLIENT_OPTIONS) in conf/thrift, for
+    a layout of `servers` region servers (default: `layout`); return conf."""
+    p = paths(settings)
+    servers = layout(settings) if servers is None else servers
+    for d in (p.conf, p.conf / "thrift", p.data.parent, p.tmp, p.zk, p.logs, p.run, p.tools):
+        d.mkdir(parents=True, exist_ok=True)
+    site = site_properties(settings, servers)
+    _write_if_changed(p.conf / "hbase-site.xml", _site_xml(site))
+    _write_if_changed(p.conf / "thrift" / "hbase-site.xml", _site_xml({**site, **THRIFT_CLIENT_OPTIONS}))
+    _write_if_changed(p.conf / "log4j2.properties", LOG4J2.read_text())
+    _write_if_changed(p.conf / "zoo.cfg", zoo_cfg(settings))
+    return p.conf
+
+
+def _site_xml(properties: dict[str, str]) -> str:
+    lines = ['<?xml version="1.0"?>', "<!-- written by hbase/launcher.py; edits are overwritten -->",
+             "<configuration>"]
+    for k, v in properties.items():
+        lines.append(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>")
+    lines.append("</configuration>")
+    return "\n".join(lines) + "\n"
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomic replace, and only when different: JVMs may be reading the file."""
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
+    """The java command of a JVM with HBase's classpath `cp` and our hbase-site.xml, whose
+    fs.file.impl and region observer are compiled here (hbase/LocalDiskFileSystem.java,
+    hbase/GridScanObserver.java, into tools/classes). role: a role of `roles`, or "admin"
+    (a short-lived client)."""
+    p = paths(settings)
+    classes = compile_tool(settings, "LocalDiskFileSystem", cp)
+    compile_tool(settings, OBSERVER_CLASS, cp)
+    region_server = serves_regions(settings, role)
+    heap = f"-Xmx{settings.hbase_heap}" if region_server else HEAPS[role]
+    if role == "admin":
+        extra = ADMIN_FLAGS
+    else:
+        extra = [*SERVER_FLAGS, *OBSERVER_FLAGS, *OBSERVER_JIT_FLAGS] if region_server else SERVER_FLAGS
+    return [
+        java_bin(), heap, *JDK17_FLAGS, *extra,
+        "-Djava.net.preferIPv4Stack=true",
+        f"-Dlog4j2.configurationFile={p.conf / 'log4j2.properties'}",
+        f"-Dgridagg.log.dir={p.logs}",
+        f"-Dgridagg.log.file={role}.log",
+        f"-Dhbase.log.dir={p.logs}",
+        f"-Dhbase.log.file={role}.log",
+        "-cp", os.pathsep.join([str(p.conf / "thrift" if role == "thrift" else p.conf), str(classes), cp]),
+        *main,
+    ]
+
+
+def serves_regions(settings, role: str) -> bool:
+    """Whether `role` is a JVM that holds regions (and so loads the scan observer)."""
+    return role.startswith("rs") or (role == "master" and not layout(settings))
+
+
+def jvm_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Hadoop's local filesystem shells out to chmod & co.
+    parts = [d for d in env.get("PATH", "").split(os.pathsep) if d]
+    env["PATH"] = os.pathsep.join(parts + [d for d in ("/usr/bin", "/bin") if d not in parts])
+    return env
+
+
+def tool_options(class_name: str) -> list[str]:
+    """javac's options for hbase/<class_name>.java."""
+    return ["--release", "17", *OBSERVER_FLAGS] if class_name == OBSERVER_CLASS else []
+
+
+def tool_key(class_name: str, cp: str) -> str:
+    """What the classes of hbase/<class_name>.java are compiled from: its source, the
+    classpath and javac's options, hashed."""
+    src = (HERE / f"{class_name}.java").read_text()
+    return hashlib.sha256((src + "\0" + cp + "\0" + " ".join(tool_options(class_name))).encode()).hexdigest()
+
+
+def compile_tool(settings, class_name: str, cp: str) -> Path:
+    """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir.
+    The observer is compiled for Java 17 with the Vector API (OBSERVER_FLAGS)."""
+    p = paths(settings)
+    classes = p.tools / "classes"
+    src = HERE / f"{class_name}.java"
+    stamp = p.tools / f"{class_name}.key"
+    options = tool_options(class_name)
+    key = tool_key(class_name, cp)
+    if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
+        return classes
+    javac = Path(java_bin()).resolve().parent / "javac"
+    if not javac.exists():
+        found = shutil.which("javac")
+        if not found:
+            raise LauncherError("javac not found: a full JDK 17 is needed "
+                                "(Debian: apt-get install -y openjdk-17-jdk-headless)")
+        javac = Path(found)
+    classes.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run([str(javac), "-nowarn", *options, "-cp", cp, "-d", str(classes), str(src)],
+                         capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
+    if res.returncode != 0:
+        err = (res.stderr or res.stdout).decode(errors="replace").strip().splitlines()
+        raise LauncherError(f"compiling {src} failed: {err[0] if err else res.returncode}")
+    stamp.write_text(key)
+    return classes
