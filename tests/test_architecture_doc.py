@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 # The folders and the names they install as (pyproject.toml's package-dir).
 PACKAGES = {"gridagg": "gridagg", "api": "gridagg_api", "ingest": "gridagg_ingest", "loadtest": "gridagg_loadtest",
-            "demo": "gridagg_demo", "hbase": "gridagg_hbase", "sql": "gridagg_sql"}
+            "demo": "gridagg_demo", "hbase": "gridagg_hbase"}
 SOURCES = [p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")]
 
 

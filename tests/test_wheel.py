@@ -1,6 +1,6 @@
 """gridagg installs like a package: the wheel built from the checkout's files holds every
 file the installed commands need besides the modules (`gridagg services up` compiles
-hbase/*.java against hbase/pom.xml, the directory runs sql/*.sql, `gridagg ingest
+hbase/*.java against hbase/pom.xml, the directory runs gridagg/directory/*.sql, `gridagg ingest
 example:NAME` and the demo read ingest/examples/*.toml, `gridagg bench` reads
 loadtest/paper.toml and builds loadtest/loadgen.go, `gridagg serve` serves the page's
 bundle), registers every subcommand, and leaves the load-test tools to the `bench`
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("api", "ingest", "loadtest", "demo", "hbase", "sql")  # each installs as gridagg_<folder>
+FOLDERS = ("api", "ingest", "loadtest", "demo", "hbase")  # each installs as gridagg_<folder>
 
 
 def installed(path: str) -> str:
@@ -75,7 +75,7 @@ def names(wheel: zipfile.ZipFile) -> set[str]:
 def test_the_wheel_holds_every_file_the_commands_need(wheel):
     held = names(wheel)
     needed = [p.relative_to(ROOT).as_posix() for pattern in
-              ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "sql/*.sql",
+              ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "gridagg/directory/*.sql",
                "ingest/examples/*.toml", "loadtest/paper.toml", "loadtest/loadgen.go") for p in sorted(ROOT.glob(pattern))]
     assert len(needed) >= 9
     assert [n for n in needed if installed(n) not in held] == []

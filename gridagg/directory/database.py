@@ -46,7 +46,7 @@ class Database:
             raise StoreUnavailable(f"PostgreSQL at {url} is unreachable: {exc}") from exc
         self.round_trips = TripCounter()
         with self.connection() as conn:
-            conn.execute(resources.files("gridagg_sql").joinpath("catalog.sql").read_text())
+            conn.execute(resources.files("gridagg.directory").joinpath("catalog.sql").read_text())
 
     @contextmanager
     def connection(self):

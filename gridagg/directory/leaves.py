@@ -84,7 +84,7 @@ class Leaves:
     def create(conn, ds: Dataset) -> None:
         """In the caller's transaction: the dataset's grid table, made anew."""
         cols = box_columns(ds.ndim)
-        ddl = resources.files("gridagg_sql").joinpath("grid_table.sql").read_text()
+        ddl = resources.files("gridagg.directory").joinpath("grid_table.sql").read_text()
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table(ds.name)))
         conn.execute(sql.SQL(ddl).format(
             table=table(ds.name),
