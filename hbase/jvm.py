@@ -100,9 +100,8 @@ ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
 # The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
 # Linux gives them only to memory that asks for them (THP mode "madvise", the common
 # default). A sum's scan steps to grids scattered over a block cache of gigabytes: with 4 KB
-# pages nearly every step also misses the TLB. At 100M rows this cut HBase's CPU per served
-# sum by about 15% (docs/bench/scale/README.md, session 89). Where the kernel has THP off,
-# the JVM logs a warning and runs on small pages.
+# pages nearly every step also misses the TLB. Where the kernel has THP off, the JVM logs
+# a warning and runs on small pages.
 SERVER_FLAGS = ["-XX:+UseTransparentHugePages"]
 
 

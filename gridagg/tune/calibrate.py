@@ -7,14 +7,10 @@ many sizes over both, each timed warm several times (the median kept), and the m
 fitted to (cut grids, rows in them, reused aggregates, ms) of every box. The scratch
 datasets are dropped afterwards.
 
-A cut grid costs more once the data outgrows the CPU's caches: on the embedded store 0.48
-us at 100,000 rows, 0.91 us at 1,000,000 (a 10M-row dataset's sweep of n_size gave about
-1.3 us, docs/bench/online-10m.md), so both stores are calibrated on 1,000,000 rows (about
-1.5 minutes each here). On HBase 100,000 rows, read while the region server's JVM was
-still warming up, priced a cut grid at 738 rows and a row at 18.6 ns: a 100M-row tree
-tuned with that model cut the paper's sums in 185 leaves and served them at 7.4x DuckDB's
-rate; tuned from the same load with the 1M-row model (3,000-3,700 rows a grid), 107.5
-leaves and 10.6x (docs/bench/scale/README.md, sessions 90-91).
+A cut grid costs more once the data outgrows the CPU's caches, and a JVM still warming
+up prices rows too dear: so both stores are calibrated on 1,000,000 rows (a minute or
+two each), where a model fitted on 100,000 rows misjudged a 100M-row tree's cut grids
+and the trees tuned with it read about twice the leaves.
 """
 
 from __future__ import annotations
