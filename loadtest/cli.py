@@ -15,23 +15,23 @@ from gridagg.model.errors import GridaggError
 def _bench(settings, args: argparse.Namespace) -> int:
     if importlib.util.find_spec("duckdb") is None:  # without matplotlib it only makes no plots
         raise GridaggError("gridagg bench needs duckdb: pip install 'gridagg[bench]'")
-    from . import bench
-    from .driver import binary
+    from .bench import paper
+    from .bench.driver import binary
 
     if not args.dashboard:
         binary(settings)  # the load driver, built before the loads: no Go fails here, not after them
 
     args.command_line = "gridagg " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = bench.run(settings, args)
+    result = paper.run(settings, args)
     return 1 if result["disagreements"] else 0
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from . import bench
+    from .bench import paper
 
     p = subparsers.add_parser(
         "bench", help="the paper's experiment: gridagg vs PostgreSQL alone vs HBase alone",
-        description=bench.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_arguments(p)
+        description=paper.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paper.add_arguments(p)
     p.set_defaults(func=_bench)
     return p

@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gridagg_hbase import admin, jvm
-from gridagg_loadtest import nemesis, visibility
-from gridagg_loadtest.soak_check import brute_force
-from gridagg_loadtest.soak_clients import (
+from gridagg_loadtest.soak import nemesis, visibility
+from gridagg_loadtest.soak.check import brute_force
+from gridagg_loadtest.soak.clients import (
     AGGS,
     batch_rows,
     definition,

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from gridagg_loadtest import (
+from gridagg_loadtest.bench import (
     archive,
-    bench,
     cpu,
     driver,
+    paper,
     report,
     runs,
     scale,
@@ -28,9 +28,9 @@ from gridagg_loadtest import (
     tuning,
     workload,
 )
+from gridagg_loadtest.bench.servers import Shape
 from gridagg_loadtest.cli import register
 from gridagg_loadtest.peers import KINDS
-from gridagg_loadtest.servers import Shape
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = ROOT.parent / "shared" / "data" / "weather"
@@ -127,7 +127,7 @@ def test_workload_is_the_papers():
 
 
 def test_the_paper_data_space_holds_every_generated_row(tmp_path):
-    """What the bench generates fits loadtest/paper.toml, and the workload's windows lie
+    """What the bench generates fits loadtest/bench/paper.toml, and the workload's windows lie
     inside its time domain."""
     from datetime import datetime
 
@@ -159,7 +159,7 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
         "--stat-queries", "5", "--check-queries", "4", "--stores", "embedded", "hbase", "--shapes", "2x2",
         "--tune-seconds", "1", "--pg-shared-buffers", "keep", "--prefix", unique_name, "--out", str(tmp_path / "report")])
     args.command_line = "gridagg bench (test)"
-    result = bench.run(settings, args)
+    result = paper.run(settings, args)
     assert result["disagreements"] == []
     by_label = {s.label: s for s in result["systems"]}
     assert {"PostgreSQL alone", "HBase alone", "DuckDB", "ClickHouse (chDB)"} <= set(by_label) and len(by_label) == 8
@@ -198,7 +198,7 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
         "bench", "--dashboard", "--rows", "30000", "--stations", "30", "--nsize", "200", "--stores", "embedded",
         "--repeat", "1", "--shapes", "1x1", "--prefix", unique_name, "--out", str(tmp_path / "report")])
     args.command_line = "gridagg bench --dashboard (test)"
-    result = bench.run(settings, args)
+    result = paper.run(settings, args)
     assert result["disagreements"] == []
     text = (tmp_path / "report" / "dashboard.md").read_text()
     for peer in ("DuckDB, 1 thread", "DuckDB, 2 threads", "ClickHouse (chDB), 1 thread", "ClickHouse (chDB), 2 threads"):
@@ -207,7 +207,7 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
 
 
 def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, tmp_path, unique_name, monkeypatch):
-    """`python -m gridagg_loadtest.scale` on a small generated archive loaded by `gridagg
+    """`python -m gridagg_loadtest.bench.scale` on a small generated archive loaded by `gridagg
     ingest`: with --tune the tree first adapted to the workload in place; every question
     answered alike by gridagg and DuckDB, and with --clients the paper's boxes served and
     driven for each and for PostgreSQL alone (served only, with its index trials and plan

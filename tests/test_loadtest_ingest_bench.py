@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gridagg_loadtest.ingest_bench import HBASE_ALONE, PG_ALONE, table
+from gridagg_loadtest.bench.ingest import HBASE_ALONE, PG_ALONE, table
 
 
 def test_table_gives_speeds_against_each_store_alone_at_its_fastest():

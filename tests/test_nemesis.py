@@ -30,8 +30,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from engine_support import open_engine
-from gridagg_loadtest import nemesis, soak
-from gridagg_loadtest.soak_clients import BATCH, batch_rows, definition, element_ids
+from gridagg_loadtest.soak import nemesis
+from gridagg_loadtest.soak import run as soak
+from gridagg_loadtest.soak.clients import BATCH, batch_rows, definition, element_ids
+from gridagg_loadtest.soak.report import SoakReport
 
 from gridagg.cli import services
 from gridagg.model.aggregate import PartialAggregate
@@ -66,7 +68,7 @@ def own_servers(settings):
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _assert_targets(report: soak.SoakReport, kinds: tuple[str, ...]) -> None:
+def _assert_targets(report: SoakReport, kinds: tuple[str, ...]) -> None:
     assert report.nemesis["kinds"] == sorted(kinds), report.nemesis["schedule"]  # each kind came
     assert report.inserts > 0 and report.queries > 0 and report.splits > 0
     assert report.wrong_answers == 0, report.wrong_examples
@@ -102,7 +104,7 @@ def test_a_split_key_lies_inside_its_region():
 def test_nemesis_on_the_embedded_store(own_servers):
     kinds = ("pg", "writer", "reader")
     # Each kind comes in the first 15 s of the seeded schedule: 40 s gives each its
-    # recovery and a second round (longer soaks: loadtest/soak.py, docs/soak/).
+    # recovery and a second round (longer soaks: loadtest/soak, docs/soak/).
     report = soak.run(own_servers.with_(store="embedded"), seconds=40, writers=2, readers=2,
                       progress=lambda _: None, kinds=kinds, seed=3, every=(3, 6))
     _assert_targets(report, kinds)

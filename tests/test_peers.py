@@ -16,12 +16,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import oracle  # noqa: E402
 from engine_support import check_query, open_engine  # noqa: E402
-from gridagg_loadtest import dashboard, dashboard_sql  # noqa: E402
+from gridagg_loadtest.bench import dashboard, dashboard_sql  # noqa: E402
+from gridagg_loadtest.bench.workload import PAPER_CONFIG, definition  # noqa: E402
 from gridagg_loadtest.peers import KINDS, open_peer  # noqa: E402
 from gridagg_loadtest.peers.app import create_peer_app  # noqa: E402
 from gridagg_loadtest.peers.postgres import INDEXES, memory_bytes  # noqa: E402
 from gridagg_loadtest.peers.registry import PeerRegistry  # noqa: E402
-from gridagg_loadtest.workload import PAPER_CONFIG, definition  # noqa: E402
 
 from gridagg.query.spec import QuerySpec  # noqa: E402
 

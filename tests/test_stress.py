@@ -1,11 +1,11 @@
 """A bounded stress test against the real servers: writer and reader processes at once,
-with splits all the time; every answer satisfies the oracle condition of loadtest/soak.py
+with splits all the time; every answer satisfies the oracle condition of the soak (loadtest/soak)
 and the final aggregates are exact."""
 
 from __future__ import annotations
 
 import pytest
-from gridagg_loadtest import soak
+from gridagg_loadtest.soak import run as soak
 
 
 @pytest.mark.parametrize("store", ["embedded", "hbase"])

@@ -2,7 +2,7 @@
 file the installed commands need besides the modules (`gridagg services up` compiles
 hbase/*.java against hbase/pom.xml, the directory runs gridagg/directory/*.sql, `gridagg ingest
 example:NAME` and the demo read ingest/examples/*.toml, `gridagg bench` reads
-loadtest/paper.toml and builds loadtest/loadgen.go, `gridagg serve` serves the page's
+loadtest/bench/paper.toml and builds loadtest/bench/loadgen.go, `gridagg serve` serves the page's
 bundle), registers every subcommand, and leaves the load-test tools to the `bench`
 extra. Without the page's bundle (api/page/dist, built by api/page/build.sh) no wheel is
 built: the build says what is missing (setup.py). The repository's folders install as
@@ -76,7 +76,7 @@ def test_the_wheel_holds_every_file_the_commands_need(wheel):
     held = names(wheel)
     needed = [p.relative_to(ROOT).as_posix() for pattern in
               ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "gridagg/directory/*.sql",
-               "ingest/examples/*.toml", "loadtest/paper.toml", "loadtest/loadgen.go") for p in sorted(ROOT.glob(pattern))]
+               "ingest/examples/*.toml", "loadtest/bench/paper.toml", "loadtest/bench/loadgen.go") for p in sorted(ROOT.glob(pattern))]
     assert len(needed) >= 9
     assert [n for n in needed if installed(n) not in held] == []
 

@@ -13,7 +13,7 @@ import numpy as np
 from . import workload
 from .log import log
 
-WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"
+WEATHER = Path(__file__).resolve().parents[3] / "shared" / "data" / "weather"
 
 
 def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations: int | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""The soak's checker: reads the clients' logs (loadtest.soak_clients) and judges them.
+"""The soak's checker: reads the clients' logs (loadtest/soak/clients.py) and judges them.
 
 The oracle. Every answer must be the brute-force answer over some set S of rows with
   A <= S <= B,  A = rows of batches acknowledged before the query began (by a writer
@@ -28,7 +28,7 @@ from gridagg.model.grid import element_of, grid_prefix
 from gridagg.model.schema import Dataset
 from gridagg.query.spec import QuerySpec
 
-from .soak_clients import BATCH, Client, batch_of, batch_rows, machine_of, read_log
+from .clients import BATCH, Client, batch_of, batch_rows, machine_of, read_log
 
 # How long after its acknowledgement a write must show in the answers of other hosts:
 # they learn of it through PostgreSQL (gridagg.tree), not from a board they share.
@@ -218,7 +218,7 @@ HUNG = 10.0  # a request that takes longer hangs (the timeout of a patient clien
 
 
 def fault_effects(history: History, injected: list, end: float) -> list[dict]:
-    """Per injected fault (loadtest.nemesis.Injected), in seconds after its crash. The
+    """Per injected fault (loadtest/soak/nemesis.py: Injected), in seconds after its crash. The
     requests of a fault are those that ended after its crash and before the next one.
     affected: its requests that failed or took longer than HUNG; first_affected:
     the earliest start among them; back: the server answered again (a new client ran);

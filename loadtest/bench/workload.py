@@ -28,7 +28,7 @@ AGGREGATES = {"min": ["min:wind_speed"], "sum": ["sum:wind_speed", "count"]}
 
 
 def paper_config(name: str, n_size: int) -> IngestConfig:
-    """The ingest config of the paper's data space (loadtest/paper.toml) for a dataset
+    """The ingest config of the paper's data space (loadtest/bench/paper.toml) for a dataset
     `name` with N_size = n_size, N_threshold = 10 x n_size, L_time = 360 days."""
     cfg = load_config(PAPER_CONFIG)
     grid = GridParams(n_size, 10 * n_size, cfg.dataset.grid.l_time)

@@ -28,11 +28,11 @@ from pathlib import Path
 from gridagg.config import Settings
 from gridagg.model.schema import GridParams
 
+from ..peers import IN_PROCESS, open_peer
+from ..peers.common import SqlPeer
 from . import dashboard_sql
 from .archive import build_archive, encoded_batches, encoded_count
 from .log import log
-from .peers import IN_PROCESS, open_peer
-from .peers.common import SqlPeer
 from .report import machine
 from .servers import Server
 from .systems import (
@@ -44,7 +44,7 @@ from .systems import (
     load_gridagg,
 )
 
-CONFIG = Path(__file__).resolve().parents[1] / "ingest" / "examples" / "weather_generated.toml"
+CONFIG = Path(__file__).resolve().parents[2] / "ingest" / "examples" / "weather_generated.toml"
 YEAR = ["2021-01-01T00:00:00Z", "2021-12-31T23:59:59Z"]
 # Most of the generated stations (spread over ingest.generate.AREA: lon -165..-55, lat 15..70).
 STATIONS = {"type": "Polygon", "coordinates": [[[-155, 20], [-60, 20], [-60, 65], [-155, 65], [-155, 20]]]}

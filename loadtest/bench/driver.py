@@ -1,9 +1,9 @@
-"""The bench's load: loadtest/loadgen.go, closed-loop clients on 127.0.0.1, bounded by
+"""The bench's load: loadtest/bench/loadgen.go, closed-loop clients on 127.0.0.1, bounded by
 a request count and a time (see the Go file for why it is not locust).
 
 `run_load` writes the run's requests (the paper's workload, drawn from a seed) to a
 file, runs the driver on it and returns its result with the CPU every process group
-spent per request during the run (`gridagg_loadtest.cpu`). A run counts every answer
+spent per request during the run (`gridagg_loadtest.bench.cpu`). A run counts every answer
 that completes inside its measured window (COUNTING says so in the report).
 """
 
@@ -39,7 +39,7 @@ def binary(settings: Settings) -> Path:
         return path
     go = shutil.which("go")
     if go is None:
-        raise GridaggError("gridagg bench builds its load driver (loadtest/loadgen.go) with Go: install it "
+        raise GridaggError("gridagg bench builds its load driver (loadtest/bench/loadgen.go) with Go: install it "
                            "(e.g. apt install golang-go) and put `go` on PATH")
     path.parent.mkdir(parents=True, exist_ok=True)
     built = path.with_name(f".{path.name}.{os.getpid()}")  # renamed into place when whole
@@ -47,7 +47,7 @@ def binary(settings: Settings) -> Path:
     proc = subprocess.run([go, "build", "-o", str(built), str(SOURCE)], cwd=path.parent, capture_output=True,
                           text=True)
     if proc.returncode != 0:
-        raise GridaggError(f"building loadtest/loadgen.go failed: {proc.stderr.strip()[:500]}")
+        raise GridaggError(f"building loadtest/bench/loadgen.go failed: {proc.stderr.strip()[:500]}")
     os.replace(built, path)
     for old in path.parent.glob("gridagg-loadgen-*"):  # builds of earlier sources
         if old != path:

@@ -10,7 +10,7 @@ next writer inserts a batch at once (recovering the dead writer's intent first).
 right after, and again once the gateway has had time to retry: without the fence, rows
 stored after the recovery were counted in no aggregate.
 
-    python -m gridagg_loadtest.late_write --rounds 3      # kills and starts the local HBase: own servers only
+    python -m gridagg_loadtest.soak.late_write --rounds 3      # kills and starts the local HBase: own servers only
 
 Prints each round's two checks and how many rounds ended with uncounted rows; `repair`
 mends each before the next round. Exit code 1 when some did.
@@ -28,7 +28,7 @@ from gridagg.cli import services
 from gridagg.config import Settings
 from gridagg.model.grid import row_key
 
-from .soak_clients import batch_rows, definition, element_ids, open_engine
+from .clients import batch_rows, definition, element_ids, open_engine
 
 RETRY_SECONDS = 30.0  # long enough for the gateway's retries of the dead writer's request
 
@@ -79,7 +79,7 @@ def run(settings: Settings, rounds: int, progress=print) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.late_write", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.soak.late_write", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3), about 30-60 s each")
     args = ap.parse_args(argv)

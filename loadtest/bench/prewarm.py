@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from gridagg.config import Settings
 
-from .peers import open_peer
-from .peers.hbase import read_table
-from .peers.registry import PeerRegistry
+from ..peers import open_peer
+from ..peers.hbase import read_table
+from ..peers.registry import PeerRegistry
 from .systems import System
 
 

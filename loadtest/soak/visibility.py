@@ -1,7 +1,7 @@
 """How long a write acknowledged by one API server takes to show in another's answers,
 when the two share PostgreSQL and HBase but not an epoch board (as on two hosts).
 
-Two API servers are started (loadtest.api_hosts), each with a board of its own. Then,
+Two API servers are started (loadtest/hosts.py), each with a board of its own. Then,
 again and again, one row is written through one of them and, from the moment its
 acknowledgement arrives, the other is asked for the dataset's row count, query after
 query, until an answer counts the row. The lag of a write: from its acknowledgement to
@@ -10,7 +10,7 @@ of the other server's tree it sets off); stale answers: those that did not count
 an acknowledgement and misses that write is a violation (the promise is: a write is in
 every answer of the others that begins 1 s after it or later).
 
-    python -m gridagg_loadtest.visibility --writes 300     # HBase store, local servers
+    python -m gridagg_loadtest.soak.visibility --writes 300     # HBase store, local servers
 
 Prints a JSON report (lags p50/p90/p99/max in ms, violations) to stdout.
 """
@@ -28,7 +28,7 @@ import numpy as np
 
 from gridagg.config import Settings
 
-from . import api_hosts
+from ..hosts import started
 
 VISIBLE_AFTER = 1.0  # seconds after its acknowledgement a write must show everywhere
 WAIT_SECONDS = 10.0  # a write not seen by then ends the run (a failure)
@@ -87,7 +87,7 @@ def run(settings: Settings, writes: int, hosts: int = 2, progress=lambda _: None
     token = secrets.token_hex(8)
     settings = settings.with_(write_token=token, read_token=None)
     name = "visibility_" + uuid.uuid4().hex[:8]
-    with api_hosts.started(settings, hosts) as servers:
+    with started(settings, hosts) as servers:
         urls = [h.url for h in servers]
         progress(f"API servers {', '.join(urls)}, each with a board of its own; dataset {name}")
         auth = {"Authorization": f"Bearer {token}"}
@@ -108,7 +108,7 @@ def _drop(settings: Settings, name: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.visibility", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.soak.visibility", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--writes", type=int, default=300, help="rows written, one at a time (default 300)")
     ap.add_argument("--hosts", type=int, default=2, help="API servers, each with a board of its own (default 2)")
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     settings = Settings.from_env().with_(store=args.store)
     report = run(settings, args.writes, args.hosts, progress=lambda m: print(m, file=sys.stderr, flush=True))
-    command = "python -m gridagg_loadtest.visibility " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m gridagg_loadtest.soak.visibility " + " ".join(argv if argv is not None else sys.argv[1:])
     print(json.dumps({"command": command, **report}, indent=2))
     return 0 if report["violations"] == 0 else 1
 

@@ -9,7 +9,7 @@ from gridagg.model.aggregate import PartialAggregate
 from gridagg.model.schema import Dataset
 from gridagg.query.spec import QuerySpec, SeriesSpec
 
-from .peers.common import SqlPeer, aggregate_of, box_where, select_list, statistics
+from ..peers.common import SqlPeer, aggregate_of, box_where, select_list, statistics
 
 
 def answer(peer: SqlPeer, ds: Dataset, body: dict) -> list[dict]:

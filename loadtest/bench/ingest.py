@@ -2,7 +2,7 @@
 each store alone, measured in one run.
 
     python -m gridagg_ingest.generate --rows 1000000 --out /tmp/gen-1m
-    python -m gridagg_loadtest.ingest_bench ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
+    python -m gridagg_loadtest.bench.ingest ingest/examples/weather_generated.toml /tmp/gen-1m --stores embedded hbase
 
 1. the job (run_ingest) loads the inputs into a fresh dataset, once per --stores entry
    (--repeat N: N rounds over the stores, each into a fresh dataset):
@@ -92,8 +92,8 @@ def drop_dataset(settings: Settings, name: str) -> None:
 def peer_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.ndarray, keep: bool) -> float:
     """Seconds the bench's peer `kind` takes to load the rows and make them ready to
     serve (its load, then what it prepares without sample queries)."""
+    from ..peers import open_peer
     from .archive import batches
-    from .peers import open_peer
 
     peer = open_peer(kind, settings)
     try:
@@ -110,7 +110,7 @@ def peer_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.nd
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.ingest_bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.bench.ingest", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("config", help="dataset config (TOML), e.g. ingest/examples/weather_generated.toml")

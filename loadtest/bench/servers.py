@@ -15,11 +15,11 @@ from gridagg_api.cli import server_argv
 
 from gridagg.config import Settings
 
-from .peers.app import KNOBS_ENV
-from .processes import free_port, stop, wait_healthy
+from ..hosts import free_port, stop, wait_healthy
+from ..peers.app import KNOBS_ENV
 from .systems import System
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,30 @@
-"""Several API servers on this machine, each as if on a host of its own: `gridagg serve`'s
-server (granian) per host, sharing PostgreSQL and HBase but each with an epoch board of
-its own (GRIDAGG_EPOCH_DIR), so that a write through one reaches the others only the way
-it reaches other machines: PostgreSQL's NOTIFY and the change log (gridagg.tree).
+"""API server processes the load tools start on this machine: a free port, waiting until
+one answers /healthz, stopping one (gently first); and several at once, each as if on a
+host of its own: `gridagg serve`'s server (granian) per host, sharing PostgreSQL and HBase
+but each with an epoch board of its own (GRIDAGG_EPOCH_DIR), so that a write through one
+reaches the others only the way it reaches other machines: PostgreSQL's NOTIFY and the
+change log (gridagg.tree).
 
-    with api_hosts.started(settings, 2, workdir, write_token="...") as hosts:
-        hosts[0].url, hosts[1].url
+    with hosts.started(settings, 2, workdir, write_token="...") as servers:
+        servers[0].url, servers[1].url
+
+Used by the benches (bench/servers.py, bench/scaleout.py) and the soak
+(soak/visibility.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
+import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gridagg_api.cli import server_argv
-
-from .processes import free_port, stop, wait_healthy
 
 START_SECONDS = 60.0
 
@@ -71,3 +77,41 @@ def started(settings, n: int, workdir: Path | None = None, **kw):
             host.stop()
         if own:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, log, timeout: float = 60.0) -> None:
+    """Return once the server at url answers /healthz with less than a 500; stop it and
+    raise RuntimeError (naming log, its output) when it exits or does not answer within
+    timeout seconds."""
+    import requests
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the API server at {url} exited with {proc.returncode}; see {log}")
+        try:
+            if requests.get(url + "/healthz", timeout=2).status_code < 500:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    stop(proc)
+    raise RuntimeError(f"the API server at {url} did not answer within {timeout:.0f} s; see {log}")
+
+
+def stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it is still running after grace seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .soak_check import HUNG
+from .check import HUNG
 
 
 @dataclass

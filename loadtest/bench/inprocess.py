@@ -10,9 +10,9 @@ import statistics
 from gridagg.config import Settings
 from gridagg.query.spec import QuerySpec
 
+from ..peers import IN_PROCESS, open_peer
+from ..peers.registry import PeerRegistry
 from . import workload
-from .peers import IN_PROCESS, open_peer
-from .peers.registry import PeerRegistry
 from .systems import System, engine_of
 
 

@@ -6,7 +6,7 @@ Steps (each prints its progress to stderr), a module each:
 1. archive.py: generate the archive with the ingest generator (ingest/generate.py: a
    network of stations spread over the map, made from the real station-years of
    ../shared/data/weather, 2011-2031) as Parquet, and encode it once with the ingest
-   job's reader and encoder (loadtest/paper.toml: the paper's four query dimensions and
+   job's reader and encoder (loadtest/bench/paper.toml: the paper's four query dimensions and
    wind speed); a row it cannot encode stops the bench;
 2. systems.py: load the encoded rows into gridagg (one dataset per N_size and store,
    the Spark bulk load) and into each peer (loadtest/peers), in time order, timing each
@@ -20,7 +20,7 @@ Steps (each prints its progress to stderr), a module each:
    workers x threads, at the shape and the values of its own knobs its trials find
    fastest (tuning.py); its data read into its caches (prewarm.py); warmed
    up; its answers to the check queries compared with every other's; and loaded with
-   the bench's driver (loadtest/loadgen.go: closed-loop clients, every answer that
+   the bench's driver (loadtest/bench/loadgen.go: closed-loop clients, every answer that
    completes inside a run's window counted) at each client count, min and sum as
    separate runs, measuring the CPU each process group spends per request;
 5. report.py, plots.py: report.md, runs.csv, load.csv, table3.csv and PNG plots in --out.
@@ -39,14 +39,14 @@ from pathlib import Path
 from gridagg.config import Settings
 from gridagg.query.spec import QuerySpec
 
+from ..peers import KINDS, open_peer
+from ..peers.pg_server import server_settings
+from ..peers.pg_server import wanted as pg_wanted
+from ..peers.registry import PeerRegistry
 from . import dashboard, workload
 from .archive import build_archive, encoded_count
 from .inprocess import inprocess_p50, table3_stats
 from .log import log
-from .peers import KINDS, open_peer
-from .peers.pg_server import server_settings
-from .peers.pg_server import wanted as pg_wanted
-from .peers.registry import PeerRegistry
 from .report import PAPER_MAX_NSIZE, machine, write_report
 from .runs import Bench, disagreements
 from .servers import Shape
@@ -204,7 +204,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-report", help="report directory (default ./bench-report)")
     p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
     p.add_argument("--dashboard", action="store_true",
-                   help="instead of the paper's workload: ask the dashboard questions of loadtest/dashboard.py "
+                   help="instead of the paper's workload: ask the dashboard questions of loadtest/bench/dashboard.py "
                         "of gridagg (the first --nsize) and the in-process peers, side by side; writes "
                         "dashboard.md to --out")
     p.add_argument("--repeat", type=int, default=11,

@@ -2,11 +2,11 @@
 keeps breaking things.
 
 N writer processes insert batches (small N_size, so leaves split all the time) while M
-reader processes run random box queries (loadtest.soak_clients). With --nemesis, faults
-are injected on a schedule drawn from --seed (loadtest.nemesis): servers killed with -9
+reader processes run random box queries (loadtest/soak/clients.py). With --nemesis, faults
+are injected on a schedule drawn from --seed (loadtest/soak/nemesis.py): servers killed with -9
 and started again, writers and readers killed and replaced; clients retry on "store
 unavailable" with backoff, as real ones do. Every answer is checked against the oracle
-of loadtest.soak_check (between the rows acknowledged before it began and the rows begun
+of loadtest/soak/check.py (between the rows acknowledged before it began and the rows begun
 before it ended). With --machines N the clients stand for N hosts, each host's clients
 sharing an epoch board of their own (as API servers on separate hosts do): a write
 reaches another host's queries through PostgreSQL, and must show there from 1 s after
@@ -46,8 +46,8 @@ from gridagg_hbase import jvm
 from gridagg.config import Settings
 from gridagg.model.errors import StoreUnavailable
 
-from . import nemesis, soak_check
-from .soak_clients import (
+from . import check, nemesis
+from .clients import (
     AGGS,
     BATCH,
     Crew,
@@ -56,7 +56,7 @@ from .soak_clients import (
     element_ids,
     open_engine,
 )
-from .soak_report import SoakReport
+from .report import SoakReport
 
 QUIET = 15.0  # no fault starts in the last QUIET seconds (a fifth of a shorter run)
 JOIN_SECONDS = 60.0  # how long clients may take to stop after the deadline before they count as hung
@@ -66,7 +66,7 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
         check_at_most: int | None = None, kinds: tuple[str, ...] = (), seed: int = 0,
         every: tuple[float, float] = (20.0, 40.0), keep: bool = False, machines: int = 1) -> SoakReport:
     """Run the soak on settings.store for `seconds` with these clients; with `kinds`
-    (loadtest.nemesis.KINDS), faults of those kinds every `every` seconds (drawn from
+    (loadtest/soak/nemesis.py: KINDS), faults of those kinds every `every` seconds (drawn from
     `seed`). Checks every answer, or a random sample of check_at_most of them. With
     `machines` > 1 the clients stand for that many hosts (soak_clients.Crew), each with
     an epoch board of its own. The dataset and the clients' logs are dropped after a
@@ -129,13 +129,13 @@ def _retry(request, seconds: float = 120.0):
 def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, check_at_most,
            progress) -> SoakReport:
     ended = time.time()
-    history = soak_check.read_history(crew.lives)
+    history = check.read_history(crew.lives)
     recovery = _recover(engine, ds, history, writers)
     progress(f"recovery: {recovery['by']}")
-    rows = soak_check.Rows.of(history, crew.machines)
-    checked, wrong = soak_check.check_answers(history, rows, ds, check_at_most)
+    rows = check.Rows.of(history, crew.machines)
+    checked, wrong = check.check_answers(history, rows, ds, check_at_most)
 
-    stored = _retry(lambda: soak_check.stored_batches(engine, ds))
+    stored = _retry(lambda: check.stored_batches(engine, ds))
     acked = [k for k, (_, a) in history.batches.items() if a is not None]
     maybes = [k for k, (_, a) in history.batches.items() if a is None]
     lost = sum(BATCH - min(BATCH, stored.per_batch[k]) for k in acked)
@@ -152,16 +152,16 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
         x0, y0 = (int(v) for v in rng.integers(0, 9000, 2))
         where = {"x": [x0, x0 + 3000], "y": [y0, y0 + 3000]}
         got = _retry(lambda: engine.query(ds.name, where, AGGS)).values
-        final_exact &= got == soak_check.brute_force(expected, ds, where, AGGS)
+        final_exact &= got == check.brute_force(expected, ds, where, AGGS)
     problems = recovery["check_after"]
     splits = _retry(lambda: engine.directory.leaf_count(ds.name)) - 1
 
-    effects = soak_check.fault_effects(history, nem.injected, ended)
+    effects = check.fault_effects(history, nem.injected, ended)
     for row in effects:
         if row["kind"] == "writer":
-            row["mid_write"] = soak_check.mid_write(history, row["life"])
+            row["mid_write"] = check.mid_write(history, row["life"])
             row["armed_at"] = history.armed.get(row["life"])
-    requests = soak_check.request_summary(history)
+    requests = check.request_summary(history)
     requests["hung_clients"] = [f"{c.role} {c.tag}" for c in hung]
     requests["client_exits"] = dict(Counter(str(code) for code in crew.exits.values()))
     inserts = BATCH * len(acked)
@@ -177,13 +177,13 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
                  "rows_of_no_batch": stored.foreign + unknown, "rows_under_two_leaves": stored.duplicates},
         requests=requests,
         nemesis={"kinds": sorted({row["kind"] for row in effects}), "faults": effects,
-                 "by_kind": soak_check.kind_summary(effects),
+                 "by_kind": check.kind_summary(effects),
                  "seconds_from_start": round(ended - started, 1)},
         recovery=recovery, wrong_examples=wrong[:5], load=" ".join(f"{x:.2f}" for x in os.getloadavg()),
     )
 
 
-def _recover(engine, ds, history: soak_check.History, writers: int) -> dict:
+def _recover(engine, ds, history: check.History, writers: int) -> dict:
     """What the crash protocol leaves at the end and how it is recovered: the pending
     intents and `check` before, one more batch by a new writer (it recovers first, under
     the writer lock), `check` after. Problems left after that are a bug of the protocol:

@@ -1,4 +1,4 @@
-"""`python -m gridagg_loadtest.scale`: answer times as the archive grows, gridagg beside
+"""`python -m gridagg_loadtest.bench.scale`: answer times as the archive grows, gridagg beside
 its peers, on an archive already generated and loaded into gridagg.
 
 For one archive (the generator's Parquet: `python -m gridagg_ingest.generate`) and the
@@ -33,7 +33,7 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
 5. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
    OUT: each question's p50 against rows, per system, log-log.
 
-    python -m gridagg_loadtest.scale --archive /data/net-100m --config net100.toml \\
+    python -m gridagg_loadtest.bench.scale --archive /data/net-100m --config net100.toml \\
         --dataset embedded=net100 --dataset hbase=net100_hb --out docs/bench/scale
 """
 
@@ -52,15 +52,15 @@ from pathlib import Path
 from gridagg.config import Settings
 from gridagg.query.spec import QuerySpec
 
+from ..peers import IN_PROCESS, clickhouse, duck, open_peer
+from ..peers.pg_server import server_settings
+from ..peers.pg_server import wanted as pg_wanted
+from ..peers.postgres import table_name
+from ..peers.registry import PeerRegistry
 from . import dashboard, workload
 from .archive import encode_archive, encoded_batches, encoded_count
-from .bench import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .log import log
-from .peers import IN_PROCESS, clickhouse, duck, open_peer
-from .peers.pg_server import server_settings
-from .peers.pg_server import wanted as pg_wanted
-from .peers.postgres import table_name
-from .peers.registry import PeerRegistry
+from .paper import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .prewarm import prewarm
 from .report import machine
 from .runs import Bench, disagreements
@@ -317,7 +317,7 @@ def write_report(out: Path) -> None:
     """scale.md and p50.png from every scale-*.json in `out`."""
     runs = sorted((json.loads(p.read_text()) for p in out.glob("scale-*.json")), key=lambda r: r["rows"])
     lines = ["# Answer times as the archive grows: gridagg and the in-process peers", "",
-             "`python -m gridagg_loadtest.scale` (see its docstring); in-process p50 in ms (HTTP p50 for gridagg in "
+             "`python -m gridagg_loadtest.bench.scale` (see its docstring); in-process p50 in ms (HTTP p50 for gridagg in "
              f"parentheses, served with GRIDAGG_MAX_GRIDS={SERVED_MAX_GRIDS:,} and GRIDAGG_MAX_SCAN_ROWS="
              f"{SERVED_MAX_SCAN_ROWS:,}), each peer at its faster thread setting; `x` = the best peer's p50 / gridagg's. "
              "Every answer was checked against every peer's.", ""]
@@ -389,7 +389,7 @@ def plot(out: Path, runs: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     import sys
 
-    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.scale", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archive", required=True, help="the generator's Parquet directory the datasets were loaded from")
     p.add_argument("--config", required=True, help="the ingest config the datasets were loaded with")
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--peers pg is served only: give --clients too")
     if args.tune_minutes is not None and not args.tune:
         p.error("--tune-minutes caps the tuning of --tune N: give --tune too")
-    args.command_line = "python -m gridagg_loadtest.scale " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.command_line = "python -m gridagg_loadtest.bench.scale " + " ".join(sys.argv[1:] if argv is None else argv)
     run(Settings.from_env(), args)
     print((Path(args.out) / "scale.md").read_text())
     return 0

@@ -13,11 +13,11 @@ from gridagg.engine import GridEngine
 from gridagg.model.errors import UnknownDataset
 from gridagg.query.spec import QuerySpec
 
+from ..peers import open_peer, peer_class
+from ..peers.registry import PeerRegistry
 from . import workload
 from .archive import encoded_batches
 from .log import log
-from .peers import open_peer, peer_class
-from .peers.registry import PeerRegistry
 
 GRIDAGG_APP = "gridagg_api.wsgi:app"  # as `gridagg serve` serves it
 PEERS_APP = "gridagg_loadtest.peers.wsgi:app"  # the bench's own app: gridagg's and the peers' routes

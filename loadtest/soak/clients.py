@@ -1,5 +1,5 @@
 """The soak's clients: writer and reader processes that behave like real ones, and the
-crew that keeps them running while the nemesis (loadtest.nemesis) kills some.
+crew that keeps them running while the nemesis (loadtest/soak/nemesis.py) kills some.
 
 A writer inserts batches of BATCH rows that follow from (writer tag, batch number) alone;
 a reader asks random box queries. On gridagg.model.errors.StoreUnavailable (the clear "try

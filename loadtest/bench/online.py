@@ -1,11 +1,11 @@
-"""`python -m gridagg_loadtest.online_bench`: the online tuner (gridagg.tune.online) following a
+"""`python -m gridagg_loadtest.bench.online`: the online tuner (gridagg.tune.online) following a
 change of workload, in process, on datasets loaded with `gridagg ingest` from a config
 without n_size (gridagg chose it, so the dataset is tuned online).
 
 For each dataset (--dataset STORE=NAME):
 1. reference answers, asked once before any tuning, of the paper's boxes (a pool of
    --boxes, sum and count of wind speed over time, temperature, humidity and
-   illuminance) and of the dashboard's eight questions (loadtest/dashboard.py); then
+   illuminance) and of the dashboard's eight questions (loadtest/bench/dashboard.py); then
    --warmup seconds of both (HBase's region servers compile their scans as they run);
 2. an OnlineTuner of the engine runs every --every seconds while one client asks the
    paper's boxes, one after another, until the tree has stood still for --still rounds
@@ -27,7 +27,7 @@ stood still and until the windows' mean came within 10% of the last window's; le
 before and after; answers checked and wrong. OUT (--out) gets the windows as JSON.
 
     gridagg ingest docs/bench/online-net1.toml /work/data/net-1m --store embedded
-    python -m gridagg_loadtest.online_bench --dataset embedded=online1
+    python -m gridagg_loadtest.bench.online --dataset embedded=online1
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def report(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.online_bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.bench.online", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", action="append", required=True, metavar="STORE=NAME",
                    help="a dataset loaded with `gridagg ingest` from a config without n_size, and its store "
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
     p.add_argument("--out", default="online-bench.json", help="where the windows go (JSON)")
     args = p.parse_args(argv)
-    args.command_line = "python -m gridagg_loadtest.online_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.command_line = "python -m gridagg_loadtest.bench.online " + " ".join(sys.argv[1:] if argv is None else argv)
     print(report(run(Settings.from_env(), args)))
     return 0
 

@@ -155,7 +155,7 @@ class Injected:
 
 class Nemesis(threading.Thread):
     """Injects `faults` one after another until stop() or `until` (no fault starts later);
-    `injected` lists what happened. crew: the soak's loadtest.soak_clients.Crew."""
+    `injected` lists what happened. crew: the soak's loadtest/soak/clients.py: Crew."""
 
     def __init__(self, settings, faults: list[Fault], crew, until: float, progress=print):
         super().__init__(name="nemesis", daemon=True)

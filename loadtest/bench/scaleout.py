@@ -2,13 +2,13 @@
 region servers): throughput over HTTP and the CPU each component spends per query, the
 figures docs/scale-out.md's model is built on; and the answers, for comparing layouts.
 
-    python -m gridagg_loadtest.scaleout load --rows 10000000 --n-size 8000
-    python -m gridagg_loadtest.scaleout run --rows 10000000 --n-size 8000 --answers A.json --out R.json
+    python -m gridagg_loadtest.bench.scaleout load --rows 10000000 --n-size 8000
+    python -m gridagg_loadtest.bench.scaleout run --rows 10000000 --n-size 8000 --answers A.json --out R.json
 
 `load` generates the archive (ingest/generate.py, kept in <data dir>/archives) and
 bulk-loads it into dataset paper_<rows>_<n_size> unless that exists. `run` serves the
 settings' servers with one API server (granian, as `gridagg serve`), warms it up, then
-loads it with the bench's driver (loadtest/loadgen.go: closed-loop clients, the paper's
+loads it with the bench's driver (loadtest/bench/loadgen.go: closed-loop clients, the paper's
 sum and min queries) and measures the CPU of every process group per query: the API
 server, the Thrift gateway, each region server (standalone: the one HBase JVM), the
 master, ZooKeeper, PostgreSQL and the driver. It also answers the first --check paper
@@ -28,13 +28,14 @@ from gridagg_hbase import jvm, launcher
 
 from gridagg.config import Settings
 
-from . import api_hosts, workload
+from .. import hosts
+from . import workload
+from .archive import WEATHER
 from .cpu import CpuMeter
 from .driver import run_load
 
 SEED = 3
 MAX_RATE = 2000  # queries/s no run reaches here: the driver's requests file holds seconds x this many
-WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"  # the TMY3 files generate replicates
 
 
 def dataset_name(rows: int, n_size: int) -> str:
@@ -116,7 +117,7 @@ def run(settings: Settings, name: str, clients: int, seconds: float, warmup: flo
     servers = jvm.recorded_layout(settings) or 0
     report = {"dataset": name, "region_servers": servers, "heap": settings.hbase_heap, "clients": clients,
               "answers": equal, "runs": {}}
-    host = api_hosts.start(settings.with_(read_token=None), "scaleout-api", workdir, workers=2, threads=4)
+    host = hosts.start(settings.with_(read_token=None), "scaleout-api", workdir, workers=2, threads=4)
     try:
         meter = CpuMeter(groups(settings, host.proc.pid))
         for agg in ("sum", "min"):
@@ -140,7 +141,7 @@ def run(settings: Settings, name: str, clients: int, seconds: float, warmup: flo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.scaleout", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.bench.scaleout", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="action", required=True)
     for action in ("load", "run"):
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     workdir = settings.data_dir / "scaleout" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
     report = run(settings, name, args.clients, args.seconds, args.warmup, args.check, args.answers, workdir, say)
-    command = "python -m gridagg_loadtest.scaleout " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m gridagg_loadtest.bench.scaleout " + " ".join(argv if argv is not None else sys.argv[1:])
     text = json.dumps({"command": command, **report}, indent=2)
     print(text)
     if args.out:
