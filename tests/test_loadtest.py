@@ -157,7 +157,8 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
         "--requests", "60", "--seconds", "2", "--rounds", "2", "--warmup", "1", "--warmup-runs", "2",
         "--warmup-seconds", "1",
         "--stat-queries", "5", "--check-queries", "4", "--stores", "embedded", "hbase", "--shapes", "2x2",
-        "--tune-seconds", "1", "--pg-shared-buffers", "keep", "--prefix", unique_name, "--out", str(tmp_path / "report")])
+        "--tune-seconds", "1", "--pg-shared-buffers", "keep", "--prefix", unique_name, "--out", str(tmp_path / "run"),
+        "--docs", str(tmp_path / "docs")])
     args.command_line = "gridagg bench (test)"
     result = paper.run(settings, args)
     assert result["disagreements"] == []
@@ -175,8 +176,10 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
         "2x2 (workers x threads), threads 2", "2x2 (workers x threads), threads 1"]
     assert len(by_label["PostgreSQL alone"].stats["trials"]) == 2 and by_label["HBase alone"].stats["trials"] == []
     assert by_label["PostgreSQL alone"].stats["prepared"]["index"]
-    out = tmp_path / "report"
-    text = (out / "report.md").read_text()
+    out, docs = tmp_path / "run", tmp_path / "docs"
+    assert result["report"] == docs / "README.md"
+    text = (docs / "README.md").read_text()
+    assert text.startswith("# gridagg bench") and "Command: `gridagg bench (test)`" in text and "CPUs (" in text
     assert "gridagg / PostgreSQL alone" in text and "gridagg / ClickHouse (chDB)" in text and "Measured selectivity" in text
     assert "| gridagg-hbase |" in text and "| gridagg-embedded |" in text  # a ratio row per store
     assert "In-process: gridagg's planner vs the in-process peers" in text and "Where the CPU goes" in text
@@ -185,8 +188,11 @@ def test_small_bench_runs_and_all_systems_agree(settings, services, tmp_path, un
     assert driver.COUNTING in text and "EXPLAIN (ANALYZE, BUFFERS)" in text and "Execution Time" in text
     assert "| DuckDB | 2x2 (workers x threads), threads " in text.split("## Settings")[1]
     assert "| gridagg-hbase N=50 | sum | " in text.split("## Warm-up")[1]  # each system's warm-up rates
-    for name in ("runs.csv", "load.csv", "table3.csv", "throughput_min.png", "throughput_sum.png"):
+    for name in ("runs.csv", "load.csv", "table3.csv"):
         assert (out / name).exists(), name
+    assert sorted(p.name for p in docs.iterdir()) == ["README.md", "throughput_min.png", "throughput_sum.png",
+                                                      "throughput_vs_nsize.png"]
+    assert "![throughput_sum](throughput_sum.png)" in text
     with open(out / "runs.csv") as f:
         assert len(list(csv.DictReader(f))) == len(result["runs"])
 
@@ -196,11 +202,13 @@ def test_small_dashboard_bench_asks_gridagg_and_the_in_process_peers(settings, s
     register(parser.add_subparsers())
     args = parser.parse_args([
         "bench", "--dashboard", "--rows", "30000", "--stations", "30", "--nsize", "200", "--stores", "embedded",
-        "--repeat", "1", "--shapes", "1x1", "--prefix", unique_name, "--out", str(tmp_path / "report")])
+        "--repeat", "1", "--shapes", "1x1", "--prefix", unique_name, "--out", str(tmp_path / "run"),
+        "--docs", str(tmp_path / "docs")])
     args.command_line = "gridagg bench --dashboard (test)"
     result = paper.run(settings, args)
     assert result["disagreements"] == []
-    text = (tmp_path / "report" / "dashboard.md").read_text()
+    text = (tmp_path / "docs" / "README.md").read_text()
+    assert (tmp_path / "docs" / "dashboard.png").exists() and "![dashboard](dashboard.png)" in text
     for peer in ("DuckDB, 1 thread", "DuckDB, 2 threads", "ClickHouse (chDB), 1 thread", "ClickHouse (chDB), 2 threads"):
         assert f"| {peer} (ms) |" in text
     assert text.count("| equal |") == 8 and "gridagg / best peer" in text
@@ -231,7 +239,8 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
         scale.main(["--archive", str(tmp_path / "archive"), "--config", str(config), "--dataset",
                     f"embedded={unique_name}", "--peers", "duckdb", "pg", "--pg-shared-buffers", "keep", "--repeat", "1",
                     "--tune", "20", "--tune-minutes", "10", "--clients", "2", "--rounds", "2",
-                    "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out)])
+                    "--shapes", "1x1", "--seconds", "1", "--warmup-runs", "1", "--out", str(out),
+                    "--docs", str(tmp_path / "docs")])
     finally:
         with GridEngine.open(settings) as engine:
             engine.drop_dataset(unique_name)
@@ -243,7 +252,8 @@ def test_small_scale_bench_serves_gridagg_beside_the_peers(settings, services, t
     assert served == {(s, a) for s in ("gridagg-embedded", "DuckDB", "PostgreSQL alone") for a in ("min", "sum")}
     assert set(result["systems"]["embedded"][0]["peers"]) == {"DuckDB, 1 thread", "DuckDB, 2 threads"}
     assert all(r["failures"] == 0 and r["requests"] > 0 for r in result["served"]), result["served"]
-    text = (out / "scale.md").read_text()
+    text = (tmp_path / "docs" / "README.md").read_text()
+    assert (tmp_path / "docs" / "p50.png").exists() and "## 20,000 rows" in text and "Machine: " in text
     assert "tuned first (--tune): " in text
     assert "the median of 2 rounds, the systems taking turns" in text
     assert "| sum | 2 | " in text and "gridagg-embedded / DuckDB" in text and "gridagg-embedded / PostgreSQL alone" in text

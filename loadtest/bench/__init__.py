@@ -1,4 +1,6 @@
-"""The benchmarks: gridagg against its peers (loadtest/peers), each bench a command.
+"""The benchmarks: gridagg against its peers (loadtest/peers), each bench a command that
+rewrites its one current report, docs/bench/<bench>/README.md with its plots (see
+loadtest/reports.py), and keeps the run's logs and data in its --out directory.
 
 - paper.py: `gridagg bench`, the paper's experiment, a module a step (archive.py,
   systems.py, inprocess.py, runs.py with servers.py, tuning.py, prewarm.py, driver.py

@@ -20,12 +20,16 @@ each store alone, measured in one run.
      time + element ID, one cell per row (gridagg_loadtest.peers.hbase); --no-hbase skips it.
 
 The table gives every speed also as a multiple of each store alone's, in its fastest run.
-Datasets and tables are dropped at the end unless --keep.
+Datasets and tables are dropped at the end unless --keep. The report, README.md with a
+plot of the speeds, goes to --docs (by default docs/bench/ingest of the checkout,
+replaced on each run); the run's data, results.json, to --out (by default <data
+dir>/bench/ingest).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -37,6 +41,18 @@ from pathlib import Path
 import numpy as np
 
 from gridagg.config import Settings
+
+from ..reports import (
+    REPORT,
+    bench_docs,
+    bench_out,
+    fresh,
+    header,
+    machine,
+    pyplot,
+    stamp,
+    write,
+)
 
 PG_ALONE = "PostgreSQL alone (COPY + VACUUM ANALYZE + B-tree)"
 HBASE_ALONE = "HBase alone (batched Thrift puts)"
@@ -109,7 +125,7 @@ def peer_load(settings: Settings, kind: str, ds, ids: list[bytes], values: np.nd
         peer.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gridagg_loadtest.bench.ingest", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
@@ -124,8 +140,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the job N times per store, each into a fresh dataset: the first run of the "
                         "session carries the JVM's warm-up, later ones show a warm session (default 1)")
     p.add_argument("--keep", action="store_true", help="keep the datasets and the peers' tables")
-    args = p.parse_args(argv)
+    p.add_argument("--out", metavar="DIR", help="where the run's data goes: results.json (default <data dir>/bench/ingest)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="where the report goes, README.md and speeds.png, replacing the previous run's (default "
+                        "docs/bench/ingest of the checkout; installed without a checkout: --out)")
+    return p
 
+
+def measure(settings: Settings, args) -> dict:
+    """The loads (see the module docstring): {"results": [(what, rows, seconds)],
+    "session_start", "workers_start": seconds}."""
     from gridagg_ingest.config import load_config
     from gridagg_ingest.encode import encode
     from gridagg_ingest.job import (
@@ -137,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     from gridagg_ingest.readers import expand_inputs, read_source
 
-    settings = Settings.from_env()
     cfg = load_config(args.config)
     tag = uuid.uuid4().hex[:8]
     t0 = time.perf_counter()
@@ -188,12 +211,53 @@ def main(argv: list[str] | None = None) -> int:
             print("HBase alone ...", file=sys.stderr, flush=True)
             results.append((HBASE_ALONE, n, peer_load(settings, "hbase", ds, ids, values, args.keep)))
     spark.stop()
-    print()
-    print("\n".join(table(results)))
-    print(f"\nNot in the table: starting the Spark session took {session_start:.1f} s and starting its Python "
-          f"workers {workers_start:.1f} s, paid once per session (a fresh `gridagg ingest` pays both on top of "
-          "its job). A machine's first session also writes the JVM's class archive as it exits "
-          "(ingest.class_archive).")
+    return {"results": results, "session_start": session_start, "workers_start": workers_start}
+
+
+def report(meta: dict, run: dict) -> list[str]:
+    """The report's lines: what was loaded, the table, what the table leaves out."""
+    return [*header("Bulk ingest: the job end to end beside loading each store alone", meta["command"],
+                    meta["machine"], meta["started"]),
+            f"Config {meta['config']}, inputs {', '.join(meta['inputs'])}: each load's rows, seconds and rows/s, "
+            "and its speed as a multiple of each store alone's fastest run (see `python -m "
+            "gridagg_loadtest.bench.ingest --help` for what each line times).", "",
+            *table(run["results"]), "",
+            f"Not in the table: starting the Spark session took {run['session_start']:.1f} s and starting its Python "
+            f"workers {run['workers_start']:.1f} s, paid once per session (a fresh `gridagg ingest` pays both on top "
+            "of its job). A machine's first session also writes the JVM's class archive as it exits "
+            "(ingest.class_archive)."]
+
+
+def plot(folder: Path, results: list[tuple[str, int, float]]) -> list[Path]:
+    """Each load's rows/s as a bar, in folder/speeds.png (none without matplotlib)."""
+    plt = pyplot()
+    if plt is None or not results:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(results) + 1.2))
+    ax.barh([what for what, _, _ in results], [rows / secs if secs else 0 for _, rows, secs in results])
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_xlabel("rows / s")
+    ax.grid(True, axis="x", alpha=0.3)
+    path = folder / "speeds.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = "python -m gridagg_loadtest.bench.ingest " + " ".join(sys.argv[1:] if argv is None else argv)
+    meta = {"command": command, "machine": machine(), "started": stamp(), "config": args.config,
+            "inputs": args.inputs}
+    settings = Settings.from_env()
+    out = bench_out(settings, args.out, "ingest")
+    run = measure(settings, args)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({**meta, **run}, indent=1) + "\n")
+    docs = bench_docs(args.docs, "ingest", out)
+    print(write(docs / REPORT, report(meta, run), plot(fresh(docs), run["results"])).read_text())
     return 0
 
 

@@ -21,12 +21,15 @@ For each dataset (--dataset STORE=NAME):
 Datasets given an n_size (--reference STORE=NAME, e.g. a manual sweep of n_size) are
 then probed with both workloads, and the tuned trees compared with the best of them.
 
-Printed per phase: the probes before and after; leaves read per question, the rows in
+Reported per phase: the probes before and after; leaves read per question, the rows in
 them and the windows' mean in the first and the last window; seconds until the tree
 stood still and until the windows' mean came within 10% of the last window's; leaves
-before and after; answers checked and wrong. OUT (--out) gets the windows as JSON.
+before and after; answers checked and wrong. The report, README.md with a plot of the
+windows, goes to --docs (by default docs/bench/online of the checkout, replaced on each
+run); the run's data, online.json with every window, to --out (by default <data
+dir>/bench/online).
 
-    gridagg ingest docs/bench/online-net1.toml /work/data/net-1m --store embedded
+    gridagg ingest loadtest/bench/online.toml /work/data/net-1m --store embedded
     python -m gridagg_loadtest.bench.online --dataset embedded=online1
 """
 
@@ -43,6 +46,17 @@ from pathlib import Path
 from gridagg.config import Settings
 from gridagg.tune.online import OnlineTuner
 
+from ..reports import (
+    REPORT,
+    bench_docs,
+    bench_out,
+    fresh,
+    header,
+    machine,
+    pyplot,
+    stamp,
+    write,
+)
 from . import dashboard, workload
 from .log import log
 from .systems import engine_of
@@ -122,7 +136,8 @@ def probe(engine, name: str, questions: list, repeat: int) -> float:
 
 def run(settings: Settings, args) -> dict:
     paper = _paper_questions(args.boxes, args.seed)
-    out = {"command": args.command_line, "every_s": args.every, "window_s": args.window, "runs": []}
+    out = {"command": args.command_line, "machine": machine(), "started": stamp(), "every_s": args.every,
+           "window_s": args.window, "runs": []}
     for spec in args.dataset:
         store, name = spec.split("=", 1)
         with engine_of(settings, store) as engine:
@@ -155,13 +170,17 @@ def run(settings: Settings, args) -> dict:
             log(f"{name} on {store} (n_size {ref['n_size']}): paper {ref['paper']:.3f}, dashboard "
                 f"{ref['dashboard']:.3f} ms per question")
             out["references"].append(ref)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "online.json").write_text(json.dumps(out, indent=1) + "\n")
     return out
 
 
-def report(out: dict) -> str:
-    lines = [f"online tuning every {out['every_s']:g} s, windows of {out['window_s']:g} s (one client, in process)",
+def report(out: dict) -> list[str]:
+    """The report's lines from a run's data (what run returns)."""
+    lines = [*header("The online tuner following a change of workload", out["command"], out.get("machine"),
+                     out.get("started")),
+             f"Online tuning every {out['every_s']:g} s, windows of {out['window_s']:g} s (one client, in process): "
+             "see `python -m gridagg_loadtest.bench.online --help` for what each column measures.", "",
              "| store | n_size chosen | phase | p50 ms/question before -> after (tuner idle) | "
              "leaves read per question first -> last window | rows in them | ms/question (medians) first -> last "
              "window | tree still after | window mean within 10% of last after | leaves before -> after | answers | "
@@ -177,8 +196,8 @@ def report(out: dict) -> str:
                          f"{p['arrived_s']:g} s | {p['leaves_before']:,} -> {p['leaves_after']:,} | {p['asked']:,} | "
                          f"{p['wrong']} |")
     if out["references"]:
-        lines += ["", "the same questions on datasets given an n_size (not tuned), p50 ms per question (tuner idle), "
-                      "and the tuned tree's after each phase against the best of them",
+        lines += ["", "The same questions on datasets given an n_size (not tuned), p50 ms per question (tuner idle), "
+                      "and the tuned tree's after each phase against the best of them:", "",
                   "| store | n_size | paper | dashboard |", "|---|---|---|---|"]
         for r in out["references"]:
             lines.append(f"| {r['store']} | {r['n_size']} | {r['paper']:.3f} | {r['dashboard']:.3f} |")
@@ -190,7 +209,37 @@ def report(out: dict) -> str:
                              f"({r['paper']['p50_after'] / best['paper']:.2f}x the best) | "
                              f"{r['dashboard']['p50_after']:.3f} "
                              f"({r['dashboard']['p50_after'] / best['dashboard']:.2f}x the best) |")
-    return "\n".join(lines)
+    return lines
+
+
+def plot(folder: Path, out: dict) -> list[Path]:
+    """Each window's mean ms per question against the seconds of its phase, per store and
+    phase, in folder/windows.png (none without matplotlib)."""
+    plt = pyplot()
+    if plt is None or not out["runs"]:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, phase in zip(axes, ("paper", "dashboard")):
+        for r in out["runs"]:
+            windows = r[phase]["windows"]
+            ax.plot([w["t"] for w in windows], [w["mean_ms"] for w in windows], "-", label=f"{r['store']} ({r['dataset']})")
+        ax.set_title(f"{phase} questions")
+        ax.set_xlabel("seconds of the phase")
+        ax.set_ylabel("ms per question (window's medians)")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    path = folder / "windows.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def write_report(docs: Path, out: dict) -> Path:
+    """The report of a run (`out`, what run returns) in folder `docs`, replacing the
+    previous run's; returns its path."""
+    return write(docs / REPORT, report(out), plot(fresh(docs), out))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,10 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=9, help="runs per p50 of the probes (default 9)")
     p.add_argument("--boxes", type=int, default=200, help="the paper's boxes asked (default 200)")
     p.add_argument("--seed", type=int, default=1, help="seed of the paper's boxes")
-    p.add_argument("--out", default="online-bench.json", help="where the windows go (JSON)")
+    p.add_argument("--out", metavar="DIR",
+                   help="where the run's data goes: online.json, every window (default <data dir>/bench/online)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="where the report goes, README.md and windows.png, replacing the previous run's (default "
+                        "docs/bench/online of the checkout; installed without a checkout: --out)")
     args = p.parse_args(argv)
     args.command_line = "python -m gridagg_loadtest.bench.online " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(report(run(Settings.from_env(), args)))
+    settings = Settings.from_env()
+    args.out = str(bench_out(settings, args.out, "online"))
+    path = write_report(bench_docs(args.docs, "online", Path(args.out)), run(settings, args))
+    print(path.read_text())
     return 0
 
 

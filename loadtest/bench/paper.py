@@ -23,9 +23,11 @@ Steps (each prints its progress to stderr), a module each:
    the bench's driver (loadtest/bench/loadgen.go: closed-loop clients, every answer that
    completes inside a run's window counted) at each client count, min and sum as
    separate runs, measuring the CPU each process group spends per request;
-5. report.py, plots.py: report.md, runs.csv, load.csv, table3.csv and PNG plots in --out.
+5. report.py, plots.py: the report, README.md with its PNG plots, in --docs (by default
+   docs/bench/paper of the checkout, replaced on each run); runs.csv, load.csv,
+   table3.csv, the driver's results and the servers' logs in --out.
 
---dashboard asks dashboard.py's questions instead.
+--dashboard asks dashboard.py's questions instead (its report: docs/bench/dashboard).
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ from ..peers import KINDS, open_peer
 from ..peers.pg_server import server_settings
 from ..peers.pg_server import wanted as pg_wanted
 from ..peers.registry import PeerRegistry
+from ..reports import bench_docs, bench_out, machine, stamp
 from . import dashboard, workload
 from .archive import build_archive, encoded_count
 from .inprocess import inprocess_p50, table3_stats
 from .log import log
-from .report import PAPER_MAX_NSIZE, machine, write_report
+from .report import PAPER_MAX_NSIZE, write_report
 from .runs import Bench, disagreements
 from .servers import Shape
 from .systems import (
@@ -118,8 +121,9 @@ def run(settings: Settings, args) -> dict:
     if args.dashboard:
         return dashboard.run(settings, args)
     started = time.time()
-    out = Path(args.out).resolve()
+    out = bench_out(settings, args.out, "paper").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    docs = bench_docs(args.docs, "paper", out)
     wanted = pg_wanted(args.peers, args.pg_shared_buffers)
     with server_settings(settings, wanted) as pg_server:
         if wanted:
@@ -143,9 +147,9 @@ def run(settings: Settings, args) -> dict:
             f"{len(disagree)} disagreements, e.g. {disagree[0]}")
         meta = {"command": args.command_line, "machine": machine(), "shapes": args.shapes, "pg_server": pg_server,
                 "pg_server_set": bool(wanted and not settings.pg_url),
-                "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-                "minutes": (time.time() - started) / 60, "rows": total, "inprocess": inprocess, "explain": explain}
-        report = write_report(out, args, meta, systems, runs, disagree)
+                "started": stamp(started), "minutes": (time.time() - started) / 60, "rows": total,
+                "inprocess": inprocess, "explain": explain}
+        report = write_report(out, docs, args, meta, systems, runs, disagree)
         log(f"report: {report}")
         if not args.keep:
             drop_all(settings, systems)
@@ -201,11 +205,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rows per peer load batch (default 8760, a station-year)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--prefix", default="bench", help="dataset name prefix (default bench)")
-    p.add_argument("--out", default="bench-report", help="report directory (default ./bench-report)")
+    p.add_argument("--out", metavar="DIR",
+                   help="where the run's data goes: runs.csv, load.csv, table3.csv, the load driver's results and "
+                        "logs, the servers' logs (default <data dir>/bench/paper, or .../dashboard with --dashboard)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="where the report goes, README.md and its plots, replacing the previous run's (default "
+                        "docs/bench/paper of the checkout, or docs/bench/dashboard with --dashboard; installed "
+                        "without a checkout: --out)")
     p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
     p.add_argument("--dashboard", action="store_true",
                    help="instead of the paper's workload: ask the dashboard questions of loadtest/bench/dashboard.py "
-                        "of gridagg (the first --nsize) and the in-process peers, side by side; writes "
-                        "dashboard.md to --out")
+                        "of gridagg (the first --nsize) and the in-process peers, side by side")
     p.add_argument("--repeat", type=int, default=11,
                    help="runs per question in-process with --dashboard (p50 is reported; default 11)")

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..reports import pyplot
 from .log import log
 from .systems import System
 
 
 def make_plots(out: Path, args, systems: list[System], runs: list[dict]) -> list[Path]:
     """Write the plots to `out`; returns their paths (none without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         log("matplotlib missing: no plots")
         return []
     paths = []

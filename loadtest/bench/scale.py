@@ -30,11 +30,14 @@ gridagg datasets loaded from it with `gridagg ingest` (one per store, named by
    runs each, the systems taking turns; PostgreSQL is served only
    (it has no SQL for the dashboard's series and polygons), with EXPLAIN (ANALYZE,
    BUFFERS) of one sum query in the report;
-5. writes OUT/scale-<rows>.json, and OUT/scale.md and OUT/p50.png over every JSON in
-   OUT: each question's p50 against rows, per system, log-log.
+5. writes the run's data, OUT/scale-<rows>.json (--out, by default <data dir>/bench/scale,
+   with the servers' logs), then the report over every scale-*.json in OUT, one section
+   per archive size: README.md and p50.png (each question's p50 against rows, per
+   system, log-log) in --docs (by default docs/bench/scale of the checkout), replacing
+   the previous run's. Runs of other sizes kept in OUT stay in the report.
 
     python -m gridagg_loadtest.bench.scale --archive /data/net-100m --config net100.toml \\
-        --dataset embedded=net100 --dataset hbase=net100_hb --out docs/bench/scale
+        --dataset embedded=net100 --dataset hbase=net100_hb
 """
 
 from __future__ import annotations
@@ -57,12 +60,21 @@ from ..peers.pg_server import server_settings
 from ..peers.pg_server import wanted as pg_wanted
 from ..peers.postgres import table_name
 from ..peers.registry import PeerRegistry
+from ..reports import (
+    REPORT,
+    bench_docs,
+    bench_out,
+    fresh,
+    machine,
+    pyplot,
+    stamp,
+    write,
+)
 from . import dashboard, workload
 from .archive import encode_archive, encoded_batches, encoded_count
 from .log import log
 from .paper import SAMPLE_BOXES, SHAPES, explain_pg, shape
 from .prewarm import prewarm
-from .report import machine
 from .runs import Bench, disagreements
 from .servers import Server, Shape
 from .systems import System, engine_of
@@ -156,7 +168,7 @@ def _run(settings: Settings, args) -> dict:
     ds = cfg.dataset
     workdir = Path(tempfile.mkdtemp(prefix="gridagg-scale-"))
     result = {"command": args.command_line, "machine": machine(), "archive": str(args.archive),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))}
+              "started": stamp(started)}
     try:
         spark = spark_session()
         try:
@@ -210,7 +222,7 @@ def _run(settings: Settings, args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"scale-{rows}.json").write_text(json.dumps(result, indent=1))
-    write_report(out)
+    write_report(out, Path(args.docs))
     return result
 
 
@@ -289,7 +301,7 @@ def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: l
 
 
 def served_table(r: dict) -> list[str]:
-    """scale.md's lines for a run's served throughput: q/s (p50 ms) of every system at
+    """The report's lines for a run's served throughput: q/s (p50 ms) of every system at
     each aggregate and client count, and gridagg's ratio to each peer."""
     runs = r.get("served")
     if not runs:
@@ -313,8 +325,9 @@ def served_table(r: dict) -> list[str]:
     return lines
 
 
-def write_report(out: Path) -> None:
-    """scale.md and p50.png from every scale-*.json in `out`."""
+def write_report(out: Path, docs: Path) -> Path:
+    """The report (README.md and p50.png in folder `docs`, replacing the previous run's)
+    from every scale-*.json in `out`; returns its path."""
     runs = sorted((json.loads(p.read_text()) for p in out.glob("scale-*.json")), key=lambda r: r["rows"])
     lines = ["# Answer times as the archive grows: gridagg and the in-process peers", "",
              "`python -m gridagg_loadtest.bench.scale` (see its docstring); in-process p50 in ms (HTTP p50 for gridagg in "
@@ -322,7 +335,8 @@ def write_report(out: Path) -> None:
              f"{SERVED_MAX_SCAN_ROWS:,}), each peer at its faster thread setting; `x` = the best peer's p50 / gridagg's. "
              "Every answer was checked against every peer's.", ""]
     for r in runs:
-        lines += [f"## {r['rows']:,} rows", "", f"`{r['command']}`, {r['started']}, {r['machine']}", "",
+        lines += [f"## {r['rows']:,} rows", "", f"Command: `{r['command']}`", "", f"Machine: {r['machine']}", "",
+                  f"Date: {r['started']}", "",
                   "| system | load s | rows/s | GiB on disk |", "|---|---|---|---|"]
         lines += [f"| {p['system']} | {p['seconds']:.1f} | {p['rows'] / p['seconds']:,.0f} | {p['bytes'] / 2**30:.2f} |"
                   for p in r["loads"]]
@@ -350,20 +364,16 @@ def write_report(out: Path) -> None:
             lines += ["", "PostgreSQL alone, EXPLAIN (ANALYZE, BUFFERS) of one sum query at its served knobs:", "",
                       "```", r["explain"], "```"]
         lines.append("")
-    (out / "scale.md").write_text("\n".join(lines))
-    plot(out, runs)
+    return write(docs / REPORT, lines, plot(fresh(docs), runs))
 
 
-def plot(out: Path, runs: list[dict]) -> None:
-    """p50 against rows per system (median over the questions), log-log."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+def plot(folder: Path, runs: list[dict]) -> list[Path]:
+    """p50 against rows per system (median over the questions), log-log, in
+    folder/p50.png (none without matplotlib)."""
+    plt = pyplot()
+    if plt is None:
         log("matplotlib missing: no plot")
-        return
+        return []
     series: dict[str, list[tuple[int, float]]] = {}
     for r in runs:
         for store, rows in r["systems"].items():
@@ -382,8 +392,9 @@ def plot(out: Path, runs: list[dict]) -> None:
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "p50.png", dpi=110)
+    fig.savefig(folder / "p50.png", dpi=110)
     plt.close(fig)
+    return [folder / "p50.png"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -422,7 +433,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="served runs of each aggregate and client count per system, the systems taking turns; "
                         "each system's figure is its median round (default 3)")
     p.add_argument("--warmup-runs", type=int, default=40, help="most warm-up runs per served system and aggregate")
-    p.add_argument("--out", default="docs/bench/scale", help="where the JSON, report and plot go")
+    p.add_argument("--out", metavar="DIR",
+                   help="where the run's data goes, scale-<rows>.json, and the servers' logs; the report covers every "
+                        "scale-*.json there (default <data dir>/bench/scale)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="where the report goes, README.md and p50.png, replacing the previous run's (default "
+                        "docs/bench/scale of the checkout; installed without a checkout: --out)")
     p.add_argument("--keep", action="store_true", help="keep the peers' copies (default: dropped once measured)")
     args = p.parse_args(argv)
     if "pg" in args.peers and not args.clients:
@@ -430,8 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tune_minutes is not None and not args.tune:
         p.error("--tune-minutes caps the tuning of --tune N: give --tune too")
     args.command_line = "python -m gridagg_loadtest.bench.scale " + " ".join(sys.argv[1:] if argv is None else argv)
-    run(Settings.from_env(), args)
-    print((Path(args.out) / "scale.md").read_text())
+    settings = Settings.from_env()
+    args.out = str(bench_out(settings, args.out, "scale"))
+    args.docs = str(bench_docs(args.docs, "scale", Path(args.out)))
+    run(settings, args)
+    print((Path(args.docs) / REPORT).read_text())
     return 0
 
 

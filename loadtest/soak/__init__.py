@@ -6,6 +6,6 @@ checked, optionally while a nemesis breaks things.
 - clients.py: the writer and reader processes and the crew that replaces dead ones;
 - nemesis.py: faults on a schedule drawn from a seed;
 - check.py: the clients' logs read back and judged, and what each fault cost them;
-- report.py: the verdict as JSON and a table;
+- report.py: the verdict as JSON, a table, and the soak's one current report in docs/soak/;
 - late_write.py, visibility.py: two narrower checks with commands of their own.
 """

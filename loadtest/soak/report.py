@@ -1,9 +1,12 @@
-"""The soak's report: what a run found, as JSON (the dataclass' fields) and a short table."""
+"""The soak's report: what a run found, as JSON (the dataclass' fields), a short table,
+and the soak's one current report (markdown, docs/soak/<store>[-<N>rs].md by default:
+each run replaces it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..reports import header
 from .check import HUNG
 
 
@@ -43,6 +46,62 @@ class SoakReport:
         return bool(worked and self.wrong_answers == 0 and self.acked_writes_lost == 0 and self.half_batches == 0
                     and self.final_exact and not self.check_problems and not self.requests.get("unclear_errors")
                     and not self.requests.get("hung_clients"))
+
+    def missed(self) -> list[str]:
+        """The targets a run missed, in words (none: every target held)."""
+        r = self.requests
+        misses = {"wrong answers": self.wrong_answers, "acknowledged rows lost": self.acked_writes_lost,
+                  "batches half stored": self.half_batches, "problems `check` found": len(self.check_problems),
+                  "unclear errors": r.get("unclear_errors", 0), "hung clients": len(r.get("hung_clients", []))}
+        out = [f"{what} {n}" for what, n in misses.items() if n]
+        if not self.final_exact:
+            out.append("final queries not exact")
+        if not self.ok and not out:
+            out.append("the clients got no work done")
+        return out
+
+    def markdown(self, command: str, machine: str | None, started: str | None, servers: int = 0) -> list[str]:
+        """The report's lines: the run (on a local HBase of `servers` region servers, 0:
+        standalone or another store), the verdict, its figures and what each kind of fault
+        cost the clients."""
+        r, b, n = self.requests, self.batches, self.nemesis
+        faults = ", ".join(f"{k['n']} {kind}" for kind, k in n.get("by_kind", {}).items())
+        title = f"The soak on the {self.store} store" + (f", {servers} region servers" if servers else "")
+        lines = [*header(title, command, machine, started),
+                 f"{self.writers} writers and {self.readers} readers for {self.seconds:g} s"
+                 + (f"; faults injected: {faults}" if faults else "; no faults injected") + ".", "",
+                 "Verdict: " + ("every target held." if self.ok else "targets missed: " + "; ".join(self.missed()) + "."),
+                 "", "| | |", "|---|---|",
+                 f"| acknowledged rows | {self.inserts:,} ({b.get('acked', 0):,} batches), lost {self.acked_writes_lost} |",
+                 f"| answers | {self.queries:,}; {self.answers_checked:,} checked against the oracle, wrong "
+                 f"{self.wrong_answers} |",
+                 f"| splits of leaves | {self.splits:,} |",
+                 f"| batches of killed writers (maybes) | {b.get('maybe', 0)}: wholly in {b.get('maybe_in', 0)}, wholly "
+                 f"out {b.get('maybe_out', 0)}, half in {self.half_batches} |",
+                 f"| after the run | recovery by {self.recovery.get('by', '-')}; `check` "
+                 f"{'clean' if not self.check_problems else 'found ' + str(len(self.check_problems))}; final queries "
+                 f"{'exact' if self.final_exact else 'NOT exact'} |",
+                 f"| failed requests | {r.get('failed', 0):,} (retried after \"store unavailable\": "
+                 f"{r.get('retries', 0):,}); unclear errors {r.get('unclear_errors', 0)} |",
+                 f"| longest request | failed {r.get('longest_failed', 0)} s, answered {r.get('longest_ok', 0)} s; over "
+                 f"5 s {r.get('over_5s', 0)}, over {HUNG:g} s (hung) {r.get('hung', 0)} |",
+                 f"| load average at the end | {self.load or '-'} |"]
+        if n.get("by_kind"):
+            lines += ["", "What each kind of fault cost the clients, seconds (min / median / max): unavailable, from "
+                          "the first request it failed or slowed to the first good answer once the server was back; "
+                          "recovery, from the server back (or the client replaced) to that answer.", "",
+                      "| fault | n | unavailable | recovery | failed requests | hung | longest request |",
+                      "|---|---|---|---|---|---|---|"]
+            for kind, k in n["by_kind"].items():
+                lines.append(f"| {kind} | {k['n']} | {_span(k['unavailable'])} | {_span(k['recovery'])} | {k['failed']} "
+                             f"| {k['hung']} | {k['longest']:.1f} |")
+            servers = n["by_kind"].get("regionserver")
+            if servers:
+                shares = ", ".join("-" if v is None else f"{v:.0%}" for v in servers["answered_share_in_outage"])
+                lines += ["", f"Killed region servers: their regions answered again after "
+                              f"{_span(servers['regions_back'])} s (never: {servers['regions_never_back']}); queries "
+                              f"answered while they were away: {shares}."]
+        return lines
 
     def table(self) -> str:
         """The report as a short table: one line per fault kind, then the totals."""

@@ -23,8 +23,10 @@ reported and left in place to be looked at.
     python -m gridagg_loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
     python -m gridagg_loadtest.soak --store hbase --nemesis all --machines 2 ...   # 2 hosts
 
-The JSON report goes to stdout, progress and a short table to stderr; exit code 0 when
-every target holds. Logs of the clients are kept under <data dir>/soak/<dataset> when
+The JSON report goes to stdout, progress and a short table to stderr, and the soak's one
+current report to --report (by default docs/soak/<store>.md of the checkout, or
+docs/soak/hbase-<N>rs.md on a local HBase of N region servers), replacing the previous
+run's; exit code 0 when every target holds. Logs of the clients are kept under <data dir>/soak/<dataset> when
 something failed (and the dataset is kept), removed otherwise.
 """
 
@@ -46,6 +48,7 @@ from gridagg_hbase import jvm
 from gridagg.config import Settings
 from gridagg.model.errors import StoreUnavailable
 
+from ..reports import machine, soak_report, stamp, write
 from . import check, nemesis
 from .clients import (
     AGGS,
@@ -219,6 +222,10 @@ def main(argv=None) -> int:
                     help="clients stand for N hosts (writers and readers spread over them), each with an epoch "
                          "board of its own: writes reach the other hosts' queries through PostgreSQL only, and "
                          "must show there from 1 s after their acknowledgement (HBase store; default 1)")
+    ap.add_argument("--report", metavar="FILE",
+                    help="where the report goes, replacing the previous run's (default docs/soak/<store>.md of the "
+                         "checkout, hbase-<N>rs.md with N region servers; installed without a checkout: "
+                         "<data dir>/soak/)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the dataset and the clients' logs (<data dir>/soak/<name>/*.jsonl) also "
                          "after a run that holds (one that does not keeps them anyway)")
@@ -241,10 +248,14 @@ def main(argv=None) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     command = "python -m gridagg_loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     say(command)
+    meta = {"command": command, "machine": machine(), "started": stamp()}
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
                  kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep, machines=args.machines)
-    print(json.dumps({"command": command, "ok": report.ok, **report.__dict__}, indent=2, default=str))
+    print(json.dumps({**meta, "ok": report.ok, **report.__dict__}, indent=2, default=str))
     say(report.table())
+    servers = servers if settings.store == "hbase" and servers > 1 else 0  # what the report names
+    name = settings.store + (f"-{servers}rs" if servers else "")
+    say(f"report: {write(soak_report(settings, args.report, name), report.markdown(**meta, servers=servers))}")
     return 0 if report.ok else 1
 
 

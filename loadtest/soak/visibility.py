@@ -12,7 +12,9 @@ every answer of the others that begins 1 s after it or later).
 
     python -m gridagg_loadtest.soak.visibility --writes 300     # HBase store, local servers
 
-Prints a JSON report (lags p50/p90/p99/max in ms, violations) to stdout.
+Prints a JSON report (lags p50/p90/p99/max in ms, violations) to stdout, and writes the
+one current report to --report (by default docs/soak/visibility.md of the checkout),
+replacing the previous run's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from gridagg.config import Settings
 
 from ..hosts import started
+from ..reports import header, machine, soak_report, stamp, write
 
 VISIBLE_AFTER = 1.0  # seconds after its acknowledgement a write must show everywhere
 WAIT_SECONDS = 10.0  # a write not seen by then ends the run (a failure)
@@ -107,6 +110,23 @@ def _drop(settings: Settings, name: str) -> None:
         engine.drop_dataset(name)
 
 
+def markdown(report: dict) -> list[str]:
+    """The report's lines from a run's JSON report (command, machine, started and what
+    run returns)."""
+    lag = report["lag_ms"]
+    return [*header("How soon a write shows on another API server", report["command"], report.get("machine"),
+                    report.get("started")),
+            f"{report['hosts']} API servers on the {report['store']} store, each with an epoch board of its own; "
+            f"{report['writes']} rows written one at a time, each through one server, then counted through the next "
+            "until it showed. Lag: from the acknowledgement to the end of the first answer that counted the row "
+            f"(that query included). A violation: an answer begun {VISIBLE_AFTER:g} s or more after an "
+            "acknowledgement that missed the write.", "",
+            "| writes | queries | stale answers | violations | lag p50 ms | p90 | p99 | max | mean |",
+            "|---|---|---|---|---|---|---|---|---|",
+            f"| {report['writes']} | {report['queries']} | {report['stale_answers']} | {report['violations']} | "
+            f"{lag['p50']} | {lag['p90']} | {lag['p99']} | {lag['max']} | {lag['mean']} |"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gridagg_loadtest.soak.visibility", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,11 +134,17 @@ def main(argv=None) -> int:
     ap.add_argument("--hosts", type=int, default=2, help="API servers, each with a board of its own (default 2)")
     ap.add_argument("--store", choices=["embedded", "hbase"], default="hbase",
                     help="cell store (default hbase: the embedded store lives on one machine)")
+    ap.add_argument("--report", metavar="FILE",
+                    help="where the report goes, replacing the previous run's (default docs/soak/visibility.md of "
+                         "the checkout; installed without a checkout: <data dir>/soak/)")
     args = ap.parse_args(argv)
     settings = Settings.from_env().with_(store=args.store)
+    started_at = stamp()
     report = run(settings, args.writes, args.hosts, progress=lambda m: print(m, file=sys.stderr, flush=True))
     command = "python -m gridagg_loadtest.soak.visibility " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(json.dumps({"command": command, **report}, indent=2))
+    report = {"command": command, "machine": machine(), "started": started_at, **report}
+    print(json.dumps(report, indent=2))
+    print(f"report: {write(soak_report(settings, args.report, 'visibility'), markdown(report))}", file=sys.stderr)
     return 0 if report["violations"] == 0 else 1
 
 
