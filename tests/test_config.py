@@ -1,6 +1,6 @@
 """Settings declared once (gridagg.config): parsing, one clear error per bad value,
-masking, the environment of child processes, the README's table, and the fault points
-(gridagg.write.faults)."""
+masking, the environment of child processes, the table of docs/settings.md, and the
+fault points (gridagg.write.faults)."""
 
 from __future__ import annotations
 
@@ -105,12 +105,12 @@ def test_no_module_reads_a_gridagg_variable_but_config():
     assert offenders == []
 
 
-def test_the_readme_table_is_the_declaration():
-    readme = (ROOT / "README.md").read_text()
+def test_the_settings_doc_table_is_the_declaration():
+    doc = (ROOT / "docs" / "settings.md").read_text()
     begin, end = "<!-- settings table: gridagg config --markdown -->\n", "<!-- end of settings table -->"
-    assert begin in readme and end in readme
-    table = readme.split(begin, 1)[1].split(end, 1)[0]
-    assert table == config.markdown_table(), "README settings table is stale: paste `gridagg config --markdown`"
+    assert begin in doc and end in doc
+    table = doc.split(begin, 1)[1].split(end, 1)[0]
+    assert table == config.markdown_table(), "docs/settings.md's table is stale: paste `gridagg config --markdown`"
 
 
 def test_help_text_lists_the_settings_of_a_topic():
