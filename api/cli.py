@@ -33,7 +33,7 @@ def default_threads(store: str) -> int:
     benchmark data), but an answer streamed as it improves holds its thread until exact:
     with one thread, the page's second request of a change (it asks /query and /series at
     once) waited for the first's whole scan whenever both came to one worker (25 of 40
-    changes, a median 36 ms at 10M rows; docs/page/answer-times-10m.md): two. HBase
+    changes, a median 36 ms at 10M rows): two. HBase
     queries mostly wait on Thrift round trips, which threads overlap: four."""
     return 2 if store == "embedded" else 4
 

@@ -6,8 +6,7 @@
 // dashed band where its avg lies (its title says all three), and the range its count
 // lies in. The page draws a series twice a change or more (bounds, then exact): a
 // plotting library's general machinery took 7-10 ms a drawing at 183 points on this
-// machine, holding up the answer table's frame too; setting this text takes 1-2 ms
-// (docs/page/answer-times-10m.md).
+// machine, holding up the answer table's frame too; setting this text takes 1-2 ms.
 import { scaleLinear, scaleUtc } from "d3-scale";
 import { formatAggregate, formatBounds } from "./numbers.js";
 
