@@ -20,7 +20,7 @@ Where its files live: gridagg_hbase.jvm.
 Roles (JVMs): "master", "thrift"; distributed also "zookeeper" and "rs1".."rsN".
 
 `gridagg services observer-jar OUT.jar` builds the observer's jar for an
-external cluster (README: HBase, Server-side scans).
+external cluster (docs/hbase.md: An external cluster).
 
 Errors are raised as :class:`LauncherError` with a one-line message.
 """
