@@ -84,11 +84,17 @@ def _serve(settings, args: argparse.Namespace) -> int:
     print(f"gridagg API on http://{args.host}:{args.port}/ ({args.workers} workers x {threads} thread(s), "
           f"store {settings.store}); Ctrl-C stops it", file=sys.stderr)
     proc = subprocess.Popen(argv, env=env)
+    # The SQL endpoint (sql/, docs/sql.md) in processes of its own beside the API's.
+    sql = None if args.sql_port is None else subprocess.Popen(
+        [sys.executable, "-m", "gridagg_sql", "--host", args.host, "--port", str(args.sql_port),
+         "--workers", str(args.workers)], env=env)
     stopping: list[float] = []  # when a stop was asked for
     interrupted = False
 
     def stop(*_) -> None:
         proc.terminate()
+        if sql is not None:
+            sql.terminate()
         stopping.append(time.monotonic())
 
     # A SIGTERM to `gridagg serve` stops the server gracefully too.
@@ -108,6 +114,9 @@ def _serve(settings, args: argparse.Namespace) -> int:
                     proc.kill()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if sql is not None:
+            sql.terminate()
+            sql.wait(WORKERS_KILL_SECONDS)
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
@@ -130,6 +139,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "queries are CPU work where threads contend for the GIL, but a streamed answer "
                         "holds its thread until exact; 4 on HBase, whose queries wait on round trips). "
                         "Raise it, or --workers, when a few slow queries must not hold up quick ones")
+    p.add_argument("--sql-port", type=int,
+                   help="also serve the read-only SQL endpoint (PostgreSQL wire protocol, docs/sql.md) on this "
+                        "port, e.g. 5433, with as many workers (default: off)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="server log level (default info)")
     p.add_argument("--no-access-log", action="store_true",

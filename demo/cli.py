@@ -29,6 +29,7 @@ from gridagg.model.errors import InvalidInput
 # installed package has none there.
 CHECKOUT_WEATHER = Path(__file__).resolve().parents[2] / "shared" / "data" / "weather"
 API_START_SECONDS = 180
+SQL_PORT = 5433  # the SQL endpoint the demo serves beside the API (docs/sql.md)
 
 
 def _pid_file(settings) -> Path:
@@ -64,7 +65,8 @@ def _start_api(settings, port: int) -> str:
     log = settings.data_dir / "demo-api.log"
     env = settings.environ()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gridagg.cli.main", "serve", "--port", str(port), "--workers", "2"],
+        [sys.executable, "-m", "gridagg.cli.main", "serve", "--port", str(port), "--workers", "2",
+         "--sql-port", str(SQL_PORT)],
         stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     _pid_file(settings).write_text(str(proc.pid))
@@ -179,6 +181,9 @@ def _demo(settings, args: argparse.Namespace) -> int:
     _say(f"\nThe API keeps running at {url}; open {url}/ in a browser for its dashboard page. Try:\n"
          f"   curl -s {url}/v1/datasets/weather\n"
          f"   curl -s '{url}/v1/datasets/weather/query?aggregates=avg:temperature,count&where.temperature=15,35'\n"
+         f"and in SQL (docs/sql.md), from psql or any PostgreSQL client:\n"
+         f"   psql -h 127.0.0.1 -p {SQL_PORT} -U gridagg -c \"SELECT count(*), avg(temperature) FROM weather "
+         f"WHERE time >= '2005-01-01'\"\n"
          f"Stop it with `gridagg demo --stop` and the servers with `gridagg services down`.")
     return 0
 
