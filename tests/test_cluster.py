@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gridagg_hbase import admin, jvm
-from gridagg_loadtest.soak import nemesis, visibility
-from gridagg_loadtest.soak.check import brute_force
+from gridagg_loadtest.soak import nemesis, oracle, visibility
+from gridagg_loadtest.soak.check import COLUMNS
 from gridagg_loadtest.soak.clients import (
     AGGS,
     batch_rows,
@@ -113,7 +113,7 @@ def loaded(cluster):
 
 
 def _exact(engine, ds, rows, where) -> bool:
-    return engine.query(ds.name, where, AGGS).values == brute_force(np.vstack(rows), ds, where, AGGS)
+    return engine.query(ds.name, where, AGGS).values == oracle.answer(COLUMNS, np.vstack(rows), where, AGGS)
 
 
 def test_status_lists_each_region_server_with_its_regions(cluster, loaded):

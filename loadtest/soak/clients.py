@@ -49,14 +49,20 @@ BACKOFF = (0.05, 2.0)  # first and longest wait before trying again, seconds
 UNCLEAR_EXIT = 3  # exit code of a client that met an error other than StoreUnavailable
 
 
-def definition(name: str) -> Dataset:
-    """The soak's dataset: two dimensions, one measure, small leaves that split often."""
-    return Dataset.from_json({
+def definition_json(name: str) -> dict:
+    """The soak's dataset as a user posts it to /v1/datasets: two dimensions, one measure
+    (never negative), whole numbers all; small leaves that split often."""
+    return {
         "name": name,
         "dimensions": [{"name": "x", "min": 0, "max": 9999}, {"name": "y", "min": 0, "max": 9999}],
         "measures": [{"name": "v", "min": 0, "max": 1000}],
         "grid": {"n_size": 20, "n_threshold": 60},
-    })
+    }
+
+
+def definition(name: str) -> Dataset:
+    """The soak's dataset as gridagg reads it."""
+    return Dataset.from_json(definition_json(name))
 
 
 def batch_rows(writer: str, batch: int) -> np.ndarray:

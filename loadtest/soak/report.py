@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..reports import header
-from .check import HUNG
+from .availability import HUNG
 
 
 @dataclass

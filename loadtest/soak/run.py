@@ -2,21 +2,21 @@
 keeps breaking things.
 
 N writer processes insert batches (small N_size, so leaves split all the time) while M
-reader processes run random box queries (loadtest/soak/clients.py). With --nemesis, faults
-are injected on a schedule drawn from --seed (loadtest/soak/nemesis.py): servers killed with -9
-and started again, writers and readers killed and replaced; clients retry on "store
-unavailable" with backoff, as real ones do. Every answer is checked against the oracle
-of loadtest/soak/check.py (between the rows acknowledged before it began and the rows begun
-before it ended). With --machines N the clients stand for N hosts, each host's clients
-sharing an epoch board of their own (as API servers on separate hosts do): a write
-reaches another host's queries through PostgreSQL, and must show there from 1 s after
-its acknowledgement on.
+reader processes run random box queries (loadtest/soak/clients.py). With --nemesis,
+faults are injected on a schedule drawn from --seed (loadtest/soak/nemesis.py): servers
+killed with -9 and started again, writers and readers killed and replaced; clients retry
+on "store unavailable" with backoff, as real ones do. Every answer is checked against
+the soak's own oracle (loadtest/soak/oracle.py, through check.py: between the answers
+over the rows acknowledged before it began and over the rows begun before it ended).
+With --machines N the clients stand for N hosts, each host's clients sharing an epoch
+board of their own (as API servers on separate hosts do): a write reaches another host's
+queries through PostgreSQL, and must show there from 1 s after its acknowledgement on.
 
 At the end the faults stop, every server is started, and the next writer (one more
 batch, written here) recovers whatever a killed writer left; then `check` must find
 nothing, every acknowledged batch must be stored whole, every maybe-batch (never
-acknowledged) wholly stored or wholly absent, and every final query must equal brute
-force. The protocol needs no `repair`: problems `check` still finds after that write are
+acknowledged) wholly stored or wholly absent, and every final query must equal the
+oracle's answer. The protocol needs no `repair`: problems `check` still finds after that write are
 reported and left in place to be looked at.
 
     python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 [--store hbase]
@@ -49,7 +49,7 @@ from gridagg.config import Settings
 from gridagg.model.errors import StoreUnavailable
 
 from ..reports import machine, soak_report, stamp, write
-from . import check, nemesis
+from . import availability, check, nemesis, oracle
 from .clients import (
     AGGS,
     BATCH,
@@ -136,7 +136,7 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
     recovery = _recover(engine, ds, history, writers)
     progress(f"recovery: {recovery['by']}")
     rows = check.Rows.of(history, crew.machines)
-    checked, wrong = check.check_answers(history, rows, ds, check_at_most)
+    checked, wrong = check.check_answers(history, rows, check_at_most)
 
     stored = _retry(lambda: check.stored_batches(engine, ds))
     acked = [k for k, (_, a) in history.batches.items() if a is not None]
@@ -146,7 +146,7 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
     half = [k for k in history.batches if 0 < stored.per_batch[k] < BATCH]
     unknown = sum(n for k, n in stored.per_batch.items() if k not in history.batches)
 
-    # The final answers: brute force over the rows of acknowledged batches and of the
+    # The final answers: the oracle's over the rows of acknowledged batches and of the
     # maybes that are in.
     expected = np.vstack([rows.values[rows.acked < np.inf]] + [batch_rows(*k) for k in maybe_in])
     final_exact = True
@@ -155,16 +155,16 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
         x0, y0 = (int(v) for v in rng.integers(0, 9000, 2))
         where = {"x": [x0, x0 + 3000], "y": [y0, y0 + 3000]}
         got = _retry(lambda: engine.query(ds.name, where, AGGS)).values
-        final_exact &= got == check.brute_force(expected, ds, where, AGGS)
+        final_exact &= got == oracle.answer(check.COLUMNS, expected, where, AGGS)
     problems = recovery["check_after"]
     splits = _retry(lambda: engine.directory.leaf_count(ds.name)) - 1
 
-    effects = check.fault_effects(history, nem.injected, ended)
+    effects = availability.fault_effects(history, nem.injected, ended)
     for row in effects:
         if row["kind"] == "writer":
-            row["mid_write"] = check.mid_write(history, row["life"])
+            row["mid_write"] = availability.mid_write(history, row["life"])
             row["armed_at"] = history.armed.get(row["life"])
-    requests = check.request_summary(history)
+    requests = availability.request_summary(history)
     requests["hung_clients"] = [f"{c.role} {c.tag}" for c in hung]
     requests["client_exits"] = dict(Counter(str(code) for code in crew.exits.values()))
     inserts = BATCH * len(acked)
@@ -180,7 +180,7 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
                  "rows_of_no_batch": stored.foreign + unknown, "rows_under_two_leaves": stored.duplicates},
         requests=requests,
         nemesis={"kinds": sorted({row["kind"] for row in effects}), "faults": effects,
-                 "by_kind": check.kind_summary(effects),
+                 "by_kind": availability.kind_summary(effects),
                  "seconds_from_start": round(ended - started, 1)},
         recovery=recovery, wrong_examples=wrong[:5], load=" ".join(f"{x:.2f}" for x in os.getloadavg()),
     )
