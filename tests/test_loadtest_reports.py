@@ -1,8 +1,14 @@
 """The load tools' reports (pure, no servers): each run replaces its bench's or soak's one
 current report, which names the command, the machine and the date, and the writers
-render a run's data as the commands do."""
+render a run's data as the commands do; every command docs/benchmarks.md shows takes the
+flags it is shown with."""
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from gridagg_loadtest import reports
 from gridagg_loadtest.bench import ingest, online, scaleout
@@ -93,3 +99,41 @@ def test_the_ingest_report_holds_the_table_and_the_spark_start():
     text = "\n".join(ingest.report(meta, {"results": [("gridagg ingest", 1000, 2.0)], "session_start": 3.0,
                                           "workers_start": 1.5}))
     assert "Config x.toml, inputs /a" in text and "|        500 |" in text and "took 3.0 s" in text
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+SUBCOMMANDS = {"gridagg": 1, "python -m gridagg_loadtest.bench.scaleout": 1}  # words naming a subcommand
+
+
+def _doc_commands() -> list[tuple[list[str], list[str]]]:
+    """(the program's argv, the flags given) of every command docs/benchmarks.md shows:
+    in its bash blocks, and the load tools' in backquotes."""
+    text = DOC.read_text()
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+             for line in block.replace("\\\n", " ").splitlines()]
+    out = []
+    for line in [*lines, *re.findall(r"`(python -m gridagg_loadtest[^`]*)`", text)]:
+        for command in line.split("#")[0].split(";"):
+            words = [w for w in command.split() if not re.fullmatch(r"[A-Z_]+=\S+", w)]
+            if not words:
+                continue
+            prog = words[:3] if words[0] == "python" else words[:1]
+            rest = words[len(prog):]
+            more = SUBCOMMANDS.get(" ".join(prog), 0) + (words[:2] == ["gridagg", "services"])
+            out.append(([*prog, *rest[:more]], [w for w in rest if w.startswith("--")]))
+    return out
+
+
+def test_every_command_the_benchmarks_page_shows_takes_its_flags():
+    commands = _doc_commands()
+    assert len(commands) >= 15, "has the page's format changed?"
+    helps: dict[tuple, str] = {}
+    for argv, flags in commands:
+        key = tuple(argv)
+        if key not in helps:
+            run = [sys.executable, *argv[1:]] if argv[0] == "python" else [sys.executable, "-m", "gridagg.cli.main",
+                                                                              *argv[1:]]
+            done = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (argv, done.stderr[-500:])
+            helps[key] = done.stdout
+        assert [f for f in flags if f not in helps[key]] == [], argv
