@@ -22,16 +22,17 @@ import signal
 import socket
 import sys
 
+import psycopg
 from pg_mimic import AuthPlugin, PgServer
 from pg_mimic import messages
 
 from gridagg.config import Settings
 
-from .catalog import SERVER_VERSION
 from .service import Service
 from .session import SqlSession
 
 log = logging.getLogger("gridagg.sql")
+FALLBACK_VERSION = "16.0"
 
 
 class TokenAuth(AuthPlugin):
@@ -53,9 +54,14 @@ class TokenAuth(AuthPlugin):
 
 
 def make_server(service: Service) -> PgServer:
-    """pg-mimic's server answering with `service`."""
+    """pg-mimic's server answering with `service`, telling clients the version of the
+    PostgreSQL whose catalog answers theirs (psql picks its catalog queries by it)."""
+    try:
+        version = service.mirror.server_version()
+    except psycopg.Error:  # PostgreSQL is away: the catalog's queries fail until it is back
+        version = FALLBACK_VERSION
     return PgServer(lambda: SqlSession(service), auth_plugin_factory=lambda user: TokenAuth(service),
-                    server_version=SERVER_VERSION)
+                    server_version=version)
 
 
 async def _serve_socket(service: Service, sock: socket.socket) -> None:

@@ -1,13 +1,12 @@
 """One client's connection, as pg-mimic drives it: each statement is parsed once
 (sqlglot, remembered by its text) and answered as what it is.
 
-- BEGIN, COMMIT, ROLLBACK: accepted (everything is read-only);
-- SET, RESET, SHOW: the session's settings; gridagg.deadline_ms is gridagg's own;
-- a SELECT from pg_catalog or information_schema: pg-mimic's catalog emulation over
-  the datasets (sql/catalog.py);
-- a SELECT without a table (SELECT 1, version()): evaluated as a constant;
-- a SELECT from a dataset: a Question (sql/translate.py) answered by the engine in a
-  worker thread (sql/answer.py), its parameters ($1) bound first;
+- BEGIN, COMMIT, ROLLBACK, SAVEPOINT: accepted (everything is read-only);
+- SET, RESET: the session's settings, gridagg.deadline_ms gridagg's own; SHOW of those;
+- a SELECT that names a dataset: a Question (sql/translate.py) answered by the engine
+  in a worker thread (sql/answer.py), its parameters ($1) bound first;
+- any other query (the catalog, SELECT 1, version(), SHOW server_version): answered
+  by PostgreSQL itself in the catalog's database (sql/mirror.py), where no rows are;
 - anything else (writes, DDL, COPY): 0A000 naming it.
 Errors go to the client with their SQLSTATE; the connection and the server go on.
 """
@@ -25,20 +24,13 @@ from fractions import Fraction
 
 import sqlglot
 from pg_mimic import PgError, ResultColumn, Session, StaticStatement
-from pg_mimic.middleware import (
-    MiddlewareContext,
-    information_schema,
-    pg_catalog,
-    session_functions,
-    static_select,
-    transaction_control,
-)
+from pg_mimic.middleware import MiddlewareContext, transaction_control
 from pg_mimic.session import Portal, Statement, drain_rows
 from sqlglot import exp
 
 from gridagg.model.errors import GridaggError
 
-from . import answer, catalog
+from . import answer, settings
 from .errors import (
     PROGRAM_LIMIT_EXCEEDED,
     SYNTAX_ERROR,
@@ -55,8 +47,7 @@ MAX_STATEMENT_BYTES = 64 * 1024  # dashboards' statements are a few KB; a region
 SET_RE = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?([\w.]+)\s*(?:TO|=)\s*(.+?)\s*;?\s*$", re.I | re.S)
 RESET_RE = re.compile(r"^\s*RESET\s+([\w.]+|ALL)\s*;?\s*$", re.I)
 SHOW_RE = re.compile(r"^\s*SHOW\s+(.+?)\s*;?\s*$", re.I | re.S)
-CATALOGS = ("pg_catalog", "information_schema")
-NO_OPS = ("DISCARD", "DEALLOCATE", "CLOSE", "UNLISTEN")
+NO_OPS = ("DISCARD", "DEALLOCATE", "CLOSE", "UNLISTEN", "SAVEPOINT", "RELEASE")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,9 +81,6 @@ class SqlSession(Session):
     def __init__(self, service):
         self.service = service
 
-    async def schema(self) -> dict:
-        return catalog.schema(await asyncio.to_thread(self.service.datasets))
-
     async def prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
         try:
             return await self._prepare(sql, param_oids)
@@ -119,23 +107,17 @@ class SqlSession(Session):
         tree = parse(sql)
         if isinstance(tree, exp.Set):  # SET TIME ZONE 'UTC' and other forms: nothing to keep
             return StaticStatement(sql, None, [])
+        if isinstance(tree, exp.Command) and str(tree.this).upper() == "SHOW":  # the server's settings
+            return await asyncio.to_thread(MirrorStatement, self.service, sql, param_oids)
         if not isinstance(tree, exp.Query):
             raise unsupported(_statement_kind(tree), "the SQL endpoint is read-only: it answers SELECTs")
-        tables = list(tree.find_all(exp.Table))
-        if any((t.db or "").lower() in CATALOGS or (not t.db and t.name.lower().startswith("pg_")) for t in tables):
-            ctx._expression = tree
-            found = await information_schema(ctx) or await pg_catalog(ctx)
-            if found is None:
-                raise unsupported(f"the catalog query {sql[:80]!r}")
-            return found
-        if not tables:
-            ctx._expression = catalog.unqualified(tree)
-            found = await session_functions(ctx) or await static_select(ctx)
-            if found is None:
-                raise unsupported(f"{sql[:80]!r}", "a SELECT without FROM answers constants")
-            return found
+        names = {t.name for t in tree.find_all(exp.Table)
+                 if isinstance(t.this, exp.Identifier) and (t.db or "public") == "public"}
+        datasets = await asyncio.to_thread(lambda: [n for n in names if self.service.is_dataset(n)])
+        if not datasets:
+            return await asyncio.to_thread(MirrorStatement, self.service, sql, param_oids)
         if not isinstance(tree, exp.Select):
-            raise unsupported(type(tree).__name__.upper(), "ask one SELECT at a time")
+            raise unsupported(type(tree).__name__.upper(), "ask one SELECT of one dataset at a time")
         name = table_of(tree).name
         dataset = await asyncio.to_thread(lambda: self.service.engine().dataset(name))
         return QuestionStatement(self, sql, tree, dataset, param_oids)
@@ -148,22 +130,22 @@ class SqlSession(Session):
         if m:
             name, value = m.group(1).lower(), m.group(2).strip().strip("'\"")
             value = None if value.upper() == "DEFAULT" else value
-            catalog.check_setting(name, value)
+            settings.check_setting(name, value)
             return StaticStatement("SET", None, [], lambda: _assign(session_vars, name, value))
         m = RESET_RE.match(sql)
         if m:
             name = m.group(1).lower()
-            catalog.check_setting(name, None)
+            settings.check_setting(name, None)
             return StaticStatement("RESET", None, [],
                                    session_vars.clear if name == "all" else lambda: session_vars.pop(name, None))
         m = SHOW_RE.match(sql)
-        if m:
-            return catalog.show(m.group(1), session_vars)
+        if m and (m.group(1).lower().startswith("gridagg.") or m.group(1).lower() in session_vars):
+            return settings.show(m.group(1), session_vars)
         return None
 
     def deadline(self) -> float | None:
         """The session's deadline in seconds (SET gridagg.deadline_ms), or None: exact."""
-        ms = self._connection.session_vars.get(catalog.DEADLINE)
+        ms = self._connection.session_vars.get(settings.DEADLINE)
         return None if ms is None else int(ms) / 1000
 
 
@@ -224,6 +206,36 @@ class QuestionPortal(Portal):
         question = translate(tree, s.dataset, Fraction(time.time_ns(), 10**9))
         service = s.session.service
         return answer.rows(service.engine(), question, answer.Ask(service.limits, self.deadline))
+
+
+class MirrorStatement(Statement):
+    """A query PostgreSQL answers in the catalog's database (sql/mirror.py): described
+    and run there, with the parameters as bound."""
+
+    def __init__(self, service, sql: str, param_oids: list[int | None]):
+        self.mirror, self.sql = service.synced_mirror(), sql
+        self._columns, self.param_oids = self.mirror.describe(sql, [oid or 0 for oid in param_oids])
+
+    async def describe(self) -> list[ResultColumn] | None:
+        return None if self._columns is None else [ResultColumn(name, oid) for name, oid in self._columns]
+
+    def bind(self, params: list) -> Portal:
+        return MirrorPortal(self, params)
+
+
+class MirrorPortal(Portal):
+    def __init__(self, statement: MirrorStatement, params: list):
+        self.statement, self.params = statement, params
+        self._rows = None
+
+    async def execute(self, max_rows: int) -> tuple[list[tuple], bool]:
+        if self._rows is None:
+            s = self.statement
+            try:
+                self._rows = _aiter(await asyncio.to_thread(s.mirror.run, s.sql, self.params, s.param_oids))
+            except SqlError as exc:
+                raise PgError(exc.sqlstate, exc.message) from None
+        return await drain_rows(self._rows, max_rows)
 
 
 async def _aiter(rows: list[tuple]):

@@ -1,0 +1,95 @@
+"""Helpers for the SQL endpoint's tests: a dataset on the real PostgreSQL (embedded
+store), the endpoint serving it in this process on a free port, the HTTP API over the
+same engine (Flask's test client), and answers compared between SQL, JSON and the oracle."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import oracle
+
+from gridagg_sql.server import make_server
+from gridagg_sql.service import Service
+
+EPOCH = datetime(2012, 1, 1, tzinfo=timezone.utc)
+DEFINITION = {
+    "dimensions": [
+        {"name": "time", "type": "time", "min": "2012-01-01T00:00:00Z", "max": "2012-12-31T23:00:00Z"},
+        {"name": "lon", "scale": 2, "min": -10, "max": 10},
+        {"name": "lat", "scale": 2, "min": 40, "max": 60},
+    ],
+    "measures": [
+        {"name": "temperature", "scale": 1, "min": -40, "max": 50},
+        {"name": "wind_speed", "scale": 1, "min": 0, "max": 70, "nullable": True},
+        {"name": "station", "min": 0, "max": 1000},
+    ],
+    "grid": {"n_size": 40, "n_threshold": 160, "l_time": "60d"},
+}
+TABLE = oracle.Table.of(DEFINITION)
+
+
+def make_rows(n: int, seed: int) -> list[dict]:
+    """Rows on a 0.05-degree lattice, hourly times; a tenth without a wind speed."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        ts = EPOCH + timedelta(hours=int(rng.integers(0, 366 * 24 - 1)))
+        wind = None if rng.random() < 0.1 else int(rng.integers(0, 200)) / 10
+        rows.append({"time": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "lon": int(rng.integers(-200, 201)) * 5 / 100,
+                     "lat": (4000 + int(rng.integers(0, 401)) * 5) / 100,
+                     "temperature": int(rng.integers(-100, 350)) / 10, "wind_speed": wind,
+                     "station": int(rng.integers(0, 1000))})
+    return rows
+
+
+class Endpoint:
+    """The SQL endpoint serving `engine` on 127.0.0.1:port from a thread of this process."""
+
+    def __init__(self, settings, engine):
+        self.service = Service(settings, engine)
+        self.loop = asyncio.new_event_loop()
+        self.server = make_server(self.service)
+        sock = socket.create_server(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.loop.run_until_complete(self.server.start_server(sock=sock))
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def dsn(self, password: str = "") -> str:
+        return f"host=127.0.0.1 port={self.port} user=gridagg dbname=gridagg password={password}"
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def same_as_json(got, written) -> bool:
+    """Whether a SQL value is the value the JSON API wrote: a decimal or int as the double
+    nearest it (or the int itself), a timestamp to the microsecond of its ISO text."""
+    if got is None or written is None:
+        return got is written
+    if isinstance(got, datetime):
+        return abs(got - datetime.fromisoformat(written.replace("Z", "+00:00"))) < timedelta(microseconds=1)
+    if isinstance(written, int) and not isinstance(got, float):
+        return got == written
+    return float(got) == written
+
+
+def exact(got, want) -> bool:
+    """Whether a SQL value is the oracle's exact answer: decimals and ints exactly, an avg
+    as the double nearest it, a timestamp to the microsecond."""
+    if got is None or want is None:
+        return got is want
+    if isinstance(want, oracle.Instant):
+        seconds = Fraction(oracle.seconds(got))
+        return abs(seconds - want.seconds) < Fraction(1, 10**6)
+    if isinstance(got, float):
+        return got == float(want)
+    return Fraction(Decimal(got)) == Fraction(want)

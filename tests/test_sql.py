@@ -1,0 +1,304 @@
+"""The SQL endpoint (sql/, docs/sql.md) with real clients, psycopg, psql and SQLAlchemy
+(postgresql+psycopg, as Superset connects), on the real PostgreSQL: answers equal to the
+JSON API's and to the oracle's (tests/oracle.py) for boxes, polygons and series written
+in SQL, strict bounds made exact inclusive ones, the catalog clients browse, a deadline's
+bounds, the read token as the password. Bad SQL: tests/test_sql_errors.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import oracle
+import psycopg
+import pytest
+from engine_support import open_engine
+from gridagg_api import create_app
+from sql_support import DEFINITION, TABLE, Endpoint, exact, make_rows, same_as_json
+
+ROWS = make_rows(1500, seed=5)
+SEEN = TABLE.rows(ROWS)
+AGGS = "count(*), count(wind_speed), sum(temperature), min(lon), max(wind_speed), avg(temperature), min(time), " \
+       "max(station), avg(time)"
+LABELS = ["count", "count:wind_speed", "sum:temperature", "min:lon", "max:wind_speed", "avg:temperature",
+          "min:time", "max:station", "avg:time"]
+
+
+@pytest.fixture(scope="module")
+def engine(settings, services, tmp_path_factory):
+    return open_engine(settings, "embedded", tmp_path_factory.mktemp("sql-store"))
+
+
+@pytest.fixture(scope="module")
+def dataset(engine):
+    from gridagg.model.schema import Dataset
+
+    name = "t_sql_" + uuid.uuid4().hex[:8]
+    engine.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
+    engine.insert(name, ROWS)
+    yield name
+    engine.drop_dataset(name)
+
+
+@pytest.fixture(scope="module")
+def endpoint(settings, engine, dataset):
+    served = Endpoint(settings.with_(read_token=None), engine)
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def api(settings, engine, dataset):
+    return create_app(settings.with_(read_token=None), engine=engine).test_client()
+
+
+@pytest.fixture
+def conn(endpoint):
+    with psycopg.connect(endpoint.dsn(), autocommit=True) as c:
+        yield c
+
+
+def one(conn, sql: str, params=None) -> tuple:
+    rows = conn.execute(sql, params).fetchall()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def check_query(conn, api, name: str, sql_where: str, request: dict, want: dict | None = None) -> tuple:
+    """The SQL answer with WHERE sql_where equals the JSON API's to `request` (its where
+    and region: the same question) and the oracle's to `want` (default: to request)."""
+    row = one(conn, f"SELECT {AGGS} FROM {name}" + (f" WHERE {sql_where}" if sql_where else ""))
+    body = api.post(f"/v1/datasets/{name}/query", json={**request, "aggregates": LABELS}).get_json()
+    want = want or oracle.query(TABLE, SEEN, {**request, "aggregates": LABELS})["results"]
+    for value, label in zip(row, LABELS):
+        assert same_as_json(value, body["results"][label]), (label, value, body["results"][label], sql_where)
+        assert exact(value, want[label]), (label, value, want[label], sql_where)
+    return row
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+def test_whole_dataset_and_types(conn, api, dataset):
+    row = check_query(conn, api, dataset, "", {})
+    assert row[0] == len(ROWS)
+    cur = conn.execute(f"SELECT {AGGS} FROM {dataset}")
+    types = [d.type_code for d in cur.description]
+    assert types == [20, 20, 1700, 1700, 1700, 701, 1184, 20, 1184]  # bigint, numeric, float8, timestamptz
+    assert [d.name for d in cur.description] == ["count", "count", "sum", "min", "max", "avg", "min", "max", "avg"]
+    assert isinstance(row[2], Decimal) and isinstance(row[5], float) and row[6].tzinfo is not None
+
+
+@pytest.mark.parametrize("sql_where, request_where", [
+    ("lon BETWEEN -5 AND 5 AND lat >= 45 AND lat <= 55", {"lon": [-5, 5], "lat": [45, 55]}),
+    ("time >= '2012-03-01T00:00:00Z' AND time <= '2012-06-30 23:00:00+00'",
+     {"time": ["2012-03-01T00:00:00Z", "2012-06-30T23:00:00Z"]}),
+    ("time BETWEEN TIMESTAMP '2012-02-01' AND '2012-02-10'::timestamptz", {"time": ["2012-02-01", "2012-02-10"]}),
+    ("lon = 1.25", {"lon": [1.25, 1.25]}),
+    ("5 >= lon AND -5 <= lon", {"lon": [-5, 5]}),
+    # Strict bounds: exact inclusive ones at the column's scale (lon: 2 decimals)
+    ("lon > 1.25 AND lon < 2.5", {"lon": ["1.26", "2.49"]}),
+    ("lon > 1.251 AND lon < 1.249999", {"lon": ["1.26", "1.24"]}),  # nothing between
+    ("lon > 1.249 AND lon < 1.301", {"lon": ["1.25", "1.30"]}),
+    ("time > '2012-03-01T00:00:00Z' AND time < '2012-03-02T00:00:00Z'",
+     {"time": ["2012-03-01T00:00:01Z", "2012-03-01T23:59:59Z"]}),
+    ("time > '2012-03-01T00:00:00.5Z' AND time < '2012-03-02T00:00:00.5Z'",
+     {"time": ["2012-03-01T00:00:01Z", "2012-03-02T00:00:00Z"]}),
+    ("lat >= 40.001 AND lat <= 40.049", {"lat": ["40.01", "40.04"]}),
+    ("lon > 100", {"lon": ["100.01", None]}),
+    ("time >= to_timestamp(1333238400) AND time < TO_TIMESTAMP('2012-05-01 00:00:00.000000', "
+     "'YYYY-MM-DD HH24:MI:SS.US')", {"time": ["2012-04-01T00:00:00Z", "2012-04-30T23:59:59Z"]}),
+])
+def test_boxes(conn, api, dataset, sql_where, request_where):
+    lo_hi = {d: [v if v is None or isinstance(v, str) else str(v) for v in r] for d, r in request_where.items()}
+    empty = any(lo is not None and hi is not None and TABLE.read(d, lo) > TABLE.read(d, hi)
+                for d, (lo, hi) in lo_hi.items())
+    if empty:  # the JSON API refuses lo > hi; SQL answers no rows
+        row = one(conn, f"SELECT {AGGS} FROM {dataset} WHERE {sql_where}")
+        assert row == (0, 0, Decimal(0), None, None, None, None, None, None)
+        return
+    check_query(conn, api, dataset, sql_where, {"where": lo_hi})
+
+
+def test_parameters_are_bound(conn, api, dataset):
+    """psycopg sends $1, $2 with the values apart (the extended protocol)."""
+    row = one(conn, f"SELECT count(*), sum(temperature) FROM {dataset} WHERE lon > %s AND time < %s",
+              (Decimal("-2.5"), datetime(2012, 7, 1, tzinfo=timezone.utc)))
+    want = oracle.query(TABLE, SEEN, {"where": {"lon": ["-2.49", None], "time": [None, "2012-06-30T23:59:59Z"]},
+                                      "aggregates": ["count", "sum:temperature"]})["results"]
+    assert exact(row[0], want["count"]) and exact(row[1], want["sum:temperature"])
+
+
+# --------------------------------------------------------------------------- polygons
+
+SQUARE = "POLYGON((-5 45, 5 45, 5 55, -5 55, -5 45))"
+TRIANGLE_JSON = '{"type": "Polygon", "coordinates": [[[-10, 40], [10, 40], [0, 60], [-10, 40]]]}'
+
+
+@pytest.mark.parametrize("test", [
+    f"ST_Contains(ST_GeomFromText('{SQUARE}'), ST_Point(lon, lat))",
+    f"ST_Covers(ST_GeomFromText('{SQUARE}', 4326), ST_SetSRID(ST_MakePoint(lon, lat), 4326))",
+    f"ST_Within(ST_Point(lon, lat), '{SQUARE}'::geometry)",
+    f"ST_Intersects(ST_Point(lon, lat), ST_GeomFromText('{SQUARE}'))",
+])
+def test_polygon_forms(conn, api, dataset, test):
+    square = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
+    check_query(conn, api, dataset, test, {"region": square})
+
+
+def test_polygon_from_geojson_with_a_box(conn, api, dataset):
+    import json
+
+    check_query(conn, api, dataset,
+                f"ST_Contains(ST_GeomFromGeoJSON('{TRIANGLE_JSON}'), ST_Point(lon, lat)) AND time < '2012-07-01'",
+                {"region": json.loads(TRIANGLE_JSON), "where": {"time": [None, "2012-06-30T23:59:59Z"]}})
+
+
+# --------------------------------------------------------------------------- series
+
+
+def check_series(conn, api, name: str, sql: str, request: dict) -> list[tuple]:
+    """A GROUP BY bucket's rows equal the JSON API's series to `request` and the
+    oracle's, the points without rows left out (as SQL has no group for them)."""
+    rows = conn.execute(sql).fetchall()
+    labels = request["aggregates"]
+    body = api.post(f"/v1/datasets/{name}/series", json=request).get_json()
+    assert "points" in body, body
+    points = [p for p in body["points"] if p["count"]]
+    want = [p for p in oracle.series(TABLE, SEEN, request)["points"] if p["count"]]
+    assert len(rows) == len(points) == len(want), (len(rows), len(points), len(want), sql)
+    for row, point, truth in zip(rows, points, want):
+        bucket, values = row[0], row[1:]
+        if isinstance(bucket, int):
+            bucket = datetime.fromtimestamp(bucket, timezone.utc)
+        assert same_as_json(bucket, point["time"]) and exact(bucket, truth["time"]), (bucket, point["time"])
+        for value, label in zip(values, labels):
+            assert same_as_json(value, point["results"][label]), (label, value, point, sql)
+            assert exact(value, truth["results"][label]), (label, value, truth, sql)
+    return rows
+
+
+def test_time_bucket_days(conn, api, dataset):
+    rows = check_series(
+        conn, api, dataset,
+        f"SELECT time_bucket('1 day', time) AS t, count(*), avg(temperature) FROM {dataset} "
+        "WHERE time >= '2012-03-01T06:00:00Z' AND time < '2012-03-20' GROUP BY t ORDER BY t",
+        {"step": "1d", "start": "2012-03-01T00:00:00Z", "end": "2012-03-19T23:59:59Z",
+         "where": {"time": ["2012-03-01T06:00:00Z", "2012-03-19T23:59:59Z"]}, "aggregates": ["count", "avg:temperature"]})
+    assert rows[0][0] == datetime(2012, 3, 1, tzinfo=timezone.utc)
+
+
+def test_time_bucket_weeks_start_on_mondays_from_before_the_domain(conn, api, dataset):
+    """TimescaleDB's buckets start at 2000-01-03, a Monday: 2011-12-26 is the first."""
+    rows = check_series(
+        conn, api, dataset,
+        f"SELECT time_bucket(INTERVAL '7 days', time), sum(temperature), max(wind_speed) FROM {dataset} "
+        "GROUP BY 1 ORDER BY 1",
+        {"step": "7d", "start": "2011-12-26T00:00:00Z", "aggregates": ["sum:temperature", "max:wind_speed"]})
+    assert rows[0][0] == datetime(2011, 12, 26, tzinfo=timezone.utc)
+
+
+def test_date_trunc_with_a_polygon(conn, api, dataset):
+    square = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
+    check_series(
+        conn, api, dataset,
+        f"SELECT date_trunc('hour', time) AS hour, count(*), min(lon) FROM {dataset} "
+        f"WHERE ST_Contains(ST_GeomFromText('{SQUARE}'), ST_Point(lon, lat)) AND time BETWEEN '2012-05-01' AND "
+        "'2012-05-09 12:30:00' GROUP BY date_trunc('hour', time) ORDER BY hour",
+        {"step": "1h", "start": "2012-05-01T00:00:00Z", "region": square, "aggregates": ["count", "min:lon"],
+         "where": {"time": ["2012-05-01T00:00:00Z", "2012-05-09T12:30:00Z"]}})
+
+
+def test_grafana_time_group(conn, api, dataset):
+    """$__timeGroupAlias(time, '6h') expands to floor(extract(epoch from time)/21600)*21600
+    AS "time": seconds since 1970, buckets from 1970 on."""
+    rows = check_series(
+        conn, api, dataset,
+        f'SELECT floor(extract(epoch from time)/21600)*21600 AS "time", avg(temperature) AS "temp" FROM {dataset} '
+        "WHERE time BETWEEN '2012-08-01T00:00:00Z' AND '2012-08-15T00:00:00Z' GROUP BY 1 ORDER BY 1",
+        {"step": "6h", "start": "2012-08-01T00:00:00Z", "where": {"time": ["2012-08-01T00:00:00Z",
+                                                                          "2012-08-15T00:00:00Z"]},
+         "aggregates": ["avg:temperature"]})
+    assert isinstance(rows[0][0], int)
+
+
+def test_order_by_a_measure_and_limit(conn, dataset):
+    """Superset orders a series by its metric and limits it: over the whole answer."""
+    rows = conn.execute(f"SELECT date_trunc('week', time) AS w, count(*) AS n FROM {dataset} GROUP BY 1").fetchall()
+    top = conn.execute(f"SELECT date_trunc('week', time) AS w, count(*) AS n FROM {dataset} GROUP BY 1 "
+                       "ORDER BY n DESC, w LIMIT 5 OFFSET 1").fetchall()
+    assert top == sorted(rows, key=lambda r: (-r[1], r[0]))[1:6]
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert all(r[0].weekday() == 0 for r in rows)  # PostgreSQL's weeks start on Mondays
+
+
+# --------------------------------------------------------------------------- a deadline
+
+
+def test_deadline_adds_bounds(conn, dataset):
+    conn.execute("SET gridagg.deadline_ms = 0")  # the tree's answer alone
+    assert one(conn, "SHOW gridagg.deadline_ms") == ("0",)
+    cur = conn.execute(f"SELECT count(*) AS n, sum(temperature) FROM {dataset} WHERE lon BETWEEN -3.33 AND 4.44")
+    assert [d.name for d in cur.description] == ["n", "sum", "exact", "n_lo", "n_hi", "sum_lo", "sum_hi"]
+    n, total, is_exact, n_lo, n_hi, sum_lo, sum_hi = cur.fetchone()
+    want = oracle.query(TABLE, SEEN, {"where": {"lon": ["-3.33", "4.44"]}, "aggregates": ["count"]})["results"]
+    if is_exact:
+        assert n == want["count"] and n_lo is None
+    else:
+        assert n_lo <= want["count"] <= n_hi
+    conn.execute("RESET gridagg.deadline_ms")
+    cur = conn.execute(f"SELECT count(*) AS n FROM {dataset} WHERE lon BETWEEN -3.33 AND 4.44")
+    assert [d.name for d in cur.description] == ["n"] and cur.fetchone() == (want["count"],)
+
+
+# --------------------------------------------------------------------------- clients and catalog
+
+
+def test_psql_answers_and_describes(endpoint, dataset):
+    env = {**os.environ, "PGPASSWORD": ""}
+    run = lambda *args: subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(endpoint.port), "-U", "gridagg",
+                                        "-X", "-v", "ON_ERROR_STOP=1", *args], capture_output=True, text=True,
+                                       env=env, timeout=60)
+    out = run("-At", "-c", f"SELECT count(*) FROM {dataset} WHERE lat > 50")
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == sum(1 for r in SEEN if r["lat"] > 50)
+    out = run("-c", r"\dt")
+    assert out.returncode == 0 and dataset in out.stdout, out
+    out = run("-c", rf"\d {dataset}")
+    assert out.returncode == 0, out.stderr
+    for col, kind in [("time", "timestamp"), ("lon", "numeric"), ("station", "bigint")]:
+        assert any(col in line and kind in line for line in out.stdout.splitlines()), out.stdout
+    out = run("-c", f"SELECT * FROM {dataset}")
+    assert out.returncode != 0 and "not supported" in out.stderr
+
+
+def test_sqlalchemy_connects_inspects_and_queries(endpoint, dataset):
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"postgresql+psycopg://gridagg@127.0.0.1:{endpoint.port}/gridagg")
+    try:
+        inspector = sa.inspect(engine)
+        assert dataset in inspector.get_table_names(schema="public")
+        columns = {c["name"]: c["type"] for c in inspector.get_columns(dataset, schema="public")}
+        assert list(columns) == [c["name"] for c in DEFINITION["dimensions"] + DEFINITION["measures"]]
+        assert isinstance(columns["time"], sa.TIMESTAMP) and isinstance(columns["lon"], sa.NUMERIC)
+        with engine.connect() as c:
+            got = c.execute(sa.text(f"SELECT count(*) FROM {dataset} WHERE lon <= :x"), {"x": 0}).scalar()
+        assert got == sum(1 for r in SEEN if r["lon"] <= 0)
+    finally:
+        engine.dispose()
+
+
+def test_the_read_token_is_the_password(settings, engine, dataset):
+    served = Endpoint(settings.with_(read_token="r-secret", write_token="w-secret"), engine)
+    try:
+        for password in ("r-secret", "w-secret"):
+            with psycopg.connect(served.dsn(password)) as c:
+                assert c.execute(f"SELECT count(*) FROM {dataset}").fetchone() == (len(ROWS),)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(served.dsn("wrong"))
+    finally:
+        served.close()
