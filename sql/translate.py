@@ -84,7 +84,6 @@ class Question:
 def translate(select: exp.Select, ds: Dataset, now: Fraction | None, with_filter: bool = True) -> Question:
     """The Question a SELECT over `ds` asks. now: the statement's time (for now());
     with_filter False: its outputs alone, for Describe before parameters are bound."""
-    _refuse_extras(select)
     aliases = _aliases(select, ds)
     outputs, bucket_of = [], {}
     for item in select.expressions:
@@ -104,7 +103,9 @@ def translate(select: exp.Select, ds: Dataset, now: Fraction | None, with_filter
 
 
 def table_of(select: exp.Select) -> exp.Table:
-    """The one table a SELECT reads from."""
+    """The one table a SELECT reads from (0A000 for a SELECT gridagg cannot answer by
+    its form alone: WITH, DISTINCT, a join, a subquery, ...)."""
+    _refuse_extras(select)
     source = select.args.get("from_")
     if source is None:
         raise unsupported("a SELECT without FROM over a dataset")
