@@ -65,7 +65,11 @@ class Endpoint:
         return f"host=127.0.0.1 port={self.port} user=gridagg dbname=gridagg password={password}"
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
+        async def shut() -> None:
+            self.server.close()
+            await asyncio.sleep(0.2)  # the connections' tasks end
+
+        asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
@@ -93,3 +97,50 @@ def exact(got, want) -> bool:
     if isinstance(got, float):
         return got == float(want)
     return Fraction(Decimal(got)) == Fraction(want)
+
+
+AGGS = "count(*), count(wind_speed), sum(temperature), min(lon), max(wind_speed), avg(temperature), min(time), " \
+       "max(station), avg(time)"
+LABELS = ["count", "count:wind_speed", "sum:temperature", "min:lon", "max:wind_speed", "avg:temperature",
+          "min:time", "max:station", "avg:time"]
+
+
+def one(conn, sql: str, params=None) -> tuple:
+    rows = conn.execute(sql, params).fetchall()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def check_query(conn, api, name: str, seen: list[dict], sql_where: str, request: dict,
+                want: dict | None = None) -> tuple:
+    """The SQL answer with WHERE sql_where equals the JSON API's to `request` (its where
+    and region: the same question) and the oracle's over `seen` (the rows as the oracle
+    reads them) to `want` (default: to request)."""
+    row = one(conn, f"SELECT {AGGS} FROM {name}" + (f" WHERE {sql_where}" if sql_where else ""))
+    body = api.post(f"/v1/datasets/{name}/query", json={**request, "aggregates": LABELS}).get_json()
+    want = want or oracle.query(TABLE, seen, {**request, "aggregates": LABELS})["results"]
+    for value, label in zip(row, LABELS):
+        assert same_as_json(value, body["results"][label]), (label, value, body["results"][label], sql_where)
+        assert exact(value, want[label]), (label, value, want[label], sql_where)
+    return row
+
+
+def check_series(conn, api, name: str, seen: list[dict], sql: str, request: dict) -> list[tuple]:
+    """A GROUP BY bucket's rows equal the JSON API's series to `request` and the
+    oracle's, the points without rows left out (as SQL has no group for them)."""
+    rows = conn.execute(sql).fetchall()
+    labels = request["aggregates"]
+    body = api.post(f"/v1/datasets/{name}/series", json=request).get_json()
+    assert "points" in body, body
+    points = [p for p in body["points"] if p["count"]]
+    want = [p for p in oracle.series(TABLE, seen, request)["points"] if p["count"]]
+    assert len(rows) == len(points) == len(want), (len(rows), len(points), len(want), sql)
+    for row, point, truth in zip(rows, points, want):
+        bucket, values = row[0], row[1:]
+        if isinstance(bucket, int):
+            bucket = datetime.fromtimestamp(bucket, timezone.utc)
+        assert same_as_json(bucket, point["time"]) and exact(bucket, truth["time"]), (bucket, point["time"])
+        for value, label in zip(values, labels):
+            assert same_as_json(value, point["results"][label]), (label, value, point, sql)
+            assert exact(value, truth["results"][label]), (label, value, truth, sql)
+    return rows

@@ -17,15 +17,10 @@ import psycopg
 import pytest
 from engine_support import open_engine
 from gridagg_api import create_app
-from sql_support import DEFINITION, TABLE, Endpoint, exact, make_rows, same_as_json
+from sql_support import AGGS, DEFINITION, TABLE, Endpoint, check_query, check_series, exact, make_rows, one
 
 ROWS = make_rows(1500, seed=5)
 SEEN = TABLE.rows(ROWS)
-AGGS = "count(*), count(wind_speed), sum(temperature), min(lon), max(wind_speed), avg(temperature), min(time), " \
-       "max(station), avg(time)"
-LABELS = ["count", "count:wind_speed", "sum:temperature", "min:lon", "max:wind_speed", "avg:temperature",
-          "min:time", "max:station", "avg:time"]
-
 
 @pytest.fixture(scope="module")
 def engine(settings, services, tmp_path_factory):
@@ -61,29 +56,11 @@ def conn(endpoint):
         yield c
 
 
-def one(conn, sql: str, params=None) -> tuple:
-    rows = conn.execute(sql, params).fetchall()
-    assert len(rows) == 1, rows
-    return rows[0]
-
-
-def check_query(conn, api, name: str, sql_where: str, request: dict, want: dict | None = None) -> tuple:
-    """The SQL answer with WHERE sql_where equals the JSON API's to `request` (its where
-    and region: the same question) and the oracle's to `want` (default: to request)."""
-    row = one(conn, f"SELECT {AGGS} FROM {name}" + (f" WHERE {sql_where}" if sql_where else ""))
-    body = api.post(f"/v1/datasets/{name}/query", json={**request, "aggregates": LABELS}).get_json()
-    want = want or oracle.query(TABLE, SEEN, {**request, "aggregates": LABELS})["results"]
-    for value, label in zip(row, LABELS):
-        assert same_as_json(value, body["results"][label]), (label, value, body["results"][label], sql_where)
-        assert exact(value, want[label]), (label, value, want[label], sql_where)
-    return row
-
-
 # --------------------------------------------------------------------------- boxes
 
 
 def test_whole_dataset_and_types(conn, api, dataset):
-    row = check_query(conn, api, dataset, "", {})
+    row = check_query(conn, api, dataset, SEEN, "", {})
     assert row[0] == len(ROWS)
     cur = conn.execute(f"SELECT {AGGS} FROM {dataset}")
     types = [d.type_code for d in cur.description]
@@ -120,7 +97,7 @@ def test_boxes(conn, api, dataset, sql_where, request_where):
         row = one(conn, f"SELECT {AGGS} FROM {dataset} WHERE {sql_where}")
         assert row == (0, 0, Decimal(0), None, None, None, None, None, None)
         return
-    check_query(conn, api, dataset, sql_where, {"where": lo_hi})
+    check_query(conn, api, dataset, SEEN, sql_where, {"where": lo_hi})
 
 
 def test_parameters_are_bound(conn, api, dataset):
@@ -146,13 +123,13 @@ TRIANGLE_JSON = '{"type": "Polygon", "coordinates": [[[-10, 40], [10, 40], [0, 6
 ])
 def test_polygon_forms(conn, api, dataset, test):
     square = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
-    check_query(conn, api, dataset, test, {"region": square})
+    check_query(conn, api, dataset, SEEN, test, {"region": square})
 
 
 def test_polygon_from_geojson_with_a_box(conn, api, dataset):
     import json
 
-    check_query(conn, api, dataset,
+    check_query(conn, api, dataset, SEEN,
                 f"ST_Contains(ST_GeomFromGeoJSON('{TRIANGLE_JSON}'), ST_Point(lon, lat)) AND time < '2012-07-01'",
                 {"region": json.loads(TRIANGLE_JSON), "where": {"time": [None, "2012-06-30T23:59:59Z"]}})
 
@@ -160,30 +137,9 @@ def test_polygon_from_geojson_with_a_box(conn, api, dataset):
 # --------------------------------------------------------------------------- series
 
 
-def check_series(conn, api, name: str, sql: str, request: dict) -> list[tuple]:
-    """A GROUP BY bucket's rows equal the JSON API's series to `request` and the
-    oracle's, the points without rows left out (as SQL has no group for them)."""
-    rows = conn.execute(sql).fetchall()
-    labels = request["aggregates"]
-    body = api.post(f"/v1/datasets/{name}/series", json=request).get_json()
-    assert "points" in body, body
-    points = [p for p in body["points"] if p["count"]]
-    want = [p for p in oracle.series(TABLE, SEEN, request)["points"] if p["count"]]
-    assert len(rows) == len(points) == len(want), (len(rows), len(points), len(want), sql)
-    for row, point, truth in zip(rows, points, want):
-        bucket, values = row[0], row[1:]
-        if isinstance(bucket, int):
-            bucket = datetime.fromtimestamp(bucket, timezone.utc)
-        assert same_as_json(bucket, point["time"]) and exact(bucket, truth["time"]), (bucket, point["time"])
-        for value, label in zip(values, labels):
-            assert same_as_json(value, point["results"][label]), (label, value, point, sql)
-            assert exact(value, truth["results"][label]), (label, value, truth, sql)
-    return rows
-
-
 def test_time_bucket_days(conn, api, dataset):
     rows = check_series(
-        conn, api, dataset,
+        conn, api, dataset, SEEN,
         f"SELECT time_bucket('1 day', time) AS t, count(*), avg(temperature) FROM {dataset} "
         "WHERE time >= '2012-03-01T06:00:00Z' AND time < '2012-03-20' GROUP BY t ORDER BY t",
         {"step": "1d", "start": "2012-03-01T00:00:00Z", "end": "2012-03-19T23:59:59Z",
@@ -194,7 +150,7 @@ def test_time_bucket_days(conn, api, dataset):
 def test_time_bucket_weeks_start_on_mondays_from_before_the_domain(conn, api, dataset):
     """TimescaleDB's buckets start at 2000-01-03, a Monday: 2011-12-26 is the first."""
     rows = check_series(
-        conn, api, dataset,
+        conn, api, dataset, SEEN,
         f"SELECT time_bucket(INTERVAL '7 days', time), sum(temperature), max(wind_speed) FROM {dataset} "
         "GROUP BY 1 ORDER BY 1",
         {"step": "7d", "start": "2011-12-26T00:00:00Z", "aggregates": ["sum:temperature", "max:wind_speed"]})
@@ -204,7 +160,7 @@ def test_time_bucket_weeks_start_on_mondays_from_before_the_domain(conn, api, da
 def test_date_trunc_with_a_polygon(conn, api, dataset):
     square = {"type": "Polygon", "coordinates": [[[-5, 45], [5, 45], [5, 55], [-5, 55], [-5, 45]]]}
     check_series(
-        conn, api, dataset,
+        conn, api, dataset, SEEN,
         f"SELECT date_trunc('hour', time) AS hour, count(*), min(lon) FROM {dataset} "
         f"WHERE ST_Contains(ST_GeomFromText('{SQUARE}'), ST_Point(lon, lat)) AND time BETWEEN '2012-05-01' AND "
         "'2012-05-09 12:30:00' GROUP BY date_trunc('hour', time) ORDER BY hour",
@@ -216,7 +172,7 @@ def test_grafana_time_group(conn, api, dataset):
     """$__timeGroupAlias(time, '6h') expands to floor(extract(epoch from time)/21600)*21600
     AS "time": seconds since 1970, buckets from 1970 on."""
     rows = check_series(
-        conn, api, dataset,
+        conn, api, dataset, SEEN,
         f'SELECT floor(extract(epoch from time)/21600)*21600 AS "time", avg(temperature) AS "temp" FROM {dataset} '
         "WHERE time BETWEEN '2012-08-01T00:00:00Z' AND '2012-08-15T00:00:00Z' GROUP BY 1 ORDER BY 1",
         {"step": "6h", "start": "2012-08-01T00:00:00Z", "where": {"time": ["2012-08-01T00:00:00Z",
