@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 # The folders and the names they install as (pyproject.toml's package-dir).
-PACKAGES = {"gridagg": "gridagg", "api": "gridagg_api", "ingest": "gridagg_ingest", "loadtest": "gridagg_loadtest",
-            "demo": "gridagg_demo", "hbase": "gridagg_hbase"}
+PACKAGES = {"gridagg": "gridagg", "api": "gridagg_api", "ingest": "gridagg_ingest", "sql": "gridagg_sql",
+            "loadtest": "gridagg_loadtest", "demo": "gridagg_demo", "hbase": "gridagg_hbase"}
 SOURCES = [p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")]
 FILE = re.compile(r"[\w/]+\.(py|java|sql)")  # a file's name, not a dotted name of code
 
