@@ -125,14 +125,14 @@ def region_admin(settings, command: str, table: str, *args: str, timeout: float 
 
 def observer_jar(settings, out: Path) -> Path:
     """The scan observer's classes as a jar for an external cluster's region servers
-    (compiled once against HBase 2.6.1, for Java 17 and later; the region servers need
-    OBSERVER_FLAGS)."""
+    (compiled once against HBase 2.6.1, for Java 17 and later)."""
     classes = compile_tool(settings, OBSERVER_CLASS, resolve_classpath(settings))
+    package = OBSERVER_CLASS.rsplit(".", 1)[0].replace(".", "/")
     out = Path(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     with zipfile.ZipFile(tmp, "w") as jar:
-        for f in sorted(classes.glob(f"{OBSERVER_CLASS}*.class")):
-            jar.write(f, f.name)
+        for f in sorted((classes / package).glob("*.class")):
+            jar.write(f, f"{package}/{f.name}")
     os.replace(tmp, out)
     return out
 

@@ -68,8 +68,9 @@ JDK17_FLAGS = [
     "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
 ]
 
-# The region servers' scan observer: compiled into tools/classes, loaded for user tables.
-OBSERVER_CLASS = "GridScanObserver"
+# The region servers' scan observer: the package of hbase/observer, compiled into
+# tools/classes, loaded for user tables.
+OBSERVER_CLASS = "gridagg.observer.GridScanObserver"
 
 # The gateway's HBase client gives up within seconds when HBase is down (ZooKeeper or the
 # region server unreachable), instead of retrying for up to 20 minutes while its caller
@@ -88,14 +89,7 @@ THRIFT_CLIENT_OPTIONS = {
 # it holds the region server): modest, this runs next to PostgreSQL and Spark on a small
 # machine.
 HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m", "master": "-Xmx512m", "zookeeper": "-Xmx256m"}
-# Short-lived admin JVMs: the C1 compiler only (starts faster). Region servers (the
-# standalone master's JVM holds one) run the observer's row loops on the Vector API, an
-# incubator module.
-OBSERVER_FLAGS = ["--add-modules", "jdk.incubator.vector"]
-# The observer's row loops compiled each as a method of its own: inlined into the scan's
-# larger methods, the JIT at times left a Vector API call uncompiled there (a mask's
-# count became a plain call, 28% of the region server's time in a 100M-row polygon).
-OBSERVER_JIT_FLAGS = [f"-XX:CompileCommand=quiet,dontinline,*Lanes::{m}" for m in ("count", "test", "fold")]
+# Short-lived admin JVMs: the C1 compiler only (starts faster).
 ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
 # The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
 # Linux gives them only to memory that asks for them (THP mode "madvise", the common
@@ -406,7 +400,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     """The java command of a JVM with HBase's classpath `cp` and our hbase-site.xml, whose
     fs.file.impl and region observer are compiled here (hbase/LocalDiskFileSystem.java,
-    hbase/GridScanObserver.java, into tools/classes). role: a role of `roles`, or "admin"
+    hbase/observer, into tools/classes). role: a role of `roles`, or "admin"
     (a short-lived client)."""
     p = paths(settings)
     classes = compile_tool(settings, "LocalDiskFileSystem", cp)
@@ -416,7 +410,7 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     if role == "admin":
         extra = ADMIN_FLAGS
     else:
-        extra = [*SERVER_FLAGS, *OBSERVER_FLAGS, *OBSERVER_JIT_FLAGS] if region_server else SERVER_FLAGS
+        extra = SERVER_FLAGS
     return [
         java_bin(), heap, *JDK17_FLAGS, *extra,
         "-Djava.net.preferIPv4Stack=true",
@@ -443,28 +437,37 @@ def jvm_env() -> dict[str, str]:
     return env
 
 
+def tool_sources(class_name: str) -> list[Path]:
+    """The Java sources of a tool: the observer's package (hbase/observer), else
+    hbase/<class_name>.java."""
+    if class_name == OBSERVER_CLASS:
+        return sorted((HERE / "observer").glob("*.java"))
+    return [HERE / f"{class_name}.java"]
+
+
 def tool_options(class_name: str) -> list[str]:
-    """javac's options for hbase/<class_name>.java."""
-    return ["--release", "17", *OBSERVER_FLAGS] if class_name == OBSERVER_CLASS else []
+    """javac's options for a tool's sources: the observer is compiled for Java 17."""
+    return ["--release", "17"] if class_name == OBSERVER_CLASS else []
 
 
 def tool_key(class_name: str, cp: str) -> str:
-    """What the classes of hbase/<class_name>.java are compiled from: its source, the
-    classpath and javac's options, hashed."""
-    src = (HERE / f"{class_name}.java").read_text()
+    """What the classes of a tool are compiled from: its sources, the classpath and
+    javac's options, hashed."""
+    src = "\0".join(path.read_text() for path in tool_sources(class_name))
     return hashlib.sha256((src + "\0" + cp + "\0" + " ".join(tool_options(class_name))).encode()).hexdigest()
 
 
 def compile_tool(settings, class_name: str, cp: str) -> Path:
-    """Compile hbase/<class_name>.java once (javac) into tools/classes; return that dir.
-    The observer is compiled for Java 17 with the Vector API (OBSERVER_FLAGS)."""
+    """Compile a tool's sources (tool_sources) once (javac) into tools/classes; return
+    that dir."""
     p = paths(settings)
     classes = p.tools / "classes"
-    src = HERE / f"{class_name}.java"
+    sources = tool_sources(class_name)
     stamp = p.tools / f"{class_name}.key"
     options = tool_options(class_name)
     key = tool_key(class_name, cp)
-    if (classes / f"{class_name}.class").exists() and stamp.exists() and stamp.read_text() == key:
+    compiled = classes / (class_name.replace(".", "/") + ".class")
+    if compiled.exists() and stamp.exists() and stamp.read_text() == key:
         return classes
     javac = Path(java_bin()).resolve().parent / "javac"
     if not javac.exists():
@@ -474,10 +477,10 @@ def compile_tool(settings, class_name: str, cp: str) -> Path:
                                 "(Debian: apt-get install -y openjdk-17-jdk-headless)")
         javac = Path(found)
     classes.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([str(javac), "-nowarn", *options, "-cp", cp, "-d", str(classes), str(src)],
+    res = subprocess.run([str(javac), "-nowarn", *options, "-cp", cp, "-d", str(classes), *map(str, sources)],
                          capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
     if res.returncode != 0:
         err = (res.stderr or res.stdout).decode(errors="replace").strip().splitlines()
-        raise LauncherError(f"compiling {src} failed: {err[0] if err else res.returncode}")
+        raise LauncherError(f"compiling {class_name} failed: {err[0] if err else res.returncode}")
     stamp.write_text(key)
     return classes

@@ -10,7 +10,7 @@ hbase_region_servers; unset: the layout last started in the data dir, see `layou
   sharing the root dir on this machine's disk, as a cluster of several machines would
   share HDFS.
 
-Either way every region server loads gridagg's scan observer (hbase/GridScanObserver.java)
+Either way every region server loads gridagg's scan observer (hbase/observer)
 for every user table, and the Thrift1 gateway is a JVM of its own (threadpool server,
 buffered transport, binary protocol: what happybase speaks by default), told to give up
 within seconds when HBase is down (THRIFT_CLIENT_OPTIONS).
@@ -62,7 +62,7 @@ from gridagg_hbase.jvm import (
 
 def stale_observer(settings) -> list[str]:
     """The running JVMs serving regions whose scan observer is not the one
-    hbase/GridScanObserver.java compiles to now (it changed since they started, or they
+    hbase/observer compiles to now (it changed since they started, or they
     started before their observer was recorded): a JVM keeps the classes it loaded, so
     only a restart picks up a rebuilt observer."""
     key = tool_key(OBSERVER_CLASS, resolve_classpath(settings))

@@ -104,8 +104,8 @@ def test_segments_packed_from_arrow_hold_the_rows(n):
     values = rng.integers(-9, 9, (n, 5))
     # A slice, as a task packs them: its offsets do not start at 0.
     sliced = pa.array([b"skipped", *eids], pa.binary()).slice(1)
-    packed = hbase_rows.pack(sliced, values)
-    assert packed == hbase_rows.pack(eids, values)
+    packed = hbase_rows.pack(sliced, values, 2)
+    assert packed == hbase_rows.pack(eids, values, 2)
     got = segments.rows_of(packed)
     assert sorted(got) == sorted(eids)
     assert all(got[e].tolist() == v.tolist() for e, v in zip(eids, values))

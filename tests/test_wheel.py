@@ -75,7 +75,7 @@ def names(wheel: zipfile.ZipFile) -> set[str]:
 def test_the_wheel_holds_every_file_the_commands_need(wheel):
     held = names(wheel)
     needed = [p.relative_to(ROOT).as_posix() for pattern in
-              ("hbase/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "gridagg/directory/*.sql",
+              ("hbase/*.java", "hbase/observer/*.java", "hbase/pom.xml", "hbase/log4j2.properties", "gridagg/directory/*.sql",
                "ingest/examples/*.toml", "loadtest/bench/paper.toml", "loadtest/bench/loadgen.go") for p in sorted(ROOT.glob(pattern))]
     assert len(needed) >= 9
     assert [n for n in needed if installed(n) not in held] == []

@@ -84,10 +84,9 @@ def add_services(sub) -> None:
         func=_services_down)
     jar = actions.add_parser(
         "observer-jar", help="build HBase's scan observer as a jar, for an external cluster's region servers",
-        description="Build the region servers' scan observer (hbase/GridScanObserver.java) as a jar. Put it "
-                    "on every region server's classpath, set hbase.coprocessor.user.region.classes to "
-                    "its class and start the region servers (Java 17 or later) with --add-modules "
-                    "jdk.incubator.vector (README: HBase, server-side scans); the local HBase does all "
+        description="Build the region servers' scan observer (hbase/observer) as a jar. Put it on every "
+                    "region server's classpath, set hbase.coprocessor.user.region.classes to its class and "
+                    "start the region servers (Java 17 or later; docs/hbase.md); the local HBase does all "
                     "this by itself.")
     jar.add_argument("out", type=Path, help="the jar to write")
     jar.set_defaults(func=_services_observer_jar)
@@ -95,13 +94,7 @@ def add_services(sub) -> None:
 
 def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
     from gridagg_hbase.admin import observer_jar
-    from gridagg_hbase.jvm import (
-        OBSERVER_CLASS,
-        OBSERVER_FLAGS,
-        OBSERVER_JIT_FLAGS,
-        SERVER_FLAGS,
-        LauncherError,
-    )
+    from gridagg_hbase.jvm import OBSERVER_CLASS, SERVER_FLAGS, LauncherError
 
     try:
         out = observer_jar(settings, args.out)
@@ -109,8 +102,7 @@ def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
         print(f"gridagg: error: {exc}", file=sys.stderr)
         return 1
     print(f"{out}: deploy it on every region server's classpath, set "
-          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} and add {' '.join(OBSERVER_FLAGS)} "
-          f"(needed), {' '.join(OBSERVER_JIT_FLAGS)} (steadier scan speed) and {' '.join(SERVER_FLAGS)} (less CPU "
+          f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} and add {' '.join(SERVER_FLAGS)} (less CPU "
           f"a scan over a block cache of gigabytes) to HBASE_REGIONSERVER_OPTS")
     return 0
 

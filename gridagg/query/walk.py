@@ -20,37 +20,13 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from gridagg.store.kernels import even_odd
+from gridagg.store.polygon import face
 from gridagg.tree import TreeState
 
 # Leaves the walk reads: cut by the box, on the polygon's edge (rows come back), or
 # inside but spanning several buckets.
 CUT, EDGE, SPANNING = 0, 1, 2
 NO_EDGES = np.zeros((0, 4), np.float64)  # a query without a polygon
-
-
-@numba.njit(cache=True, nogil=True)
-def face(xlo, xhi, ylo, yhi, edges, eps):
-    """0: the rectangle lies outside the polygon, 2: inside, 1: an edge of the polygon
-    comes within eps of it (or the test cannot tell)."""
-    xl, xh, yl, yh = xlo - eps, xhi + eps, ylo - eps, yhi + eps
-    for e in range(edges.shape[0]):
-        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
-        if max(x1, x2) < xl or min(x1, x2) > xh or max(y1, y2) < yl or min(y1, y2) > yh:
-            continue
-        if (xl <= x1 <= xh and yl <= y1 <= yh) or (xl <= x2 <= xh and yl <= y2 <= yh):
-            return 1
-        # The segment's line passes through the rectangle when its corners are not all
-        # strictly on one side of it.
-        dx, dy = x2 - x1, y2 - y1
-        c1 = dx * (yl - y1) - dy * (xl - x1)
-        c2 = dx * (yl - y1) - dy * (xh - x1)
-        c3 = dx * (yh - y1) - dy * (xl - x1)
-        c4 = dx * (yh - y1) - dy * (xh - x1)
-        if not ((c1 > 0 and c2 > 0 and c3 > 0 and c4 > 0) or (c1 < 0 and c2 < 0 and c3 < 0 and c4 < 0)):
-            return 1
-    # No edge near: the rectangle is all in or all out; its centre says which.
-    return 2 if even_odd(0.5 * (xlo + xhi), 0.5 * (ylo + yhi), edges) else 0
 
 
 class WalkQuery(NamedTuple):

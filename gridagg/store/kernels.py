@@ -1,11 +1,14 @@
 """Compiled kernels (numba): reading segments at memory speed.
 
 scan_segments answers a ScanRequest (gridagg.store.scan) over segments held in this process's
-memory (LMDB's map, or bytes fetched from a store): one compiled pass over every row of
-every segment, with no Python step per row. Rows of a segment are ordered by column 0,
-so a condition on column 0 narrows each segment by binary search before any row is
-tested; a column of 2 or 4 bytes (gridagg.store.segments) is tested and added up as it is
-stored, bounds turned into deltas from its base.
+memory (LMDB's map, or bytes fetched from a store): one compiled pass over the segments,
+with no Python step per row. A segment's blocks (gridagg.store.blocks) are taken as the
+planner takes grids: a block whose bounds miss the question is passed over, one inside
+it (within one bucket of a series, and inside a polygon) answers from its aggregate, and
+only the rows of the others are read. Rows of a block are ordered by column 0, so a
+condition on column 0 narrows it by binary search before any row is tested; a column of
+2 or 4 bytes (gridagg.store.segments) is tested and added up as it is stored, bounds
+turned into deltas from its base.
 
 Compiled functions are cached on disk (numba's cache next to this module, or
 NUMBA_CACHE_DIR), so a process compiles them once per machine, not on every start, and
@@ -15,6 +18,7 @@ before it serves (gridagg.warmup).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -24,8 +28,10 @@ from numba.extending import intrinsic
 
 from gridagg.model.aggregate import INT64_MAX, LOW, NULL, AggArrays
 from gridagg.store import parts
+from gridagg.store.blocks import HIGH, LOW_HALF, MAX, MIN, PRESENT, STATS
+from gridagg.store.polygon import INSIDE, OUTSIDE, face, point_in_polygon
 from gridagg.store.scan import ScanAnswer, ScanRequest
-from gridagg.store.segments import NARROW
+from gridagg.store.segments import BLOCKED, NARROW
 
 
 @intrinsic
@@ -56,58 +62,97 @@ def address_of(buffer):
     return _buffer_address(buffer)
 
 
-@numba.njit(cache=True, nogil=True)
-def even_odd(x, y, edges):
-    """Whether (x, y) lies inside the polygon of `edges` (rows x1, y1, x2, y2 of every
-    ring) by the even-odd rule: a ray from it crosses the edges an odd number of times.
-    Points on an edge may go either way; callers settle those first."""
-    inside = False
-    for e in range(edges.shape[0]):
-        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
-        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
-            inside = not inside
-    return inside
-
-
-@numba.njit(cache=True, nogil=True)
-def point_in_polygon(x, y, edges, eps):
-    """0: (x, y) lies outside the polygon of `edges` (rows x1, y1, x2, y2 of every ring),
-    2: inside, 1: within eps of an edge (the exact test must say)."""
-    for e in range(edges.shape[0]):
-        x1, y1, x2, y2 = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
-        if x < min(x1, x2) - eps or x > max(x1, x2) + eps or y < min(y1, y2) - eps or y > max(y1, y2) + eps:
-            continue
-        dx, dy = x2 - x1, y2 - y1
-        length2 = dx * dx + dy * dy
-        t = 0.0 if length2 == 0 else min(1.0, max(0.0, ((x - x1) * dx + (y - y1) * dy) / length2))
-        px, py = x1 + t * dx - x, y1 + t * dy - y
-        if px * px + py * py <= eps * eps:
-            return 1
-    return 2 if even_odd(x, y, edges) else 0
-
-
 NO_STOP = np.zeros(1, np.uint8)  # a scan nobody stops
 I16_MIN, I16_MAX = -(2**15), 2**15 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+# What a scan counts (ScanAnswer): rows of the blocks read, rows matched, grids read and
+# passed over, whether it stopped, blocks answered from their aggregates and their rows.
+VISITED, MATCHED, SCANNED, SKIPPED, STOPPED, REUSED_BLOCKS, REUSED_ROWS = range(7)
+NO_BLOCKS = np.zeros((1, 0, STATS), np.int64)  # a segment without a block table
+
+
+class Grids(NamedTuple):
+    """The grids of a scan: grid i's segments are at addresses[first[i]:first[i + 1]];
+    its rows go to group[i]; edge[i]: it lies on the polygon's edge; tested[i, j]: its
+    rows must be tested against condition j (else every row meets it); skip_bounds[i,
+    s]: its stored bound of skip spec s."""
+
+    addresses: np.ndarray
+    first: np.ndarray
+    group: np.ndarray
+    edge: np.ndarray
+    tested: np.ndarray
+    skip_bounds: np.ndarray
+
+
+class Question(NamedTuple):
+    """What the scan selects and adds up (gridagg.store.scan.ScanRequest, as arrays):
+    conditions cond_lo[j] <= row[cond_col[j]] <= cond_hi[j]; the columns agg_col added
+    up; buckets of column bucket_col (-1: none) from bucket_base by bucket_step, nbuckets
+    of them; min/max skipping over specs (skip_col: index into agg_col, skip_max), with
+    the best known before (best_has, best_val); the polygon's edges (none: no polygon)
+    over lon_col/lat_col divided by lon_scale/lat_scale, eps its margin; stop[0] set:
+    stop at the next grid."""
+
+    ncols: int
+    cond_col: np.ndarray
+    cond_lo: np.ndarray
+    cond_hi: np.ndarray
+    agg_col: np.ndarray
+    bucket_col: int
+    bucket_base: int
+    bucket_step: int
+    nbuckets: int
+    skip_col: np.ndarray
+    skip_max: np.ndarray
+    best_has: np.ndarray
+    best_val: np.ndarray
+    edges: np.ndarray
+    lon_col: int
+    lat_col: int
+    lon_scale: float
+    lat_scale: float
+    eps: float
+    stop: np.ndarray
+
+
+class Sums(NamedTuple):
+    """Where a scan adds up (one row per group, a column per added column, as
+    gridagg.model.aggregate.AggArrays), and its counts (VISITED ..)."""
+
+    count: np.ndarray
+    present: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+    stats: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
 def _columns(address, ncols, at, width, base):
     """Reads a segment's header (gridagg.store.segments) at `address`: fills each column's
-    address, width and base; returns its rows."""
+    address, width and base; returns (its rows, its blocks (0: no block table), the
+    address of its block starts, the address of its block table)."""
     head = numba.carray(_pointer(address), (2,), np.uint32)
     n = np.int64(head[0])
     if head[1] & NARROW == 0:  # int64 columns one after another
         for c in range(ncols):
             at[c], width[c], base[c] = address + 8 + 8 * n * c, 8, 0
-        return n
+        return n, 0, 0, 0
     bases = numba.carray(_pointer(address + 8), (ncols,), np.int64)
     widths = numba.carray(_pointer(address + 8 + 8 * ncols), (ncols,), np.uint8)
     p = address + 8 + 8 * ncols + (ncols + 7) // 8 * 8
+    nblocks, starts, table = 0, 0, 0
+    if head[1] & BLOCKED:
+        nblocks = np.int64(numba.carray(_pointer(p), (1,), np.uint32)[0])
+        starts = p + 8
+        table = starts + (4 * (nblocks + 1) + 7) // 8 * 8
+        p = table + 8 * STATS * nblocks * ncols
     for c in range(ncols):
         at[c], width[c], base[c] = p, widths[c], bases[c]
         p += (n * widths[c] + 7) // 8 * 8
-    return n
+    return n, nblocks, starts, table
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -193,20 +238,20 @@ def _fold(col, run, null):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_run(at, width, base, a, start, end, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats):
+def _add_run(at, width, base, a, start, end, mask, agg_col, group, out):
     """Add rows a+start .. a+end-1 of a segment (its columns at/width/base), those whose
     mask[i - a] is set, to `group`: one pass per column."""
     m = end - start
     matched = 0
     for i in range(start, end):
         matched += mask[i]
-    stats[1] += matched
-    count[group] += matched
+    out.stats[MATCHED] += matched
+    out.count[group] += matched
     if matched == 0:
         return
     run = mask[start:end]
-    for j in range(agg_cols.shape[0]):
-        c = agg_cols[j]
+    for j in range(agg_col.shape[0]):
+        c = agg_col[j]
         w = width[c]
         # A view from the run's first row, indexed from 0: an offset in the index keeps
         # the compiler from vectorizing, three times slower.
@@ -221,41 +266,194 @@ def _add_run(at, width, base, a, start, end, mask, agg_cols, group, count, prese
             continue
         # Deltas of a narrow column: value = delta + base (base 0 at width 8).
         b = base[c]
-        present[group, j] += npres
-        mins[group, j] = min(mins[group, j], vmin + b)
-        maxs[group, j] = max(maxs[group, j], vmax + b)
-        hi[group, j] += shi + npres * (b >> 32)
-        lo[group, j] += slo + npres * (b & LOW)
+        out.present[group, j] += npres
+        out.mins[group, j] = min(out.mins[group, j], vmin + b)
+        out.maxs[group, j] = max(out.maxs[group, j], vmax + b)
+        out.hi[group, j] += shi + npres * (b >> 32)
+        out.lo[group, j] += slo + npres * (b & LOW)
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond_cols, cond_lo, cond_hi, agg_cols,
-          bucket_col, bucket_base, bucket_step, nbuckets,
-          skip_cols, skip_max, skip_bounds, best_has, best_val,
-          edges, lon_col, lat_col, lon_scale, lat_scale, eps, stop,
-          count, present, mins, maxs, hi, lo, stats):
-    """Segments of grid i are addresses[grid_first[i]:grid_first[i + 1]] (each the address
-    of a segment's header). Fills the output arrays (one row per group) and
-    stats = [rows visited, rows matched, grids scanned, grids skipped]; returns the rows
-    handed back (see gridagg.store.scan: rows of edge grids the polygon test cannot settle)
-    and the grid of each.
+def _useless(q, out, bound_of):
+    """Whether min/max skipping passes over what bound_of(s) bounds: for every skip spec
+    s its bound cannot beat the best answer so far (group 0's, or the best known before)."""
+    for s in range(q.skip_col.shape[0]):
+        j = q.skip_col[s]
+        seen = out.present[0, j] > 0
+        if not (seen or q.best_has[s]):
+            return False
+        bound = bound_of[s]
+        if q.skip_max[s]:
+            best = out.maxs[0, j] if seen else q.best_val[s]
+            if q.best_has[s] and q.best_val[s] > best:
+                best = q.best_val[s]
+            if bound > best:
+                return False
+        else:
+            best = out.mins[0, j] if seen else q.best_val[s]
+            if q.best_has[s] and q.best_val[s] < best:
+                best = q.best_val[s]
+            if bound < best:
+                return False
+    return True
 
-    Column at a time: a segment's rows in the range of column 0 (binary search) get a
-    mask from each other condition in one pass per column (those grid_tested[i] marks:
-    others hold for every row of the grid); then each wanted column is
-    added up in one pass per group (loops the compiler vectorizes; buckets of column 0
-    are runs of the sorted rows), and row by row where rows go through the polygon test
-    or into buckets of another column."""
-    ngrids = grid_first.shape[0] - 1
-    nconds = cond_cols.shape[0]
-    nagg = agg_cols.shape[0]
-    nskip = skip_cols.shape[0]
+
+@numba.njit(cache=True, nogil=True)
+def _block_fate(q, tested, edge, table, b, ncols, lo0, hi0, group, bound):
+    """What becomes of block b of a segment (its bounds and aggregate at table[b]) of a
+    grid whose rows go to `group`: (-1: passed over, else the group it answers for from
+    its aggregate, or -2: its rows are read; whether those rows are on the polygon's
+    edge). `bound` gets the block's bound of each skip spec."""
+    row = table[b]
+    if row[0, MIN] > hi0 or row[0, MAX] < lo0:
+        return -1, edge
+    inside = row[0, MIN] >= lo0 and row[0, MAX] <= hi0
+    for j in range(q.cond_col.shape[0]):
+        c = q.cond_col[j]
+        if c == 0 or not tested[j]:
+            continue
+        if row[c, MIN] > q.cond_hi[j] or row[c, MAX] < q.cond_lo[j]:
+            return -1, edge
+        if row[c, MIN] < q.cond_lo[j] or row[c, MAX] > q.cond_hi[j]:
+            inside = False
+    if edge and q.edges.shape[0] > 0:
+        side = face(row[q.lon_col, MIN] / q.lon_scale, row[q.lon_col, MAX] / q.lon_scale,
+                    row[q.lat_col, MIN] / q.lat_scale, row[q.lat_col, MAX] / q.lat_scale, q.edges, q.eps)
+        if side == OUTSIDE:
+            return -1, edge
+        edge = side != INSIDE
+    if q.skip_col.shape[0] > 0 and not edge:
+        for s in range(q.skip_col.shape[0]):
+            c = q.agg_col[q.skip_col[s]]
+            bound[s] = row[c, MAX] if q.skip_max[s] else row[c, MIN]
+    if q.bucket_col >= 0:
+        first = (row[q.bucket_col, MIN] - q.bucket_base) // q.bucket_step
+        last = (row[q.bucket_col, MAX] - q.bucket_base) // q.bucket_step
+        if last < 0 or first >= q.nbuckets:
+            return -1, edge
+        if first != last:
+            return -2, edge
+        group = first
+    return (group if inside and not edge else -2), edge
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_block(table, b, q, group, out):
+    """Block b's aggregate (its table row) into `group`."""
+    row = table[b]
+    n = row[0, PRESENT]  # dimensions are never NULL: column 0's values present are its rows
+    out.count[group] += n
+    out.stats[MATCHED] += n
+    out.stats[REUSED_BLOCKS] += 1
+    out.stats[REUSED_ROWS] += n
+    for j in range(q.agg_col.shape[0]):
+        c = q.agg_col[j]
+        if row[c, PRESENT] == 0:
+            continue
+        out.present[group, j] += row[c, PRESENT]
+        out.mins[group, j] = min(out.mins[group, j], row[c, MIN])
+        out.maxs[group, j] = max(out.maxs[group, j], row[c, MAX])
+        out.hi[group, j] += row[c, HIGH]
+        out.lo[group, j] += row[c, LOW_HALF]
+
+
+@numba.njit(cache=True, nogil=True)
+def _read_rows(q, tested, edge, g, group, at, width, base, s, e, lo0, hi0, mask, back, back_grid, nback, out):
+    """Rows s..e-1 of a segment (a block, or the whole of one without blocks) of grid g,
+    tested and added up; returns (mask, back, back_grid, nback) as grown (rows handed
+    back, see _scan)."""
+    out.stats[VISITED] += e - s
+    a = s + (_search(at[0], width[0], base[0], s, e - s, lo0, False) if lo0 > -INT64_MAX - 1 else 0)
+    z = s + (_search(at[0], width[0], base[0], s, e - s, hi0, True) if hi0 < INT64_MAX else e - s)
+    m = z - a
+    if m <= 0:
+        return mask, back, back_grid, nback
+    if mask.shape[0] < m:
+        mask = np.empty(2 * m, np.uint8)
+    for i in range(m):
+        mask[i] = 1
+    # Rows a..z-1 of each column, indexed from 0 (see _add_run).
+    for j in range(q.cond_col.shape[0]):
+        c = q.cond_col[j]
+        if c == 0 or not tested[j]:
+            continue
+        _test(mask, at[c] + width[c] * a, width[c], base[c], m, q.cond_lo[j], q.cond_hi[j])
+    ncols = q.ncols
+    if edge or q.bucket_col > 0:  # row by row: the polygon test, or buckets of another column
+        for i in range(m):
+            if mask[i] == 0:
+                continue
+            r = a + i
+            if edge:
+                where = 1
+                if q.edges.shape[0] > 0:
+                    where = point_in_polygon(_value(at, width, base, q.lon_col, r) / q.lon_scale,
+                                             _value(at, width, base, q.lat_col, r) / q.lat_scale, q.edges, q.eps)
+                if where == 0:
+                    continue
+                if where == 1:
+                    if nback == back.shape[0]:
+                        grown = np.empty((2 * nback, ncols), np.int64)
+                        grown[:nback] = back[:nback]
+                        back = grown
+                        grown_grid = np.empty(2 * nback, np.int64)
+                        grown_grid[:nback] = back_grid[:nback]
+                        back_grid = grown_grid
+                    for c in range(ncols):
+                        back[nback, c] = _value(at, width, base, c, r)
+                    back_grid[nback] = g
+                    nback += 1
+                    continue
+            grp = group
+            if q.bucket_col >= 0:
+                grp = (_value(at, width, base, q.bucket_col, r) - q.bucket_base) // q.bucket_step
+                if grp < 0 or grp >= q.nbuckets:
+                    continue
+            out.stats[MATCHED] += 1
+            out.count[grp] += 1
+            for j in range(q.agg_col.shape[0]):
+                v = _value(at, width, base, q.agg_col[j], r)
+                if v == NULL:
+                    continue
+                out.present[grp, j] += 1
+                if v < out.mins[grp, j]:
+                    out.mins[grp, j] = v
+                if v > out.maxs[grp, j]:
+                    out.maxs[grp, j] = v
+                out.hi[grp, j] += v >> 32
+                out.lo[grp, j] += v & LOW
+        return mask, back, back_grid, nback
+    if q.bucket_col < 0:
+        _add_run(at, width, base, a, 0, m, mask, q.agg_col, group, out)
+        return mask, back, back_grid, nback
+    # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
+    start = 0
+    while start < m:
+        grp = (_value(at, width, base, 0, a + start) - q.bucket_base) // q.bucket_step
+        edge_value = q.bucket_base + (grp + 1) * q.bucket_step
+        end = start + _search(at[0], width[0], base[0], a + start, m - start, edge_value, False)
+        if 0 <= grp < q.nbuckets:
+            _add_run(at, width, base, a, start, end, mask, q.agg_col, grp, out)
+        start = end
+    return mask, back, back_grid, nback
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(grids, q, out):
+    """Fills `out` (Sums) with the answer of Question q over Grids `grids`; returns the
+    rows handed back (see gridagg.store.scan: rows of edge grids the polygon test cannot
+    settle) and the grid of each. A grid is passed over when min/max skipping says so;
+    else each of its segments' blocks is passed over, answered from its aggregate or read
+    (_block_fate); a segment without blocks is read whole."""
+    ngrids = grids.first.shape[0] - 1
+    ncols = q.ncols
+    nskip = q.skip_col.shape[0]
     lo0 = -INT64_MAX - 1
     hi0 = INT64_MAX
-    for j in range(nconds):
-        if cond_cols[j] == 0:
-            lo0 = max(lo0, cond_lo[j])
-            hi0 = min(hi0, cond_hi[j])
+    for j in range(q.cond_col.shape[0]):
+        if q.cond_col[j] == 0:
+            lo0 = max(lo0, q.cond_lo[j])
+            hi0 = min(hi0, q.cond_hi[j])
     mask = np.empty(0, np.uint8)
     back = np.empty((16, ncols), np.int64)
     back_grid = np.empty(16, np.int64)
@@ -263,113 +461,38 @@ def _scan(addresses, grid_first, grid_group, grid_edge, grid_tested, ncols, cond
     at = np.empty(ncols, np.int64)
     width = np.empty(ncols, np.int64)
     base = np.empty(ncols, np.int64)
+    bound = np.empty(max(nskip, 1), np.int64)
     for g in range(ngrids):
-        if stop[0]:
-            stats[4] = 1
+        if q.stop[0]:
+            out.stats[STOPPED] = 1
             break
-        if nskip > 0:
-            useless = True
-            for s in range(nskip):
-                c = skip_cols[s]
-                seen = present[0, c] > 0
-                if not (seen or best_has[s]):
-                    useless = False
-                    break
-                if skip_max[s]:
-                    best = maxs[0, c] if seen else best_val[s]
-                    if best_has[s] and best_val[s] > best:
-                        best = best_val[s]
-                    if skip_bounds[g, s] > best:
-                        useless = False
-                        break
-                else:
-                    best = mins[0, c] if seen else best_val[s]
-                    if best_has[s] and best_val[s] < best:
-                        best = best_val[s]
-                    if skip_bounds[g, s] < best:
-                        useless = False
-                        break
-            if useless:
-                stats[3] += 1
+        if nskip > 0 and _useless(q, out, grids.skip_bounds[g]):
+            out.stats[SKIPPED] += 1
+            continue
+        out.stats[SCANNED] += 1
+        group = grids.group[g]
+        edge = grids.edge[g]
+        tested = grids.tested[g]
+        for k in range(grids.first[g], grids.first[g + 1]):
+            n, nblocks, starts_at, table_at = _columns(grids.addresses[k], ncols, at, width, base)
+            if nblocks == 0:
+                mask, back, back_grid, nback = _read_rows(q, tested, edge, g, group, at, width, base, 0, n, lo0, hi0,
+                                                          mask, back, back_grid, nback, out)
                 continue
-        stats[2] += 1
-        group = grid_group[g]
-        edge = grid_edge[g]
-        for k in range(grid_first[g], grid_first[g + 1]):
-            n = _columns(addresses[k], ncols, at, width, base)
-            stats[0] += n
-            a = _search(at[0], width[0], base[0], 0, n, lo0, False) if lo0 > -INT64_MAX - 1 else 0
-            b = _search(at[0], width[0], base[0], 0, n, hi0, True) if hi0 < INT64_MAX else n
-            m = b - a
-            if m <= 0:
-                continue
-            if mask.shape[0] < m:
-                mask = np.empty(2 * m, np.uint8)
-            for i in range(m):
-                mask[i] = 1
-            # Rows a..b-1 of each column, indexed from 0 (see _add_run).
-            for j in range(nconds):
-                c = cond_cols[j]
-                if c == 0 or not grid_tested[g, j]:
+            starts = numba.carray(_pointer(starts_at), (nblocks + 1,), np.uint32)
+            table = numba.carray(_pointer(table_at), (nblocks, ncols, STATS), np.int64)
+            for b in range(nblocks):
+                fate, block_edge = _block_fate(q, tested, edge, table, b, ncols, lo0, hi0, group, bound)
+                if fate == -1:
                     continue
-                _test(mask, at[c] + width[c] * a, width[c], base[c], m, cond_lo[j], cond_hi[j])
-            if edge or bucket_col > 0:  # row by row: the polygon test, or buckets of another column
-                for i in range(m):
-                    if mask[i] == 0:
-                        continue
-                    r = a + i
-                    if edge:
-                        where = 1
-                        if edges.shape[0] > 0:
-                            where = point_in_polygon(_value(at, width, base, lon_col, r) / lon_scale,
-                                                     _value(at, width, base, lat_col, r) / lat_scale, edges, eps)
-                        if where == 0:
-                            continue
-                        if where == 1:
-                            if nback == back.shape[0]:
-                                grown = np.empty((2 * nback, ncols), np.int64)
-                                grown[:nback] = back[:nback]
-                                back = grown
-                                grown_grid = np.empty(2 * nback, np.int64)
-                                grown_grid[:nback] = back_grid[:nback]
-                                back_grid = grown_grid
-                            for c in range(ncols):
-                                back[nback, c] = _value(at, width, base, c, r)
-                            back_grid[nback] = g
-                            nback += 1
-                            continue
-                    grp = group
-                    if bucket_col >= 0:
-                        grp = (_value(at, width, base, bucket_col, r) - bucket_base) // bucket_step
-                        if grp < 0 or grp >= nbuckets:
-                            continue
-                    stats[1] += 1
-                    count[grp] += 1
-                    for j in range(nagg):
-                        v = _value(at, width, base, agg_cols[j], r)
-                        if v == NULL:
-                            continue
-                        present[grp, j] += 1
-                        if v < mins[grp, j]:
-                            mins[grp, j] = v
-                        if v > maxs[grp, j]:
-                            maxs[grp, j] = v
-                        hi[grp, j] += v >> 32
-                        lo[grp, j] += v & LOW
-                continue
-            if bucket_col < 0:
-                _add_run(at, width, base, a, 0, m, mask, agg_cols, group, count, present, mins, maxs, hi, lo, stats)
-                continue
-            # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
-            start = 0
-            while start < m:
-                grp = (_value(at, width, base, 0, a + start) - bucket_base) // bucket_step
-                edge_value = bucket_base + (grp + 1) * bucket_step
-                end = start + _search(at[0], width[0], base[0], a + start, m - start, edge_value, False)
-                if 0 <= grp < nbuckets:
-                    _add_run(at, width, base, a, start, end, mask, agg_cols, grp, count, present, mins, maxs,
-                             hi, lo, stats)
-                start = end
+                if nskip > 0 and not block_edge and _useless(q, out, bound):
+                    continue
+                if fate >= 0:
+                    _add_block(table, b, q, fate, out)
+                    continue
+                mask, back, back_grid, nback = _read_rows(q, tested, block_edge, g, group, at, width, base,
+                                                          np.int64(starts[b]), np.int64(starts[b + 1]), lo0, hi0,
+                                                          mask, back, back_grid, nback, out)
     return back[:nback], back_grid[:nback]
 
 
@@ -405,43 +528,44 @@ def scan_located(request: ScanRequest, addresses: np.ndarray, first: np.ndarray,
         ranges, lambda g0, g1: _scan_part(request.part(g0, g1), addresses, first[g0:g1 + 1], ncols), threads)
 
 
-def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, ncols: int) -> ScanAnswer:
-    """The answer to the request, whose grid i has the segments at
-    addresses[first[i]:first[i + 1]]."""
-    out = AggArrays.empty(request.ngroups, len(request.columns))
-    answer = ScanAnswer(out)
-    ngrids = len(request.grids)
-    skip = request.skip
-    if skip is not None:
-        skip_cols = np.array([request.columns.index(c) for c, _ in skip.specs], np.int64)
-        skip_max = np.array([m for _, m in skip.specs], np.bool_)
-        bounds = np.ascontiguousarray(skip.bounds, np.int64)
-        best_has = np.array([b is not None for b in skip.best], np.bool_)
-        best_val = np.array([0 if b is None else b for b in skip.best], np.int64)
-    else:
-        skip_cols, skip_max = np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        bounds, best_has, best_val = np.zeros((ngrids, 0), np.int64), skip_max, skip_cols
-    conds, buckets, polygon = request.conditions, request.buckets, request.polygon
-    edge = (np.zeros(ngrids, np.bool_) if request.rows_of is None
-            else np.ascontiguousarray(request.rows_of, np.bool_))
-    tested = (np.ones((ngrids, len(conds)), np.bool_) if request.tested is None
-              else np.ascontiguousarray(request.tested, np.bool_))
-    stats = np.zeros(5, np.int64)
-    rows, grids = _scan(
-        addresses, first, request.group_of_grids().astype(np.int64), edge, tested,
+def question_of(request: ScanRequest, ncols: int) -> Question:
+    """The request's selection as the kernel takes it."""
+    conds, buckets, polygon, skip = request.conditions, request.buckets, request.polygon, request.skip
+    return Question(
         ncols, np.array([c.column for c in conds], np.int64), np.array([c.lo for c in conds], np.int64),
         np.array([c.hi for c in conds], np.int64), np.array(request.columns, np.int64),
         -1 if buckets is None else buckets.column, 0 if buckets is None else buckets.base,
         1 if buckets is None else buckets.step, 0 if buckets is None else buckets.count,
-        skip_cols, skip_max, bounds, best_has, best_val,
+        np.zeros(0, np.int64) if skip is None else np.array([request.columns.index(c) for c, _ in skip.specs], np.int64),
+        np.zeros(0, np.bool_) if skip is None else np.array([m for _, m in skip.specs], np.bool_),
+        np.zeros(0, np.bool_) if skip is None else np.array([b is not None for b in skip.best], np.bool_),
+        np.zeros(0, np.int64) if skip is None else np.array([0 if b is None else b for b in skip.best], np.int64),
         np.zeros((0, 4)) if polygon is None else polygon.edges, 0 if polygon is None else polygon.lon_column,
         0 if polygon is None else polygon.lat_column, 1.0 if polygon is None else float(polygon.lon_scale),
         1.0 if polygon is None else float(polygon.lat_scale), 0.0 if polygon is None else polygon.eps,
-        NO_STOP if request.stop is None else request.stop,
-        out.count, out.present, out.mins, out.maxs, out.hi, out.lo, stats)
-    answer.rows_visited, answer.rows_matched, answer.grids_scanned, answer.grids_skipped = (int(v) for v in stats[:4])
-    answer.stopped = bool(stats[4])
-    if len(grids):
-        for g in np.unique(grids).tolist():
-            answer.rows[g] = rows[grids == g]
+        NO_STOP if request.stop is None else request.stop)
+
+
+def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, ncols: int) -> ScanAnswer:
+    """The answer to the request, whose grid i has the segments at
+    addresses[first[i]:first[i + 1]]."""
+    out = AggArrays.empty(request.ngroups, len(request.columns))
+    ngrids = len(request.grids)
+    skip = request.skip
+    grids = Grids(
+        addresses, first, request.group_of_grids().astype(np.int64),
+        np.zeros(ngrids, np.bool_) if request.rows_of is None else np.ascontiguousarray(request.rows_of, np.bool_),
+        np.ones((ngrids, len(request.conditions)), np.bool_) if request.tested is None
+        else np.ascontiguousarray(request.tested, np.bool_),
+        np.zeros((ngrids, 0), np.int64) if skip is None else np.ascontiguousarray(skip.bounds, np.int64))
+    stats = np.zeros(REUSED_ROWS + 1, np.int64)
+    rows, at = _scan(grids, question_of(request, ncols), Sums(out.count, out.present, out.mins, out.maxs, out.hi,
+                                                                 out.lo, stats))
+    answer = ScanAnswer(out, rows_visited=int(stats[VISITED]), rows_matched=int(stats[MATCHED]),
+                        grids_scanned=int(stats[SCANNED]), grids_skipped=int(stats[SKIPPED]),
+                        stopped=bool(stats[STOPPED]), blocks_reused=int(stats[REUSED_BLOCKS]),
+                        rows_in_reused_blocks=int(stats[REUSED_ROWS]))
+    if len(at):
+        for g in np.unique(at).tolist():
+            answer.rows[g] = rows[at == g]
     return answer

@@ -6,7 +6,7 @@ query box or polygon cuts), the box as range conditions, the columns whose stati
 wanted, and how matching rows are grouped (all into one group per grid's `group`, or by
 time bucket for a series). A store answers it in one pass, wherever the rows are: the
 embedded store in this process (gridagg.store.kernels), HBase on its region servers
-(hbase/GridScanObserver.java), both with the same semantics:
+(hbase/observer), both with the same semantics:
 
 - a grid's rows are its segments (gridagg.store.segments); a row matches when
   lo <= value <= hi for every condition (where `tested` says a grid's box lies inside
@@ -119,8 +119,9 @@ class ScanRequest:
 class ScanAnswer:
     """aggs: ngroups x len(columns) aggregates of the matching rows; rows: grid index ->
     the rows handed back (an (k, ncols) int64 array; see rows_of); and what the scan
-    cost: rows in the grids read, rows that matched (not counting those handed back),
-    grids read and passed over; stopped: the scan stopped before its end (request.stop,
+    cost: rows read (of the blocks read, gridagg.store.blocks), rows that matched (not
+    counting those handed back), grids read and passed over, blocks answered from their
+    aggregates and the rows in them; stopped: the scan stopped before its end (request.stop,
     request.deadline), so the answer is incomplete; unread: when a stopped store knows,
     the grids (request indexes) it left unread, in no aggregate and no rows, every other
     grid counted whole (None: not known, the answer counts for nothing)."""
@@ -133,6 +134,8 @@ class ScanAnswer:
     grids_skipped: int = 0
     stopped: bool = False
     unread: np.ndarray | None = None
+    blocks_reused: int = 0
+    rows_in_reused_blocks: int = 0
 
     def merge(self, other: "ScanAnswer", offset: int = 0) -> "ScanAnswer":
         """Add another part of the same request's answer into this one; its rows' grid
@@ -143,6 +146,8 @@ class ScanAnswer:
         self.rows_matched += other.rows_matched
         self.grids_scanned += other.grids_scanned
         self.grids_skipped += other.grids_skipped
+        self.blocks_reused += other.blocks_reused
+        self.rows_in_reused_blocks += other.rows_in_reused_blocks
         if other.stopped:  # unread grids stay known while every stopped part names its own
             if other.unread is None or (self.stopped and self.unread is None):
                 self.unread = None

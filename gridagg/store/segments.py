@@ -3,25 +3,30 @@
 A grid's rows live in a few segments (one per write, merged now and then). A segment is
 one byte string, all little-endian:
 
-    u32 n, u32 ncols | NARROW          header
-    ncols x i64 base                   per column
+    u32 n, u32 ncols | NARROW | BLOCKED          header
+    ncols x i64 base                             per column
     ncols x u8 width, 0-padded to a multiple of 8 bytes
-    per column: n values of its width, 0-padded to a multiple of 8 bytes; rows ordered by
-                                       column 0 (time, in a dataset that has one), so a
-                                       range of it is a binary search, not a scan
-    (n + 1) x u32                      offsets of each row's element ID in the blob
-    blob                               the element IDs
+    if BLOCKED: u32 nblocks, u32 0,
+                (nblocks + 1) x u32 first row of each block and n, 0-padded to 8 bytes,
+                nblocks x ncols x 5 x i64: per block and column its least and greatest
+                value, values present, the sum's high and low halves (gridagg.store.blocks)
+    per column: n values of its width, 0-padded to a multiple of 8 bytes; rows block
+                after block, in column-0 order inside a block (time, in a dataset
+                that has one), so a range of it is a binary search, not a scan
+    (n + 1) x u32                                offsets of each row's element ID in the blob
+    blob                                         the element IDs
 
 A column of width 8 holds the stored int64s themselves (base 0). A column of width 2 or
 4 holds each value minus the column's base (its least value) as int16 or int32, and NULL
 as the type's least value: a grid's rows span a small part of each column's domain, so
 most columns take a quarter or half the bytes, and a scan, which reads columns from
-memory as fast as memory goes, reads that much less. Segments written before NARROW
-existed (header ncols without it) hold every column at width 8, one after another, with
-no bases nor widths; they are read as they are.
+memory as fast as memory goes, reads that much less. A segment without BLOCKED (rows
+packed without their dataset's dimensions, or written before blocks existed) is one run
+in column-0 order with no block table; one without NARROW holds every column at width 8,
+one after another, with no bases nor widths. Every kind is read as it is.
 
-The kernels (gridagg.store.kernels, and the HBase region servers' GridScanObserver) read a
-segment where it lies; columns() and values() here decode it into int64 rows.
+The kernels (gridagg.store.kernels, and the HBase region servers' GridScanObserver) read
+a segment where it lies; columns() and values() here decode it into int64 rows.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ import numba
 import numpy as np
 
 from gridagg.model.aggregate import NULL
+from gridagg.store import blocks
 
-HEAD = struct.Struct("<II")  # rows, columns (| NARROW)
+HEAD = struct.Struct("<II")  # rows, columns (| NARROW | BLOCKED)
 NARROW = 1 << 31
+BLOCKED = 1 << 30
+COLUMNS = BLOCKED - 1  # the bits of the column count
 # Values of a narrow column lie within +-LIMIT, so a query bound minus a base never
 # overflows int64 (the kernels rely on it).
 LIMIT = 1 << 61
@@ -74,32 +82,43 @@ def id_offsets(eids) -> np.ndarray:
     return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
 
 
-def pack(eids, values: np.ndarray) -> bytes:
+def pack(eids, values: np.ndarray, ndim: int = 0) -> bytes:
     """Rows as one segment: values[i] (an int64 row) belongs to element eids[i] (a
-    sequence of bytes or an Arrow binary array)."""
+    sequence of bytes or an Arrow binary array). With `ndim`, the number of its
+    dataset's dimensions (its first columns), the rows are cut into blocks over them
+    (gridagg.store.blocks); without, they are one run in column-0 order."""
     import pyarrow as pa
 
     eids = element_ids(eids)
     n = values.shape[0]
     if not n:
         return assemble(values.reshape(0, values.shape[1]), np.zeros(1, "<u4"), b"")
-    first = values[:, 0]
-    if (first[1:] < first[:-1]).any():  # rows given in column-0 order need no gather (np.diff would overflow)
-        order = np.argsort(values[:, 0], kind="stable")
+    values = np.ascontiguousarray(values, np.int64)
+    if ndim:
+        order, starts = blocks.order(values, ndim, blocks.BLOCK_ROWS)
+    else:
+        order, starts = np.argsort(values[:, 0], kind="stable"), None
+    if (order[1:] != order[:-1] + 1).any():  # rows given in their order need no gather
         eids, values = eids.take(pa.array(order)), values[order]
     offsets = id_offsets(eids)
     blob = eids.buffers()[2][offsets[0]:offsets[-1]].to_pybytes()  # only this array's IDs, of a slice too
-    return assemble(values, offsets - offsets[0], blob)
+    return assemble(values, offsets - offsets[0], blob, starts)
 
 
-def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes) -> bytes:
-    """A segment of (n, ncols) int64 rows already in column-0 order, row i's element ID
-    being blob[offsets[i]:offsets[i + 1]] (offsets from 0)."""
+def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes, starts: np.ndarray | None = None) -> bytes:
+    """A segment of (n, ncols) int64 rows already in their order (column-0 order, or
+    block after block with `starts`, the first row of each block and n), row i's element
+    ID being blob[offsets[i]:offsets[i + 1]] (offsets from 0)."""
     n, ncols = rows.shape
     columns = np.ascontiguousarray(rows.T, dtype="<i8")
     shapes = [_width(col) for col in columns]
-    parts = [HEAD.pack(n, ncols | NARROW), np.array([b for _, b in shapes], "<i8").tobytes(),
+    flags = NARROW | (BLOCKED if starts is not None else 0)
+    parts = [HEAD.pack(n, ncols | flags), np.array([b for _, b in shapes], "<i8").tobytes(),
              bytes(w for w, _ in shapes) + bytes(_pad8(ncols))]
+    if starts is not None:
+        first = np.asarray(starts, "<u4")
+        parts += [HEAD.pack(len(first) - 1, 0), first.tobytes(), bytes(_pad8(4 * len(first))),
+                  blocks.table(np.ascontiguousarray(rows, np.int64), np.asarray(starts, np.int64)).astype("<i8").tobytes()]
     for col, (width, base) in zip(columns, shapes):
         if width < 8:
             kind = _TYPES[width]
@@ -111,18 +130,37 @@ def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes) -> bytes:
 def _layout(data) -> tuple[int, list[tuple[int, int, int]], int]:
     """(n, [(offset, width, base) of each column], offset of the element ID offsets)."""
     n, head = HEAD.unpack_from(data)
-    ncols = head & ~NARROW
+    ncols = head & COLUMNS
     if not head & NARROW:  # written before NARROW: int64 columns one after another
         return n, [(HEAD.size + 8 * n * c, 8, 0) for c in range(ncols)], HEAD.size + 8 * n * ncols
     bases = struct.unpack_from(f"<{ncols}q", data, HEAD.size)
     at = HEAD.size + 8 * ncols
     widths = bytes(data[at : at + ncols])
     at += ncols + _pad8(ncols)
+    if head & BLOCKED:
+        nblocks = HEAD.unpack_from(data, at)[0]
+        at += HEAD.size + 4 * (nblocks + 1) + _pad8(4 * (nblocks + 1)) + 8 * blocks.STATS * nblocks * ncols
     out = []
     for width, base in zip(widths, bases):
         out.append((at, width, base))
         at += n * width + _pad8(n * width)
     return n, out, at
+
+
+def block_table(data) -> tuple[np.ndarray, np.ndarray] | None:
+    """(first row of each block and n, (nblocks, ncols, blocks.STATS) int64 block
+    bounds and aggregates) of a segment cut into blocks, else None."""
+    n, head = HEAD.unpack_from(data)
+    ncols = head & COLUMNS
+    if not head & BLOCKED:
+        return None
+    at = HEAD.size + 8 * ncols + ncols + _pad8(ncols)
+    nblocks = HEAD.unpack_from(data, at)[0]
+    at += HEAD.size
+    starts = np.frombuffer(data, "<u4", nblocks + 1, at).astype(np.int64)
+    at += 4 * (nblocks + 1) + _pad8(4 * (nblocks + 1))
+    stats = np.frombuffer(data, "<i8", nblocks * ncols * blocks.STATS, at).reshape(nblocks, ncols, blocks.STATS)
+    return starts, stats.astype(np.int64)
 
 
 def rows(data) -> int:

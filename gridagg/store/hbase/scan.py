@@ -1,4 +1,4 @@
-"""Requests answered on the HBase region servers (hbase/GridScanObserver.java): the wire
+"""Requests answered on the HBase region servers (hbase/observer, GridScanObserver): the wire
 formats, and the one Thrift call that asks every region concerned.
 
 A request names items: grid rows (layout SEGMENTS, gridagg's store) or key ranges
@@ -8,7 +8,7 @@ the gateway copies the attribute onto each Get); each region answers for the ite
 inside its own [start, end) with one cell "a:gridagg.store.scan".
 
 Request (all little-endian):
-    u8 version = 5, u8 layout, u16 ncols
+    u8 version = 6, u8 layout, u16 ncols
     i64 deadline: milliseconds since the epoch after which the answer is no longer wanted
        (ScanRequest.deadline, rounded down; 0: none)
     u16 nconds, then per condition: u16 col, i64 lo, i64 hi          (lo <= v <= hi)
@@ -32,9 +32,10 @@ Request (all little-endian):
        tested against condition j (clear: its grid's box lies inside that condition's
        range, so every row meets it)
 Answer of one region:
-    u8 version = 5
+    u8 version = 6
     u16 len + region start key, u16 len + region end key, i64 region id
-    i64 rows visited, rows matched, grids (items) scanned, grids skipped
+    i64 rows read, rows matched, grids (items) scanned, grids skipped, blocks answered
+       from their aggregates (gridagg.store.blocks), rows in those blocks
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
        max, hi, lo
     u32 n, then per rows_of item read: u32 item index, u32 nrows, nrows x ncols i64
@@ -49,15 +50,15 @@ when the region begins); across machines HBase already needs the clocks to agree
 
 Lookup (attribute "gridagg.keys", answer cell "a:gridagg.keys"): what a write to grid
 rows must know, without the rows crossing the wire.
-    request: u8 version = 5, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
+    request: u8 version = 6, u32 ngrids, then per grid: u16 len + row key, u32 neids, then
        per element ID u16 len + bytes
-    answer: u8 version = 5, the region as above, u32 n, then per grid of the region:
+    answer: u8 version = 6, the region as above, u32 n, then per grid of the region:
        u32 grid index, u32 ncells, per cell its 8-byte qualifier (the segment number,
        big-endian) and u32 value length, u32 nfound, then u32 index of each element ID
        its live segments hold
 
 Stop counts (attribute "gridagg.stats", answer cell "a:gridagg.stats"): request u8
-version = 5; answer u8 version = 5, the region as above, i64 scans stopped by their
+version = 6; answer u8 version = 6, the region as above, i64 scans stopped by their
 deadline and i64 items they left unread, since the region server started.
 
 Coverage: every item (every part of a range) must be answered by exactly one region;
@@ -84,7 +85,7 @@ ATTRIBUTE = b"gridagg.store.scan"
 ANSWER = b"a:gridagg.store.scan"
 KEYS = b"gridagg.keys"
 STATS = b"gridagg.stats"
-VERSION = 5
+VERSION = 6
 SEGMENTS, ROW_CELLS = 0, 1
 NONE_UNREAD = np.zeros(0, np.int64)  # a region's answer that left nothing unread (never written to)
 
@@ -181,7 +182,7 @@ class Found:
     passed)."""
 
     records: bytes
-    costs: tuple[int, int, int, int]  # rows visited, rows matched, grids scanned, grids skipped
+    costs: tuple[int, ...]  # rows read, rows matched, grids scanned and skipped, blocks reused, rows in them
     rows: dict[int, np.ndarray]
     unread: np.ndarray
 
@@ -190,9 +191,9 @@ def decode(data: bytes, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, 
     """One region's answer cell to a scan request: (its region as (start, end, id),
     what it found)."""
     region, at = _region_of(data)
-    costs = struct.unpack_from("<qqqq", data, at)
-    (ngot,) = struct.unpack_from("<I", data, at + 32)
-    at += 36
+    costs = struct.unpack_from("<6q", data, at)
+    (ngot,) = struct.unpack_from("<I", data, at + 48)
+    at += 52
     records = data[at : at + ngot * _groups_found(naggcols).itemsize]
     at += len(records)
     (nrows_of,) = struct.unpack_from("<I", data, at)
@@ -255,9 +256,11 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
         if len(found.unread):
             unread.append(np.asarray(item_of, np.int64)[found.unread])
         records.append(found.records)
-        visited, matched, scanned, skipped = found.costs
+        visited, matched, scanned, skipped, blocks, in_blocks = found.costs
         answer.rows_visited, answer.rows_matched = answer.rows_visited + visited, answer.rows_matched + matched
         answer.grids_scanned, answer.grids_skipped = answer.grids_scanned + scanned, answer.grids_skipped + skipped
+        answer.blocks_reused += blocks
+        answer.rows_in_reused_blocks += in_blocks
     answer.aggs.add_into(*aggregates(b"".join(records), request.ngroups, naggcols))
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
     if unread:  # a key range cut by regions is unread when any piece of it is
