@@ -147,14 +147,15 @@ class CatalogMirror:
                     for r in range(result.ntuples)]
 
     def server_version(self) -> str:
+        """The PostgreSQL version the catalog's server says it is."""
         with self._lock:
-            return self._connection().info.parameter_status("server_version") or "16.0"
+            return self._connection().info.parameter_status("server_version")
 
 
 def _check(result):
     """The libpq result, or SqlError with the SQLSTATE and message of the error it holds."""
     if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
-        field = lambda f: (result.error_field(f) or b"").decode()
-        raise SqlError(field(psycopg.pq.DiagnosticField.SQLSTATE) or "XX000",
-                       field(psycopg.pq.DiagnosticField.MESSAGE_PRIMARY))
+        sqlstate, message = ((result.error_field(f) or b"").decode() for f in (
+            psycopg.pq.DiagnosticField.SQLSTATE, psycopg.pq.DiagnosticField.MESSAGE_PRIMARY))
+        raise SqlError(sqlstate or "XX000", message)
     return result

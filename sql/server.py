@@ -57,7 +57,7 @@ def make_server(service: Service) -> PgServer:
     """pg-mimic's server answering with `service`, telling clients the version of the
     PostgreSQL whose catalog answers theirs (psql picks its catalog queries by it)."""
     try:
-        version = service.mirror.server_version()
+        version = service.mirror.server_version() or FALLBACK_VERSION
     except psycopg.Error:  # PostgreSQL is away: the catalog's queries fail until it is back
         version = FALLBACK_VERSION
     return PgServer(lambda: SqlSession(service), auth_plugin_factory=lambda user: TokenAuth(service),

@@ -53,7 +53,8 @@ def number(node: exp.Expression) -> Decimal:
         try:
             value = Decimal(str(node.this).strip())
         except InvalidOperation:
-            raise SqlError(INVALID_PARAMETER_VALUE, f"invalid input syntax for type numeric: {sql_text(node)}") from None
+            raise SqlError(INVALID_PARAMETER_VALUE,
+                           f"invalid input syntax for type numeric: {sql_text(node)}") from None
         if not value.is_finite():
             raise SqlError(INVALID_PARAMETER_VALUE, f"{sql_text(node)} is not a finite number")
         return value

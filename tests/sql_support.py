@@ -34,6 +34,30 @@ DEFINITION = {
 TABLE = oracle.Table.of(DEFINITION)
 
 
+WEATHER = {  # the demo's weather (ingest/examples/weather.toml): its columns
+    "dimensions": [
+        {"name": "time", "type": "time", "min": "1970-01-01T00:00:00Z", "max": "2049-12-31T23:00:00Z"},
+        {"name": "temperature", "scale": 1, "min": -90, "max": 70},
+        {"name": "humidity", "min": 0, "max": 100},
+        {"name": "illuminance", "min": 0, "max": 200000},
+        {"name": "longitude", "scale": 3, "min": -180, "max": 180},
+        {"name": "latitude", "scale": 3, "min": -90, "max": 90},
+    ],
+    "measures": [{"name": "wind_speed", "scale": 1, "min": 0, "max": 100}, {"name": "pressure", "min": 0,
+                                                                             "max": 2000}],
+}
+
+
+def weather_rows(start: datetime, n: int = 600, seed: int = 7) -> list[dict]:
+    """n rows of WEATHER over the year from `start`, in the south-west of the USA."""
+    rng = np.random.default_rng(seed)
+    return [{"time": (start + timedelta(hours=int(h))).isoformat(), "temperature": int(t) / 10, "humidity": 50,
+             "illuminance": 0, "longitude": int(x) / 1000, "latitude": int(y) / 1000, "wind_speed": 3.5,
+             "pressure": 1000}
+            for h, t, x, y in zip(rng.integers(0, 8760, n), rng.integers(-100, 400, n),
+                                  rng.integers(-124000, -70000, n), rng.integers(25000, 48000, n))]
+
+
 def make_rows(n: int, seed: int) -> list[dict]:
     """Rows on a 0.05-degree lattice, hourly times; a tenth without a wind speed."""
     rng = np.random.default_rng(seed)

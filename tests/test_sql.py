@@ -143,7 +143,8 @@ def test_time_bucket_days(conn, api, dataset):
         f"SELECT time_bucket('1 day', time) AS t, count(*), avg(temperature) FROM {dataset} "
         "WHERE time >= '2012-03-01T06:00:00Z' AND time < '2012-03-20' GROUP BY t ORDER BY t",
         {"step": "1d", "start": "2012-03-01T00:00:00Z", "end": "2012-03-19T23:59:59Z",
-         "where": {"time": ["2012-03-01T06:00:00Z", "2012-03-19T23:59:59Z"]}, "aggregates": ["count", "avg:temperature"]})
+         "where": {"time": ["2012-03-01T06:00:00Z", "2012-03-19T23:59:59Z"]},
+         "aggregates": ["count", "avg:temperature"]})
     assert rows[0][0] == datetime(2012, 3, 1, tzinfo=timezone.utc)
 
 

@@ -8,31 +8,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import psycopg
 import pytest
 import yaml
 from engine_support import open_engine
-from sql_support import Endpoint
+from sql_support import WEATHER, Endpoint, weather_rows
 
 GRAFANA = Path(__file__).resolve().parents[1] / "docs" / "grafana"
 FROM, TO = datetime(2005, 1, 1, tzinfo=timezone.utc), datetime(2006, 1, 1, tzinfo=timezone.utc)
-WEATHER = {  # ingest/examples/weather.toml's columns
-    "dimensions": [
-        {"name": "time", "type": "time", "min": "1970-01-01T00:00:00Z", "max": "2049-12-31T23:00:00Z"},
-        {"name": "temperature", "scale": 1, "min": -90, "max": 70},
-        {"name": "humidity", "min": 0, "max": 100},
-        {"name": "illuminance", "min": 0, "max": 200000},
-        {"name": "longitude", "scale": 3, "min": -180, "max": 180},
-        {"name": "latitude", "scale": 3, "min": -90, "max": 90},
-    ],
-    "measures": [{"name": "wind_speed", "scale": 1, "min": 0, "max": 100}, {"name": "pressure", "min": 0,
-                                                                             "max": 2000}],
-}
-
 
 def test_the_provisioning_file_names_the_endpoint():
     provisioned = yaml.safe_load((GRAFANA / "datasource.yaml").read_text())
@@ -83,12 +69,7 @@ def weather(settings, services, tmp_path_factory):
     engine = open_engine(settings, "embedded", tmp_path_factory.mktemp("sql-grafana"))
     name = "t_sqlgraf_" + uuid.uuid4().hex[:8]
     engine.create_dataset(Dataset.from_json({"name": name, **WEATHER}))
-    rng = np.random.default_rng(7)
-    engine.insert(name, [{"time": (FROM + timedelta(hours=int(h))).isoformat(), "temperature": int(t) / 10,
-                          "humidity": 50, "illuminance": 0, "longitude": int(x) / 1000, "latitude": int(y) / 1000,
-                          "wind_speed": 3.5, "pressure": 1000}
-                         for h, t, x, y in zip(rng.integers(0, 8760, 600), rng.integers(-100, 400, 600),
-                                               rng.integers(-124000, -70000, 600), rng.integers(25000, 48000, 600))])
+    engine.insert(name, weather_rows(FROM))
     endpoint = Endpoint(settings.with_(read_token=None), engine)
     try:
         with psycopg.connect(endpoint.dsn(), autocommit=True) as conn:
