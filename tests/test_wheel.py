@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("api", "ingest", "loadtest", "demo", "hbase")  # each installs as gridagg_<folder>
+FOLDERS = ("api", "ingest", "sql", "loadtest", "demo", "hbase")  # each installs as gridagg_<folder>
 
 
 def installed(path: str) -> str:
@@ -113,7 +113,7 @@ def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
     commands = wheel.read(entry_points).decode().split("[gridagg.cli.commands]")[1].split("[")[0]
     registered = sorted(line.split("=")[0].strip() for line in commands.strip().splitlines())
     assert registered == ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve",
-                          "services", "tune"]
+                          "services", "sql", "tune"]
     requires = [line.split(":", 1)[1].strip() for line in wheel.read(meta).decode().splitlines()
                 if line.startswith("Requires-Dist:")]
     service = [r for r in requires if "extra ==" not in r]
