@@ -2,6 +2,9 @@
 PostgreSQL types) and rows, made from the same calls the HTTP API makes
 (GridEngine.query and .series, with the API's limits) and the same answers.
 
+A moving window (Question.window) is the JSON API's series window: each bucket's row
+holds the aggregates of the window ending with it.
+
 Types: count bigint; sum numeric; min and max numeric (bigint at scale 0), timestamp
 with time zone for a time column; avg double precision (timestamp for a time column);
 a bucket a timestamp with time zone, or bigint seconds for Grafana's floor(...) form.
@@ -92,10 +95,13 @@ def _series_rows(engine: GridEngine, q: Question, ask: Ask) -> list[tuple]:
     ds = q.dataset
     start, end = q.series_range()
     t = ds.dimensions[ds.time_axis]
-    result = engine.series(ds.name, q.filter.where(ds), q.labels, q.bucket.step, None, t.decode(start), t.decode(end),
-                           q.filter.region, limits=ask.limits, deadline=ask.deadline)
+    asked = (ds.name, q.filter.where(ds), q.labels, q.bucket.step, q.window, t.decode(start), t.decode(end),
+             q.filter.region)
+    result = engine.series(*asked, limits=ask.limits, deadline=ask.deadline)
     points = result.to_json(ds)["points"] if result.progress is not None and not result.progress.is_exact else None
-    counts = result.windows.count.tolist()
+    # A bucket has a row when it has rows; with a moving window, the counts of the buckets alone say so.
+    counts = (engine.series(*asked[:2], ["count"], asked[3], None, *asked[5:], limits=ask.limits,
+                            deadline=ask.deadline) if q.window else result).windows.count.tolist()
     out = []
     for k, stored in enumerate(result.values()):
         bounds = points[k].get("bounds") if points is not None else None

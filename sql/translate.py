@@ -7,9 +7,13 @@ written (Outputs), the filter (sql/predicates.py), a time bucket when grouped by
     [ORDER BY <outputs>] [LIMIT n] [OFFSET n]
 
 The aggregates are count(*), count(c), sum(c), min(c), max(c) and avg(c) of any column
-(sum of a number column). Anything else, a join, a subquery, DISTINCT, HAVING, a window
-function, a row-level column or GROUP BY anything but the bucket, raises SqlError 0A000
-naming it: never a wrong or partial answer.
+(sum of a number column). Grouped by a bucket, they may instead all be moving windows
+over the buckets, the JSON API's series window, written as PostgreSQL computes one:
+sum(count(*)), sum(count(c)), sum(sum(c)), min(min(c)) or max(max(c)) OVER (ORDER BY
+<the bucket> RANGE BETWEEN INTERVAL '6 days' PRECEDING AND CURRENT ROW), a window of
+that interval and one bucket. Anything else, a join, a subquery, DISTINCT, HAVING,
+another window, a row-level column or GROUP BY anything but the bucket, raises
+SqlError 0A000 naming it: never a wrong or partial answer.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from .buckets import Bucket, read_bucket
 from .errors import INVALID_PARAMETER_VALUE, UNDEFINED_COLUMN, SqlError, unsupported
 from .names import column
 from .predicates import Filter, read_where
-from .values import number, parse_time, sql_text
+from .values import interval, number, parse_time, sql_text
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
 BUCKET_NAMES = {"time_bucket": "time_bucket", "timestamptrunc": "date_trunc", "datetrunc": "date_trunc",
@@ -36,13 +40,15 @@ BUCKET_NAMES = {"time_bucket": "time_bucket", "timestamptrunc": "date_trunc", "d
 @dataclass(frozen=True)
 class Output:
     """One column of the answer: an aggregate (label as the JSON API writes it, such as
-    "sum:temperature"; column None for count(*)) or the bucket (label None)."""
+    "sum:temperature"; column None for count(*)) or the bucket (label None). frame: the
+    window (exp.Window) of an aggregate over a moving window of buckets."""
 
     name: str
     label: str | None
     func: str | None = None
     column: Column | None = None
     node: exp.Expression | None = None
+    frame: exp.Window | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Question:
     order: tuple[Order, ...]
     limit: int | None
     offset: int
+    window: int | None = None  # seconds of the moving window (None: each bucket alone)
 
     @property
     def labels(self) -> list[str]:
@@ -96,10 +103,11 @@ def translate(select: exp.Select, ds: Dataset, now: Fraction | None, with_filter
     bucket = _group_by(select, ds, aliases, outputs, bucket_of)
     if bucket is None and any(o.label is None for o in outputs):
         raise unsupported("a time bucket without GROUP BY it", "add GROUP BY 1")
+    window = _window(outputs, bucket)
     where = select.args.get("where")
     found = read_where(where.this if where else None, ds, aliases, now) if with_filter else None
     return Question(ds, tuple(outputs), found, bucket, _order(select, outputs, bucket), _count(select, "limit"),
-                    _count(select, "offset") or 0)
+                    _count(select, "offset") or 0, window)
 
 
 def table_of(select: exp.Select) -> exp.Table:
@@ -138,8 +146,10 @@ def _output(item: exp.Expression, ds: Dataset, aliases: set[str]) -> tuple[Outpu
     name = item.alias if isinstance(item, exp.Alias) else None
     if isinstance(node, exp.Star):
         raise unsupported("SELECT *", "gridagg answers aggregates: SELECT count(*), avg(c), ... FROM dataset")
-    if isinstance(node, (exp.Window, exp.Filter)):
-        raise unsupported(f"{sql_text(node)}", "window functions and FILTER are not")
+    if isinstance(node, exp.Window):
+        return _windowed(node, name, ds, aliases), None
+    if isinstance(node, exp.Filter):
+        raise unsupported(f"{sql_text(node)}", "FILTER is not")
     func = AGGREGATES.get(type(node))
     if func is not None:
         return _aggregate(node, func, name, ds, aliases), None
@@ -169,6 +179,56 @@ def _aggregate(node: exp.Expression, func: str, name: str | None, ds: Dataset, a
     if func == "sum" and c.kind == "time":
         raise SqlError("42883", f"function sum(timestamp with time zone) does not exist (column {c.name})")
     return Output(name or func, f"{func}:{c.name}", func, c, node)
+
+
+# A moving window's aggregate as PostgreSQL computes it over groups: outer(inner(c)).
+WINDOWED = {("sum", "count"), ("sum", "sum"), ("min", "min"), ("max", "max")}
+
+
+def _windowed(node: exp.Window, name: str | None, ds: Dataset, aliases: set[str]) -> Output:
+    outer, inner = AGGREGATES.get(type(node.this)), node.this.this
+    inner_func = AGGREGATES.get(type(inner))
+    if (outer, inner_func) not in WINDOWED:
+        raise unsupported(f"{sql_text(node)}", "moving windows are sum(count(*)), sum(count(c)), sum(sum(c)), "
+                                               "min(min(c)) or max(max(c)) OVER (...)")
+    if node.args.get("partition_by"):
+        raise unsupported("PARTITION BY", "a window is over the buckets")
+    aggregate = _aggregate(inner, inner_func, name or outer, ds, aliases)
+    return Output(aggregate.name, aggregate.label, aggregate.func, aggregate.column, node, node)
+
+
+def _window(outputs: list[Output], bucket: Bucket | None) -> int | None:
+    """The seconds of the moving window all windowed outputs share (None: there are none)."""
+    frames = [o.frame for o in outputs if o.frame is not None]
+    if not frames:
+        return None
+    if bucket is None:
+        raise unsupported("a moving window without GROUP BY a time bucket")
+    if any(o.frame is None and o.label is not None for o in outputs):
+        raise unsupported("moving windows beside plain aggregates", "ask them apart")
+    bucket_output = next((o for o in outputs if o.label is None), None)
+    widths = set()
+    for frame in frames:
+        order = frame.args.get("order")
+        keys = order.expressions if order else []
+        key = keys[0].this if len(keys) == 1 and not keys[0].args.get("desc") else None
+        if key is None or bucket_output is None or (sql_text(key) != sql_text(bucket_output.node) and not (
+                isinstance(key, exp.Column) and key.name == bucket_output.name)):
+            raise unsupported(f"{sql_text(frame)}", "a window is OVER (ORDER BY <the selected bucket> RANGE "
+                                                    "BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW)")
+        spec = frame.args.get("spec")
+        if spec is None or str(spec.args.get("kind")).lower() != "range" or \
+                str(spec.args.get("start_side")).lower() != "preceding" or \
+                str(spec.args.get("end")).upper() != "CURRENT ROW" or isinstance(spec.args.get("start"), str):
+            raise unsupported(f"{sql_text(frame)}", "the frame is RANGE BETWEEN INTERVAL '...' PRECEDING AND "
+                                                    "CURRENT ROW (ROWS would count the buckets that have rows)")
+        seconds = interval(spec.args["start"])
+        if seconds < 0 or seconds % bucket.step:
+            raise unsupported(f"{sql_text(frame)}", f"the interval is a whole number of buckets ({bucket.step} s)")
+        widths.add(int(seconds) + bucket.step)
+    if len(widths) != 1:
+        raise unsupported("moving windows of different widths", "ask them apart")
+    return widths.pop()
 
 
 def _group_by(select: exp.Select, ds: Dataset, aliases: set[str], outputs: list[Output],

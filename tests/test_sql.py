@@ -182,6 +182,22 @@ def test_grafana_time_group(conn, api, dataset):
     assert isinstance(rows[0][0], int)
 
 
+def test_moving_window(conn, api, dataset):
+    """The JSON API's series window, as PostgreSQL computes a moving window over groups."""
+    over = "OVER (ORDER BY d RANGE BETWEEN INTERVAL '6 days' PRECEDING AND CURRENT ROW)"
+    rows = check_series(
+        conn, api, dataset, SEEN,
+        f"SELECT time_bucket('1 day', time) AS d, sum(count(*)) {over}, sum(sum(temperature)) {over}, "
+        f"max(max(wind_speed)) {over}, min(min(lat)) {over} FROM {dataset} "
+        "WHERE time >= '2012-04-03T12:00:00Z' AND time < '2012-05-20' GROUP BY 1",
+        {"step": "1d", "window": "7d", "start": "2012-04-03T00:00:00Z", "end": "2012-05-19T23:59:59Z",
+         "where": {"time": ["2012-04-03T12:00:00Z", "2012-05-19T23:59:59Z"]},
+         "aggregates": ["count", "sum:temperature", "max:wind_speed", "min:lat"]})
+    assert rows[6][1] == sum(r[1] for r in conn.execute(
+        f"SELECT time_bucket('1 day', time), count(*) FROM {dataset} WHERE time >= '2012-04-03T12:00:00Z' "
+        "AND time < '2012-04-10' GROUP BY 1").fetchall())  # a week of days, when each has rows
+
+
 def test_order_by_a_measure_and_limit(conn, dataset):
     """Superset orders a series by its metric and limits it: over the whole answer."""
     rows = conn.execute(f"SELECT date_trunc('week', time) AS w, count(*) AS n FROM {dataset} GROUP BY 1").fetchall()

@@ -70,7 +70,18 @@ BAD = [
     ("SELECT count(*) FROM {t} HAVING count(*) > 1", "0A000", "HAVING"),
     ("SELECT sum(temperature) / count(*) FROM {t}", "0A000", "expression"),
     ("SELECT count(*) FILTER (WHERE lon > 1) FROM {t}", "0A000", "FILTER"),
-    ("SELECT sum(count(*)) OVER () FROM {t}", "0A000", "window"),
+    ("SELECT sum(count(*)) OVER () FROM {t}", "0A000", "without GROUP BY"),
+    ("SELECT date_trunc('day', time) AS d, avg(avg(lon)) OVER (ORDER BY d RANGE BETWEEN INTERVAL '1 day' PRECEDING "
+     "AND CURRENT ROW) FROM {t} GROUP BY 1", "0A000", "moving windows are"),
+    ("SELECT date_trunc('day', time) AS d, sum(count(*)) OVER (ORDER BY d ROWS BETWEEN 6 PRECEDING AND CURRENT ROW) "
+     "FROM {t} GROUP BY 1", "0A000", "RANGE"),
+    ("SELECT date_trunc('day', time) AS d, sum(count(*)) OVER (ORDER BY d) FROM {t} GROUP BY 1", "0A000", "RANGE"),
+    ("SELECT date_trunc('day', time) AS d, count(*), sum(count(*)) OVER (ORDER BY d RANGE BETWEEN INTERVAL "
+     "'1 day' PRECEDING AND CURRENT ROW) FROM {t} GROUP BY 1", "0A000", "beside plain"),
+    ("SELECT date_trunc('day', time) AS d, sum(count(*)) OVER (ORDER BY d RANGE BETWEEN INTERVAL '36 hours' "
+     "PRECEDING AND CURRENT ROW) FROM {t} GROUP BY 1", "0A000", "whole number of buckets"),
+    ("SELECT date_trunc('day', time) AS d, sum(count(*)) OVER (PARTITION BY lon ORDER BY d RANGE BETWEEN "
+     "INTERVAL '1 day' PRECEDING AND CURRENT ROW) FROM {t} GROUP BY 1", "0A000", "PARTITION BY"),
     ("SELECT date_trunc('month', time), count(*) FROM {t} GROUP BY 1", "0A000", "month"),
     ("SELECT time_bucket('1 day', lon), count(*) FROM {t} GROUP BY 1", "0A000", "time dimension"),
     ("SELECT time_bucket('1 day', time), count(*) FROM {t}", "0A000", "GROUP BY"),

@@ -1,7 +1,8 @@
 """Every question through SQL equals the JSON API's answer and the oracle's
 (tests/oracle.py): random boxes written with any mix of =, <, <=, >, >= and BETWEEN
 (strict bounds between stored values included), random polygons, and random series by
-time_bucket, date_trunc and Grafana's floor(extract(epoch ...)) form."""
+time_bucket, date_trunc and Grafana's floor(extract(epoch ...)) form, plain or over a
+moving window."""
 
 from __future__ import annotations
 
@@ -167,8 +168,9 @@ BUCKETS = [  # (SQL, step in seconds, origin in seconds since 1970, written as s
 @EXAMPLES
 @given(bucket=st.sampled_from(BUCKETS), n=st.integers(1, 12), span=st.tuples(near_value("time"), near_value("time")),
        polygon=st.none() | polygons(), aggregates=st.lists(st.sampled_from(LABELS[1:]), min_size=1, max_size=3,
-                                                           unique=True))
-def test_series_equal_the_json_api_and_the_oracle(served, bucket, n, span, polygon, aggregates):
+                                                           unique=True), buckets=st.sampled_from([1, 1, 2, 5]))
+def test_series_equal_the_json_api_and_the_oracle(served, bucket, n, span, polygon, aggregates, buckets):
+    """buckets: of the moving window (1: each bucket alone)."""
     conn, api, name = served
     form, unit, origin, epoch = bucket
     width = n * unit if "{n}" in form or "{s}" in form else unit
@@ -181,11 +183,19 @@ def test_series_equal_the_json_api_and_the_oracle(served, bucket, n, span, polyg
     iso = lambda s: (UNIX + timedelta(seconds=int(s))).strftime("%Y-%m-%dT%H:%M:%SZ")
     request = {"step": width, "start": iso(start), "end": iso(hi), "where": {"time": [iso(lo), iso(hi)]},
                "aggregates": ["count", *aggregates]}
+    if buckets > 1:
+        aggregates = [a for a in aggregates if not a.startswith("avg:")] or ["count:wind_speed"]
+        request.update(window=buckets * width, aggregates=["count", *aggregates])
     where = f"time BETWEEN '{iso(lo)}' AND '{iso(hi)}'"
     if polygon is not None:
         where += f" AND ST_Covers(ST_GeomFromText('{wkt(polygon)}'), ST_Point(lon, lat))"
         request["region"] = polygon
     sql_aggs = ", ".join(["count(*)"] + [f"{a.split(':')[0]}({a.split(':')[1]})" for a in aggregates])
+    if buckets > 1:  # as PostgreSQL computes a moving window over groups
+        over = f"OVER (ORDER BY b RANGE BETWEEN INTERVAL '{(buckets - 1) * width} seconds' PRECEDING AND CURRENT ROW)"
+        outer = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+        sql_aggs = ", ".join(f"{outer[a.split(':')[0]]}({a.split(':')[0]}({a.split(':')[1] if ':' in a else '*'})) "
+                             f"{over}" for a in request["aggregates"])
     rows = check_series(conn, api, name, SEEN, f"SELECT {expr} AS b, {sql_aggs} FROM {name} WHERE {where} GROUP BY 1",
                         request)
     assert all(isinstance(r[0], int) == epoch for r in rows)
