@@ -58,3 +58,55 @@ def test_gridagg_sql_runs_one_statement(weather):
     out = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "sql", "--port", str(endpoint.port), "-c",
                           f"SELECT * FROM {name}"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "0A000" in out.stdout
+
+
+def test_gridagg_serve_serves_sql_beside_the_api(weather):
+    """`gridagg serve --sql-port` as the page starts it: both answer the same (over the
+    settings' store, which holds none of this test's rows), and both stop with it."""
+    import signal
+    import socket
+    import time
+
+    import requests
+
+    _, name = weather
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    http, sql = ports
+    proc = subprocess.Popen([sys.executable, "-m", "gridagg.cli.main", "serve", "--port", str(http), "--sql-port",
+                             str(sql), "--workers", "1", "--no-access-log"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with psycopg.connect(f"host=127.0.0.1 port={sql} user=gridagg dbname=gridagg",
+                                     autocommit=True) as conn:
+                    (count,) = conn.execute(f"SELECT count(*) FROM {name}").fetchone()
+                break
+            except psycopg.OperationalError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.5)
+        while not _healthy(f"http://127.0.0.1:{http}/healthz"):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.5)
+        body = requests.post(f"http://127.0.0.1:{http}/v1/datasets/{name}/query", json={"aggregates": ["count"]},
+                             timeout=30).json()
+        assert body["results"]["count"] == count
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(f"host=127.0.0.1 port={sql} user=gridagg dbname=gridagg", connect_timeout=5)
+
+
+def _healthy(url: str) -> bool:
+    import requests
+
+    try:
+        return requests.get(url, timeout=2).ok
+    except requests.RequestException:
+        return False
