@@ -23,8 +23,7 @@ import socket
 import sys
 
 import psycopg
-from pg_mimic import AuthPlugin, PgServer
-from pg_mimic import messages
+from pg_mimic import AuthPlugin, PgServer, messages
 
 from gridagg.config import Settings
 

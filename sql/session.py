@@ -33,6 +33,7 @@ from gridagg.model.errors import GridaggError
 from . import answer, settings
 from .errors import (
     PROGRAM_LIMIT_EXCEEDED,
+    PROTOCOL_VIOLATION,
     SYNTAX_ERROR,
     SqlError,
     from_engine,
@@ -249,7 +250,8 @@ def bind(tree: exp.Expression, params: list) -> exp.Expression:
     for node in list(tree.find_all(exp.Parameter, exp.Placeholder)):
         text = node.name
         if not text.isdigit() or not 1 <= int(text) <= len(params):
-            raise SqlError("08P01", f"bind message supplies {len(params)} parameters, but ${text} is not one")
+            raise SqlError(PROTOCOL_VIOLATION,
+                           f"bind message supplies {len(params)} parameters, but ${text} is not one")
         node.replace(_literal(params[int(text) - 1]))
     return tree
 

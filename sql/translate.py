@@ -27,7 +27,7 @@ from sqlglot import exp
 from gridagg.model.schema import Column, Dataset
 
 from .buckets import Bucket, read_bucket
-from .errors import INVALID_PARAMETER_VALUE, UNDEFINED_COLUMN, SqlError, unsupported
+from .errors import INVALID_PARAMETER_VALUE, UNDEFINED_COLUMN, UNDEFINED_FUNCTION, SqlError, unsupported
 from .names import column
 from .predicates import Filter, read_where
 from .values import interval, number, parse_time, sql_text
@@ -177,7 +177,7 @@ def _aggregate(node: exp.Expression, func: str, name: str | None, ds: Dataset, a
         raise unsupported(f"{sql_text(node)}", "aggregates take a column")
     c = column(ds, arg, aliases)
     if func == "sum" and c.kind == "time":
-        raise SqlError("42883", f"function sum(timestamp with time zone) does not exist (column {c.name})")
+        raise SqlError(UNDEFINED_FUNCTION, f"function sum(timestamp with time zone) does not exist (column {c.name})")
     return Output(name or func, f"{func}:{c.name}", func, c, node)
 
 
