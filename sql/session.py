@@ -48,7 +48,9 @@ MAX_STATEMENT_BYTES = 64 * 1024  # dashboards' statements are a few KB; a region
 SET_RE = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?([\w.]+)\s*(?:TO|=)\s*(.+?)\s*;?\s*$", re.I | re.S)
 RESET_RE = re.compile(r"^\s*RESET\s+([\w.]+|ALL)\s*;?\s*$", re.I)
 SHOW_RE = re.compile(r"^\s*SHOW\s+(.+?)\s*;?\s*$", re.I | re.S)
-NO_OPS = ("DISCARD", "DEALLOCATE", "CLOSE", "UNLISTEN", "SAVEPOINT", "RELEASE")
+# Statements a client sends as it sets up or tidies a session, with nothing to keep here
+# (SET TIME ZONE 'UTC', SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY, ...).
+NO_OPS = ("SET", "DISCARD", "DEALLOCATE", "CLOSE", "UNLISTEN", "SAVEPOINT", "RELEASE")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -106,8 +108,6 @@ class SqlSession(Session):
         if sql.lstrip().split(None, 1)[0].upper() in NO_OPS:
             return StaticStatement(sql, None, [])
         tree = parse(sql)
-        if isinstance(tree, exp.Set):  # SET TIME ZONE 'UTC' and other forms: nothing to keep
-            return StaticStatement(sql, None, [])
         if isinstance(tree, exp.Command) and str(tree.this).upper() == "SHOW":  # the server's settings
             return await asyncio.to_thread(MirrorStatement, self.service, sql, param_oids)
         if not isinstance(tree, exp.Query):

@@ -211,6 +211,16 @@ def test_order_by_a_measure_and_limit(conn, dataset):
 # --------------------------------------------------------------------------- a deadline
 
 
+def test_session_setup_statements_are_accepted(conn, dataset):
+    """What JDBC (Metabase), SQLAlchemy and psql send as they set up a session."""
+    for statement in ("SET extra_float_digits = 3", "SET application_name = 'PostgreSQL JDBC Driver'",
+                      "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "SET TIME ZONE 'UTC'",
+                      "BEGIN READ ONLY", "SAVEPOINT s1", "RELEASE SAVEPOINT s1", "COMMIT", "DISCARD ALL",
+                      "SHOW transaction isolation level", "SELECT current_schema()", "SELECT version()"):
+        conn.execute(statement)
+    assert one(conn, "SHOW application_name") == ("PostgreSQL JDBC Driver",)
+
+
 def test_deadline_adds_bounds(conn, dataset):
     conn.execute("SET gridagg.deadline_ms = 0")  # the tree's answer alone
     assert one(conn, "SHOW gridagg.deadline_ms") == ("0",)
