@@ -14,6 +14,7 @@ Errors go to the client with their SQLSTATE; the connection and the server go on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
@@ -22,6 +23,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from fractions import Fraction
 
+import psycopg
 import sqlglot
 from pg_mimic import PgError, ResultColumn, Session, StaticStatement
 from pg_mimic.middleware import MiddlewareContext, transaction_control
@@ -32,6 +34,8 @@ from gridagg.model.errors import GridaggError
 
 from . import answer, settings
 from .errors import (
+    CANNOT_CONNECT_NOW,
+    INTERNAL_ERROR,
     PROGRAM_LIMIT_EXCEEDED,
     PROTOCOL_VIOLATION,
     SYNTAX_ERROR,
@@ -76,6 +80,27 @@ def _first_error(exc: sqlglot.errors.ParseError) -> str:
     return str(exc)
 
 
+@contextlib.contextmanager
+def as_pg_error(sql: str):
+    """Errors as pg-mimic sends them: SqlError and the engine's with their SQLSTATE,
+    PostgreSQL away as 57P03, anything else (a bug) logged and sent as XX000 without
+    its internals, as the HTTP API's 500."""
+    try:
+        yield
+    except PgError:
+        raise
+    except SqlError as exc:
+        raise PgError(exc.sqlstate, exc.message) from None
+    except GridaggError as exc:
+        err = from_engine(exc)
+        raise PgError(err.sqlstate, err.message) from None
+    except psycopg.OperationalError:
+        raise PgError(CANNOT_CONNECT_NOW, "PostgreSQL cannot be reached; retry later") from None
+    except Exception:
+        log.exception("gridagg sql: a statement failed: %.500s", sql)
+        raise PgError(INTERNAL_ERROR, "internal error: the server's log has it") from None
+
+
 class SqlSession(Session):
     """pg-mimic's Session for one connection to the endpoint."""
 
@@ -85,13 +110,8 @@ class SqlSession(Session):
         self.service = service
 
     async def prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
-        try:
+        with as_pg_error(sql):
             return await self._prepare(sql, param_oids)
-        except SqlError as exc:
-            raise PgError(exc.sqlstate, exc.message) from None
-        except GridaggError as exc:
-            err = from_engine(exc)
-            raise PgError(err.sqlstate, err.message) from None
 
     async def _prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
         size = len(sql.encode())
@@ -173,10 +193,8 @@ class QuestionStatement(Statement):
 
     async def describe(self) -> list[ResultColumn]:
         if self._columns is None:
-            try:
+            with as_pg_error(self.sql):
                 question = translate(self.tree, self.dataset, None, with_filter=False)
-            except SqlError as exc:
-                raise PgError(exc.sqlstate, exc.message) from None
             deadline = self.session.deadline() is not None
             self._columns = [ResultColumn(name, oid) for name, oid in answer.columns(question, deadline)]
         return self._columns
@@ -192,13 +210,8 @@ class QuestionPortal(Portal):
 
     async def execute(self, max_rows: int) -> tuple[list[tuple], bool]:
         if self._rows is None:
-            try:
+            with as_pg_error(self.statement.sql):
                 self._rows = _aiter(await asyncio.to_thread(self._answer))
-            except SqlError as exc:
-                raise PgError(exc.sqlstate, exc.message) from None
-            except GridaggError as exc:
-                err = from_engine(exc)
-                raise PgError(err.sqlstate, err.message) from None
         return await drain_rows(self._rows, max_rows)
 
     def _answer(self) -> list[tuple]:
@@ -232,10 +245,8 @@ class MirrorPortal(Portal):
     async def execute(self, max_rows: int) -> tuple[list[tuple], bool]:
         if self._rows is None:
             s = self.statement
-            try:
+            with as_pg_error(s.sql):
                 self._rows = _aiter(await asyncio.to_thread(s.mirror.run, s.sql, self.params, s.param_oids))
-            except SqlError as exc:
-                raise PgError(exc.sqlstate, exc.message) from None
         return await drain_rows(self._rows, max_rows)
 
 
