@@ -110,7 +110,7 @@ def test_the_wheel_holds_every_module(wheel):
 def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
     (meta,) = [n for n in names(wheel) if n.endswith(".dist-info/METADATA")]
     (entry_points,) = [n for n in names(wheel) if n.endswith(".dist-info/entry_points.txt")]
-    commands = wheel.read(entry_points).decode().split("[gridagg.cli.commands]")[1].split("[")[0]
+    commands = wheel.read(entry_points).decode().split("[gridagg.commands]")[1].split("[")[0]
     registered = sorted(line.split("=")[0].strip() for line in commands.strip().splitlines())
     assert registered == ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve",
                           "services", "sql", "tune"]
