@@ -232,7 +232,7 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 else:
                     for prefix, leaf_eids, leaf_values in leaf_rows:
                         cells.extend(fmt.grid_cells(prefix, leaf_eids, leaf_values,
-                                                    None if info["split"] else known.get(g, []), ds.ndim))
+                                                    None if info["split"] else known.get(g, []), ds))
         finally:
             if store is not None:
                 store.close()

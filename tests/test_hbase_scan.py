@@ -22,7 +22,7 @@ from gridagg.model.aggregate import INT64_MAX, NULL, AggArrays, PartialAggregate
 from gridagg.model.grid import grid_prefix, prefix_range
 from gridagg.model.schema import Column, Dataset
 from gridagg.query.regions import EPSILON
-from gridagg.store import parts
+from gridagg.store import blocks, parts
 from gridagg.store.hbase import regions as hbase_regions
 from gridagg.store.hbase import rows as hbase_rows
 from gridagg.store.hbase import scan as hbase_scan
@@ -39,6 +39,16 @@ HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 def dataset(name: str) -> Dataset:
     return Dataset(name, (Column("x", lo=-100, hi=100), Column("y", lo=-100, hi=100)), (Column("m"), Column("n")))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_blocks():
+    """Segments cut into blocks of a few rows (gridagg.store.blocks), so that the region
+    servers walk block trees of many nodes."""
+    saved = blocks.BLOCK_ROWS, blocks.FEWEST_ROWS
+    blocks.BLOCK_ROWS, blocks.FEWEST_ROWS = 8, 2
+    yield
+    blocks.BLOCK_ROWS, blocks.FEWEST_ROWS = saved
 
 
 @pytest.fixture(scope="module")

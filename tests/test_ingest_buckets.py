@@ -6,6 +6,8 @@ import struct
 import numpy as np
 import pyarrow as pa
 import pytest
+
+from gridagg.model.schema import Column, Dataset
 from gridagg_ingest import buckets
 from gridagg_ingest.hfiles import region_bounds
 from hypothesis import given, settings
@@ -104,8 +106,10 @@ def test_segments_packed_from_arrow_hold_the_rows(n):
     values = rng.integers(-9, 9, (n, 5))
     # A slice, as a task packs them: its offsets do not start at 0.
     sliced = pa.array([b"skipped", *eids], pa.binary()).slice(1)
-    packed = hbase_rows.pack(sliced, values, 2)
-    assert packed == hbase_rows.pack(eids, values, 2)
+    ds = Dataset("packed", (Column("x", lo=-9, hi=9), Column("y", lo=-9, hi=9)),
+                 (Column("m"), Column("n"), Column("o")))
+    packed = hbase_rows.pack(sliced, values, ds)
+    assert packed == hbase_rows.pack(eids, values, ds)
     got = segments.rows_of(packed)
     assert sorted(got) == sorted(eids)
     assert all(got[e].tolist() == v.tolist() for e, v in zip(eids, values))

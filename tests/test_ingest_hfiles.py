@@ -77,8 +77,8 @@ def test_a_made_leaf_starts_over_and_an_appended_one_keeps_its_rows(spark, s, lo
     store.put_grids(ds, [(made, *stale), (kept, *old)])  # `made` as a crashed run left it
     new_made, new_kept = batch(rng, 25, b"m"), batch(rng, 15, b"k")
     stored = store.grid_segments(ds, [kept])[kept]
-    cells = (FORMAT.grid_cells(made, pa.array(new_made[0], pa.binary()), new_made[1], None, ds.ndim)
-             + FORMAT.grid_cells(kept, pa.array(new_kept[0], pa.binary()), new_kept[1], stored, ds.ndim))
+    cells = (FORMAT.grid_cells(made, pa.array(new_made[0], pa.binary()), new_made[1], None, ds)
+             + FORMAT.grid_cells(kept, pa.array(new_kept[0], pa.binary()), new_kept[1], stored, ds))
     bulk_load(spark, s, ds, cells)
     assert rows_of(store, ds, made) == {e: v.tolist() for e, v in zip(*new_made)}
     assert rows_of(store, ds, kept) == {e: v.tolist() for part in (old, new_kept) for e, v in zip(*part)}
@@ -96,7 +96,7 @@ def test_many_appends_keep_few_live_segments(spark, s, loaded):
         eids, values = batch(rng, 10 + load, b"l%d-" % load)
         stored = store.grid_segments(ds, [prefix]).get(prefix, [])
         assert len(hbase_rows.live(stored)) <= hbase_rows.MAX_SEGMENTS
-        bulk_load(spark, s, ds, FORMAT.grid_cells(prefix, pa.array(eids, pa.binary()), values, stored, ds.ndim))
+        bulk_load(spark, s, ds, FORMAT.grid_cells(prefix, pa.array(eids, pa.binary()), values, stored, ds))
         expected.update(zip(eids, values.tolist()))
         assert rows_of(store, ds, prefix) == expected
     assert len(store.grid_segments(ds, [prefix])[prefix]) < hbase_rows.MAX_SEGMENTS  # older cells deleted

@@ -1,17 +1,20 @@
 """The compiled scan kernel against brute force (pure logic, no servers): segments of
-random rows with NULLs, random boxes, grouping by grid and by time bucket, skipping."""
+random rows with NULLs, random boxes, grouping by grid and by time bucket, skipping, and
+segments cut into blocks (their block trees walked)."""
 
 from __future__ import annotations
 
 import numpy as np
 from engine_support import column_aggregate
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridagg.model.aggregate import NULL, AggArrays, PartialAggregate
-from gridagg.store import parts, segments
+from gridagg.model.schema import Column, Dataset
+from gridagg.store import blocks, parts, segments
 from gridagg.store.kernels import scan_segments
-from gridagg.store.scan import Buckets, RangeCondition, ScanRequest, Skip
+from gridagg.store.polygon import point_in_polygon
+from gridagg.store.scan import Buckets, PolygonTest, RangeCondition, ScanRequest, Skip
 
 NCOLS = 4  # two dimensions, two measures (the last one nullable)
 
@@ -234,3 +237,91 @@ def test_edge_grids_settle_rows_by_the_polygon_exactly(data, points, by_bucket):
     for g in range(ngroups):
         sel = inside[(inside[:, 0] + 50) // 25 == g] if by_bucket else inside
         assert got.aggregate(g, [3], NCOLS) == _agg(sel, [3])
+
+
+# Rows of a small sensor network: (time, x, y) at a few stations' positions, a value
+# dimension and a nullable measure; cut into blocks of a few rows, so that a segment's
+# block tree (gridagg.store.blocks) has many nodes to pass over, add up and open.
+BLOCKED = Dataset("blocked", (Column("time", lo=0, hi=10**6), Column("lon", lo=-100, hi=100),
+                              Column("lat", lo=-100, hi=100), Column("v", lo=-50, hi=50)),
+                  (Column("m", nullable=True),))
+
+
+@st.composite
+def blocked_grids(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    stations = rng.integers(-90, 90, (int(rng.integers(1, 12)), 2))
+    out = []
+    for g in range(draw(st.integers(0, 4))):
+        segs = []
+        for _ in range(draw(st.integers(1, 3))):
+            n = int(rng.integers(0, 300))
+            at = stations[rng.integers(0, len(stations), n)]
+            values = np.column_stack([rng.integers(0, 10**6, n), at, rng.integers(-50, 50, (n, 2))]).astype(np.int64)
+            values[rng.random(n) < 0.2, 4] = NULL
+            segs.append(segments.pack([b"g%d-%d" % (g, i) for i in range(n)], values, BLOCKED))
+        out.append(segs)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocked_grids(), st.lists(st.tuples(st.integers(0, 3), st.integers(-10**6, 10**6), st.integers(-10**6, 10**6)),
+                                 max_size=3),
+       st.sampled_from(["one", "bucket", "polygon", "rows", "min", "max"]), st.randoms())
+def test_block_trees_match_brute_force(monkeypatch, data, box, kind, rnd):
+    """Segments cut into blocks: nodes passed over, answered from their aggregates or
+    opened, blocks read alone or in runs, give brute force's answer for boxes, time
+    buckets, a polygon's edge, rows handed back and min/max skipping."""
+    monkeypatch.setattr(blocks, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(blocks, "FEWEST_ROWS", 4)
+    data = [[segments.pack(segments.eids(s), segments.values(s), BLOCKED) for s in segs] for segs in data]
+    scale = lambda c: 10**4 if c == 0 else 1  # noqa: E731 - time bounds over time's span
+    conds = [RangeCondition(c, min(a, b) // (100 if c else 1) // scale(c) * scale(c),
+                            max(a, b) // (100 if c else 1)) for c, a, b in box]
+    columns = [3, 4]
+    rows = np.concatenate([_rows5(s) for s in data]) if data else np.empty((0, 5), np.int64)
+    for c in conds:
+        rows = rows[(rows[:, c.column] >= c.lo) & (rows[:, c.column] <= c.hi)]
+    grids_ = [f"g{i}" for i in range(len(data))]
+    if kind == "bucket":
+        buckets = Buckets(0, 0, 125_000, 8)
+        answer = scan_segments(ScanRequest(grids_, conds, columns, ngroups=8, buckets=buckets), data, 5)
+        for b in range(8):
+            assert answer.aggs.aggregate(b, columns, 5) == column_aggregate(rows[rows[:, 0] // 125_000 == b], columns, 5)
+        return
+    if kind == "polygon":
+        edges = np.array([[-80.0, -70.0, 60.0, -20.0], [60.0, -20.0, 10.0, 85.0], [10.0, 85.0, -80.0, -70.0]])
+        polygon = PolygonTest(edges, 1, 2, 1, 1, 1e-9)
+        answer = scan_segments(ScanRequest(grids_, conds, columns, rows_of=np.ones(len(data), bool),
+                                           polygon=polygon), data, 5)
+        inside = np.array([point_in_polygon(float(x), float(y), edges, 1e-9) for x, y in rows[:, 1:3]], np.int64)
+        back = np.concatenate(list(answer.rows.values())) if answer.rows else np.empty((0, 5), np.int64)
+        assert sorted(map(tuple, back.tolist())) == sorted(map(tuple, rows[inside == 1].tolist()))
+        assert answer.aggs.aggregate(0, columns, 5) == column_aggregate(rows[inside == 2], columns, 5)
+        return
+    if kind == "rows":
+        answer = scan_segments(ScanRequest(grids_, conds, columns, rows_of=np.ones(len(data), bool)), data, 5)
+        back = np.concatenate(list(answer.rows.values())) if answer.rows else np.empty((0, 5), np.int64)
+        assert sorted(map(tuple, back.tolist())) == sorted(map(tuple, rows.tolist()))
+        return
+    if kind in ("min", "max"):
+        is_max = kind == "max"
+        stored = [_rows5(s) for s in data]
+        bounds = np.array([[(r[:, 4][r[:, 4] != NULL].max(initial=NULL) if is_max
+                             else r[:, 4][r[:, 4] != NULL].min(initial=2**63 - 1))] for r in stored], np.int64)
+        answer = scan_segments(ScanRequest(grids_, conds, [4], skip=Skip([(4, is_max)], bounds.reshape(-1, 1), [None])),
+                               data, 5)
+        got = answer.aggs.aggregate(0, [4], 5)
+        want = column_aggregate(rows, [4], 5)
+        assert (got.maxs[4] if is_max else got.mins[4]) == (want.maxs[4] if is_max else want.mins[4])
+        return
+    answer = scan_segments(ScanRequest(grids_, conds, columns, tested=np.array(
+        [[rnd.random() < 0.8 or not ((_rows5(s)[:, c.column] >= c.lo) & (_rows5(s)[:, c.column] <= c.hi)).all()
+          for c in conds] for s in data], bool).reshape(len(data), len(conds))), data, 5)
+    assert answer.aggs.aggregate(0, columns, 5) == column_aggregate(rows, columns, 5)
+    assert answer.rows_visited + answer.rows_in_reused_blocks <= sum(len(_rows5(s)) for s in data)
+
+
+def _rows5(segs) -> np.ndarray:
+    parts_ = [segments.values(d) for d in segs]
+    return np.concatenate(parts_) if parts_ else np.empty((0, 5), np.int64)

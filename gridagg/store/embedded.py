@@ -190,14 +190,14 @@ class EmbeddedStore(CellStore):
         return out
 
     @staticmethod
-    def _rewrite(txn, prefix: bytes, stored, rows: dict[bytes, np.ndarray], ndim: int) -> None:
+    def _rewrite(txn, prefix: bytes, stored, rows: dict[bytes, np.ndarray], ds: Dataset) -> None:
         """Replace a grid's segments by one holding `rows` (element ID -> row) of a dataset
-        of `ndim` dimensions."""
+        `ds`."""
         for key, _ in stored:
             txn.delete(key)
         if rows:
             eids = list(rows)
-            txn.put(prefix + struct.pack(">I", 0), segments.pack(eids, np.array([rows[e] for e in eids]), ndim))
+            txn.put(prefix + struct.pack(">I", 0), segments.pack(eids, np.array([rows[e] for e in eids]), ds))
 
     @staticmethod
     def _rows_of(stored) -> dict[bytes, np.ndarray]:
@@ -239,9 +239,9 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "s")
         with self._write(db) as txn:  # one commit (and fsync) for all
             for prefix, eids, values in sorted(grids, key=lambda g: g[0]):
-                self._append(txn, prefix, eids, np.ascontiguousarray(values, dtype="<i8"), ds.ndim)
+                self._append(txn, prefix, eids, np.ascontiguousarray(values, dtype="<i8"), ds)
 
-    def _append(self, txn, prefix: bytes, eids, values: np.ndarray, ndim: int) -> None:
+    def _append(self, txn, prefix: bytes, eids, values: np.ndarray, ds: Dataset) -> None:
         """Add rows to a grid (eids: a sequence of bytes or an Arrow binary array): a
         segment of their own, unless the grid has too many segments or some element IDs
         are stored already (then one rewritten segment)."""
@@ -250,11 +250,11 @@ class EmbeddedStore(CellStore):
         if present and (len(present) >= MAX_SEGMENTS or segments.holds_any((v for _, v in present), eids)):
             stored = self._rows_of(present)
             stored.update(zip(eids.to_pylist(), values))
-            self._rewrite(txn, prefix, present, stored, ndim)
+            self._rewrite(txn, prefix, present, stored, ds)
             return
         eids, values = segments.last_of_each(eids, values)  # an element ID twice in one call: the last wins
         seq = struct.unpack(">I", present[-1][0][-4:])[0] + 1 if present else 0
-        txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values, ndim))
+        txn.put(prefix + struct.pack(">I", seq), segments.pack(eids, values, ds))
 
     def delete_rows(self, ds, keys, stamps=None):
         self.round_trips.add()
@@ -268,7 +268,7 @@ class EmbeddedStore(CellStore):
                 present = self._segments(txn.cursor(), prefix)
                 if present:
                     rows = self._rows_of(present)
-                    self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone}, ds.ndim)
+                    self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone}, ds)
 
     def clear_grids(self, ds, grid_ids, stamps=None):
         self.round_trips.add()

@@ -2,10 +2,11 @@
 
 scan_segments answers a ScanRequest (gridagg.store.scan) over segments held in this process's
 memory (LMDB's map, or bytes fetched from a store): one compiled pass over the segments,
-with no Python step per row. A segment's blocks (gridagg.store.blocks) are taken as the
-planner takes grids: a block whose bounds miss the question is passed over, one inside
-it (within one bucket of a series, and inside a polygon) answers from its aggregate, and
-only the rows of the others are read. Rows of a block are ordered by column 0, so a
+with no Python step per row. A segment's block tree (gridagg.store.blocks) is walked as
+the planner walks the grids: a node whose bounds miss the question is passed over, one
+inside it (within one bucket of a series, and inside a polygon) answers from its
+aggregate, a cut one is descended, and only the rows of the blocks reached are read
+(blocks next to each other read as one run). Rows of a block are ordered by column 0, so a
 condition on column 0 narrows it by binary search before any row is tested; a column of
 2 or 4 bytes (gridagg.store.segments) is tested and added up as it is stored, bounds
 turned into deltas from its base.
@@ -28,7 +29,7 @@ from numba.extending import intrinsic
 
 from gridagg.model.aggregate import INT64_MAX, LOW, NULL, AggArrays
 from gridagg.store import parts
-from gridagg.store.blocks import HIGH, LOW_HALF, MAX, MIN, PRESENT, STATS
+from gridagg.store.blocks import END, FIRST, HIGH, LINKS, LOW_HALF, MAX, MIN, PRESENT, RIGHT, STATS
 from gridagg.store.polygon import INSIDE, OUTSIDE, face, point_in_polygon
 from gridagg.store.scan import ScanAnswer, ScanRequest
 from gridagg.store.segments import BLOCKED, NARROW
@@ -68,7 +69,11 @@ I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 # What a scan counts (ScanAnswer): rows of the blocks read, rows matched, grids read and
 # passed over, whether it stopped, blocks answered from their aggregates and their rows.
 VISITED, MATCHED, SCANNED, SKIPPED, STOPPED, REUSED_BLOCKS, REUSED_ROWS = range(7)
-NO_BLOCKS = np.zeros((1, 0, STATS), np.int64)  # a segment without a block table
+# How rows read meet column 0's range (_read_rows): by a binary search (they are in
+# column-0 order), every one (HELD), or by a test of each.
+SEARCH, HELD, TEST = range(3)
+# What a step of a segment's walk does (_plan): add a node's aggregate, or read rows.
+ADD, READ = range(2)
 
 
 class Grids(NamedTuple):
@@ -132,27 +137,29 @@ class Sums(NamedTuple):
 @numba.njit(cache=True, nogil=True)
 def _columns(address, ncols, at, width, base):
     """Reads a segment's header (gridagg.store.segments) at `address`: fills each column's
-    address, width and base; returns (its rows, its blocks (0: no block table), the
-    address of its block starts, the address of its block table)."""
+    address, width and base; returns (its rows, its blocks and tree nodes (0: none), the
+    addresses of its block starts, tree links and node table)."""
     head = numba.carray(_pointer(address), (2,), np.uint32)
     n = np.int64(head[0])
     if head[1] & NARROW == 0:  # int64 columns one after another
         for c in range(ncols):
             at[c], width[c], base[c] = address + 8 + 8 * n * c, 8, 0
-        return n, 0, 0, 0
+        return n, 0, 0, 0, 0, 0
     bases = numba.carray(_pointer(address + 8), (ncols,), np.int64)
     widths = numba.carray(_pointer(address + 8 + 8 * ncols), (ncols,), np.uint8)
     p = address + 8 + 8 * ncols + (ncols + 7) // 8 * 8
-    nblocks, starts, table = 0, 0, 0
+    nblocks, nnodes, starts, links, table = 0, 0, 0, 0, 0
     if head[1] & BLOCKED:
-        nblocks = np.int64(numba.carray(_pointer(p), (1,), np.uint32)[0])
+        counts = numba.carray(_pointer(p), (2,), np.uint32)
+        nblocks, nnodes = np.int64(counts[0]), np.int64(counts[1])
         starts = p + 8
-        table = starts + (4 * (nblocks + 1) + 7) // 8 * 8
-        p = table + 8 * STATS * nblocks * ncols
+        links = starts + (4 * (nblocks + 1) + 7) // 8 * 8
+        table = links + 4 * LINKS * nnodes
+        p = table + 8 * STATS * nnodes * ncols
     for c in range(ncols):
         at[c], width[c], base[c] = p, widths[c], bases[c]
         p += (n * widths[c] + 7) // 8 * 8
-    return n, nblocks, starts, table
+    return n, nblocks, nnodes, starts, links, table
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -238,15 +245,15 @@ def _fold(col, run, null):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_run(at, width, base, a, start, end, mask, agg_col, group, out):
+def _add_run(at, width, base, a, start, end, mask, agg_col, group, sums):
     """Add rows a+start .. a+end-1 of a segment (its columns at/width/base), those whose
-    mask[i - a] is set, to `group`: one pass per column."""
+    mask[i - a] is set, to `group` of Sums `sums`: one pass per column."""
     m = end - start
     matched = 0
     for i in range(start, end):
         matched += mask[i]
-    out.stats[MATCHED] += matched
-    out.count[group] += matched
+    sums.stats[MATCHED] += matched
+    sums.count[group] += matched
     if matched == 0:
         return
     run = mask[start:end]
@@ -266,108 +273,72 @@ def _add_run(at, width, base, a, start, end, mask, agg_col, group, out):
             continue
         # Deltas of a narrow column: value = delta + base (base 0 at width 8).
         b = base[c]
-        out.present[group, j] += npres
-        out.mins[group, j] = min(out.mins[group, j], vmin + b)
-        out.maxs[group, j] = max(out.maxs[group, j], vmax + b)
-        out.hi[group, j] += shi + npres * (b >> 32)
-        out.lo[group, j] += slo + npres * (b & LOW)
+        sums.present[group, j] += npres
+        sums.mins[group, j] = min(sums.mins[group, j], vmin + b)
+        sums.maxs[group, j] = max(sums.maxs[group, j], vmax + b)
+        sums.hi[group, j] += shi + npres * (b >> 32)
+        sums.lo[group, j] += slo + npres * (b & LOW)
 
 
 @numba.njit(cache=True, nogil=True)
-def _useless(q, out, bound_of):
-    """Whether min/max skipping passes over what bound_of(s) bounds: for every skip spec
-    s its bound cannot beat the best answer so far (group 0's, or the best known before)."""
-    for s in range(q.skip_col.shape[0]):
-        j = q.skip_col[s]
-        seen = out.present[0, j] > 0
-        if not (seen or q.best_has[s]):
+def _useless(skip_col, skip_max, best_has, best_val, present, mins, maxs, bound):
+    """Whether min/max skipping passes over what `bound` bounds (bound[s] for skip spec s):
+    for every spec its bound cannot beat the best answer so far (group 0's in
+    present/mins/maxs, or the best known before)."""
+    for s in range(skip_col.shape[0]):
+        j = skip_col[s]
+        seen = present[0, j] > 0
+        if not (seen or best_has[s]):
             return False
-        bound = bound_of[s]
-        if q.skip_max[s]:
-            best = out.maxs[0, j] if seen else q.best_val[s]
-            if q.best_has[s] and q.best_val[s] > best:
-                best = q.best_val[s]
-            if bound > best:
+        if skip_max[s]:
+            best = maxs[0, j] if seen else best_val[s]
+            if best_has[s] and best_val[s] > best:
+                best = best_val[s]
+            if bound[s] > best:
                 return False
         else:
-            best = out.mins[0, j] if seen else q.best_val[s]
-            if q.best_has[s] and q.best_val[s] < best:
-                best = q.best_val[s]
-            if bound < best:
+            best = mins[0, j] if seen else best_val[s]
+            if best_has[s] and best_val[s] < best:
+                best = best_val[s]
+            if bound[s] < best:
                 return False
     return True
 
 
 @numba.njit(cache=True, nogil=True)
-def _block_fate(q, tested, edge, table, b, ncols, lo0, hi0, group, bound):
-    """What becomes of block b of a segment (its bounds and aggregate at table[b]) of a
-    grid whose rows go to `group`: (-1: passed over, else the group it answers for from
-    its aggregate, or -2: its rows are read; whether those rows are on the polygon's
-    edge). `bound` gets the block's bound of each skip spec."""
-    row = table[b]
-    if row[0, MIN] > hi0 or row[0, MAX] < lo0:
-        return -1, edge
-    inside = row[0, MIN] >= lo0 and row[0, MAX] <= hi0
-    for j in range(q.cond_col.shape[0]):
-        c = q.cond_col[j]
-        if c == 0 or not tested[j]:
-            continue
-        if row[c, MIN] > q.cond_hi[j] or row[c, MAX] < q.cond_lo[j]:
-            return -1, edge
-        if row[c, MIN] < q.cond_lo[j] or row[c, MAX] > q.cond_hi[j]:
-            inside = False
-    if edge and q.edges.shape[0] > 0:
-        side = face(row[q.lon_col, MIN] / q.lon_scale, row[q.lon_col, MAX] / q.lon_scale,
-                    row[q.lat_col, MIN] / q.lat_scale, row[q.lat_col, MAX] / q.lat_scale, q.edges, q.eps)
-        if side == OUTSIDE:
-            return -1, edge
-        edge = side != INSIDE
-    if q.skip_col.shape[0] > 0 and not edge:
-        for s in range(q.skip_col.shape[0]):
-            c = q.agg_col[q.skip_col[s]]
-            bound[s] = row[c, MAX] if q.skip_max[s] else row[c, MIN]
-    if q.bucket_col >= 0:
-        first = (row[q.bucket_col, MIN] - q.bucket_base) // q.bucket_step
-        last = (row[q.bucket_col, MAX] - q.bucket_base) // q.bucket_step
-        if last < 0 or first >= q.nbuckets:
-            return -1, edge
-        if first != last:
-            return -2, edge
-        group = first
-    return (group if inside and not edge else -2), edge
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_block(table, b, q, group, out):
-    """Block b's aggregate (its table row) into `group`."""
-    row = table[b]
+def _add_node(row, agg_col, group, sums, blocks):
+    """A node's aggregate (its table row), which stands for `blocks` blocks, into `group`."""
     n = row[0, PRESENT]  # dimensions are never NULL: column 0's values present are its rows
-    out.count[group] += n
-    out.stats[MATCHED] += n
-    out.stats[REUSED_BLOCKS] += 1
-    out.stats[REUSED_ROWS] += n
-    for j in range(q.agg_col.shape[0]):
-        c = q.agg_col[j]
+    sums.count[group] += n
+    sums.stats[MATCHED] += n
+    sums.stats[REUSED_BLOCKS] += blocks
+    sums.stats[REUSED_ROWS] += n
+    for j in range(agg_col.shape[0]):
+        c = agg_col[j]
         if row[c, PRESENT] == 0:
             continue
-        out.present[group, j] += row[c, PRESENT]
-        out.mins[group, j] = min(out.mins[group, j], row[c, MIN])
-        out.maxs[group, j] = max(out.maxs[group, j], row[c, MAX])
-        out.hi[group, j] += row[c, HIGH]
-        out.lo[group, j] += row[c, LOW_HALF]
+        sums.present[group, j] += row[c, PRESENT]
+        sums.mins[group, j] = min(sums.mins[group, j], row[c, MIN])
+        sums.maxs[group, j] = max(sums.maxs[group, j], row[c, MAX])
+        sums.hi[group, j] += row[c, HIGH]
+        sums.lo[group, j] += row[c, LOW_HALF]
 
 
-@numba.njit(cache=True, nogil=True)
-def _read_rows(q, tested, edge, g, group, at, width, base, s, e, lo0, hi0, mask, back, back_grid, nback, out):
-    """Rows s..e-1 of a segment (a block, or the whole of one without blocks) of grid g,
-    tested and added up; returns (mask, back, back_grid, nback) as grown (rows handed
-    back, see _scan)."""
-    out.stats[VISITED] += e - s
-    a = s + (_search(at[0], width[0], base[0], s, e - s, lo0, False) if lo0 > -INT64_MAX - 1 else 0)
-    z = s + (_search(at[0], width[0], base[0], s, e - s, hi0, True) if hi0 < INT64_MAX else e - s)
+@numba.njit(cache=True, nogil=True, inline="always")
+def _read_rows(q, tested, edge, g, group, at, width, base, s, e, column0, lo0, hi0, held, sums):
+    """Rows s..e-1 of a segment (blocks, or the whole of a segment without blocks) of
+    grid g, tested and added up; column 0's range lo0..hi0 is a binary search (column0
+    SEARCH: the rows are in column-0 order), holds every row (HELD) or is tested (TEST).
+    `held` is (mask, rows handed back, their grids, how many): returned as grown."""
+    mask, back, back_grid, nback = held
+    sums.stats[VISITED] += e - s
+    a, z = s, e
+    if column0 == SEARCH:
+        a = s + (_search(at[0], width[0], base[0], s, e - s, lo0, False) if lo0 > -INT64_MAX - 1 else 0)
+        z = s + (_search(at[0], width[0], base[0], s, e - s, hi0, True) if hi0 < INT64_MAX else e - s)
     m = z - a
     if m <= 0:
-        return mask, back, back_grid, nback
+        return held
     if mask.shape[0] < m:
         mask = np.empty(2 * m, np.uint8)
     for i in range(m):
@@ -375,7 +346,7 @@ def _read_rows(q, tested, edge, g, group, at, width, base, s, e, lo0, hi0, mask,
     # Rows a..z-1 of each column, indexed from 0 (see _add_run).
     for j in range(q.cond_col.shape[0]):
         c = q.cond_col[j]
-        if c == 0 or not tested[j]:
+        if (c == 0 and column0 != TEST) or not tested[j]:
             continue
         _test(mask, at[c] + width[c] * a, width[c], base[c], m, q.cond_lo[j], q.cond_hi[j])
     ncols = q.ncols
@@ -409,22 +380,22 @@ def _read_rows(q, tested, edge, g, group, at, width, base, s, e, lo0, hi0, mask,
                 grp = (_value(at, width, base, q.bucket_col, r) - q.bucket_base) // q.bucket_step
                 if grp < 0 or grp >= q.nbuckets:
                     continue
-            out.stats[MATCHED] += 1
-            out.count[grp] += 1
+            sums.stats[MATCHED] += 1
+            sums.count[grp] += 1
             for j in range(q.agg_col.shape[0]):
                 v = _value(at, width, base, q.agg_col[j], r)
                 if v == NULL:
                     continue
-                out.present[grp, j] += 1
-                if v < out.mins[grp, j]:
-                    out.mins[grp, j] = v
-                if v > out.maxs[grp, j]:
-                    out.maxs[grp, j] = v
-                out.hi[grp, j] += v >> 32
-                out.lo[grp, j] += v & LOW
+                sums.present[grp, j] += 1
+                if v < sums.mins[grp, j]:
+                    sums.mins[grp, j] = v
+                if v > sums.maxs[grp, j]:
+                    sums.maxs[grp, j] = v
+                sums.hi[grp, j] += v >> 32
+                sums.lo[grp, j] += v & LOW
         return mask, back, back_grid, nback
     if q.bucket_col < 0:
-        _add_run(at, width, base, a, 0, m, mask, q.agg_col, group, out)
+        _add_run(at, width, base, a, 0, m, mask, q.agg_col, group, sums)
         return mask, back, back_grid, nback
     # Buckets of column 0: its rows are sorted, so each bucket is one run of rows.
     start = 0
@@ -433,66 +404,171 @@ def _read_rows(q, tested, edge, g, group, at, width, base, s, e, lo0, hi0, mask,
         edge_value = q.bucket_base + (grp + 1) * q.bucket_step
         end = start + _search(at[0], width[0], base[0], a + start, m - start, edge_value, False)
         if 0 <= grp < q.nbuckets:
-            _add_run(at, width, base, a, start, end, mask, q.agg_col, grp, out)
+            _add_run(at, width, base, a, start, end, mask, q.agg_col, grp, sums)
         start = end
     return mask, back, back_grid, nback
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _column0(blocks, held0):
+    """How a run of `blocks` blocks meets column 0's range: a block alone by a binary
+    search of its rows in column-0 order; blocks inside the range whole; others by a test."""
+    return SEARCH if blocks == 1 else HELD if held0 else TEST
+
+
 @numba.njit(cache=True, nogil=True)
-def _scan(grids, q, out):
-    """Fills `out` (Sums) with the answer of Question q over Grids `grids`; returns the
+def _plan(table, links, starts, cond_col, cond_lo, cond_hi, tested, lo0, hi0, grid_edge, edges, lon_col, lat_col,
+          lon_scale, lat_scale, eps, bucket_col, bucket_base, bucket_step, nbuckets, group, join, steps):
+    """The walk of one segment's block tree (gridagg.store.blocks), as the planner walks
+    the grids: a node outside the question is passed over, one inside it (within one
+    bucket, inside the polygon) answers from its aggregate, one it cuts is opened, and
+    the blocks reached are read, those next to each other as one run (when `join`).
+    Fills steps[k] = (kind: ADD or READ, node, group, first row, end row, how column 0 is
+    met (_read_rows), on the polygon's edge) and returns how many. A step of its own for
+    the walk, apart from reading: the walk's loop stays small enough to compile tight."""
+    nsteps = 0
+    stack = np.empty(256, np.int64)
+    run_hi, run_edge, run_blocks, run_held0 = 0, False, 0, True
+    polygon = edges.shape[0] > 0
+    stack[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        i = stack[top]
+        row = table[i]
+        if row[0, MIN] > hi0 or row[0, MAX] < lo0:
+            continue
+        inside = row[0, MIN] >= lo0 and row[0, MAX] <= hi0
+        outside = False
+        for j in range(cond_col.shape[0]):
+            c = cond_col[j]
+            if c == 0 or not tested[j]:
+                continue
+            if row[c, MIN] > cond_hi[j] or row[c, MAX] < cond_lo[j]:
+                outside = True
+                break
+            # (A NULL meets no condition: a node with one is not inside. Only a request
+            # made by hand conditions a measure; the planner's condition dimensions.)
+            if row[c, MIN] < cond_lo[j] or row[c, MAX] > cond_hi[j] or row[c, PRESENT] < row[0, PRESENT]:
+                inside = False
+        if outside:
+            continue
+        edge = grid_edge
+        if edge and polygon:
+            side = face(row[lon_col, MIN] / lon_scale, row[lon_col, MAX] / lon_scale,
+                        row[lat_col, MIN] / lat_scale, row[lat_col, MAX] / lat_scale, edges, eps)
+            if side == OUTSIDE:
+                continue
+            edge = side != INSIDE
+        into = group
+        if bucket_col >= 0 and not edge:  # an edge's rows come back whatever their bucket
+            first = (row[bucket_col, MIN] - bucket_base) // bucket_step
+            last = (row[bucket_col, MAX] - bucket_base) // bucket_step
+            if last < 0 or first >= nbuckets:
+                continue
+            if first != last:
+                inside = False
+            into = first
+        if inside and not edge:
+            steps[nsteps, 0], steps[nsteps, 1], steps[nsteps, 2] = ADD, i, into
+            nsteps += 1
+            continue
+        right = links[i, RIGHT]
+        if right != 0:
+            stack[top], stack[top + 1] = right, i + 1
+            top += 2
+            continue
+        b = links[i, FIRST]
+        s, e = np.int64(starts[b]), np.int64(starts[b + 1])
+        held0 = row[0, MIN] >= lo0 and row[0, MAX] <= hi0  # column 0's range holds the block
+        if join and run_blocks > 0 and run_hi == s and run_edge == edge:
+            run_hi = e
+            run_blocks += 1
+            run_held0 = run_held0 and held0
+            steps[nsteps - 1, 4], steps[nsteps - 1, 5] = run_hi, _column0(run_blocks, run_held0)
+            continue
+        run_hi, run_edge, run_blocks, run_held0 = e, edge, 1, held0
+        steps[nsteps, 0], steps[nsteps, 1], steps[nsteps, 2], steps[nsteps, 3] = READ, i, group, s
+        steps[nsteps, 4], steps[nsteps, 5], steps[nsteps, 6] = e, SEARCH, edge
+        nsteps += 1
+    return nsteps
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(grids, q, sums):
+    """Fills `sums` (Sums) with the answer of Question q over Grids `grids`; returns the
     rows handed back (see gridagg.store.scan: rows of edge grids the polygon test cannot
     settle) and the grid of each. A grid is passed over when min/max skipping says so;
-    else each of its segments' blocks is passed over, answered from its aggregate or read
-    (_block_fate); a segment without blocks is read whole."""
+    else each of its segments' block trees is walked, as the planner walks the grids
+    (gridagg.store.blocks), and the blocks reached are read, those next to each other as
+    one run (not for buckets of column 0, which are runs of rows in column-0 order); a
+    segment without blocks is read whole.
+
+    The walk of a segment's tree is a function of its own over plain arrays (_plan):
+    written inside this loop, over the records, it compiled to code several times slower."""
     ngrids = grids.first.shape[0] - 1
     ncols = q.ncols
-    nskip = q.skip_col.shape[0]
+    cond_col, cond_lo, cond_hi, agg_col = q.cond_col, q.cond_lo, q.cond_hi, q.agg_col
+    skip_col, skip_max, best_has, best_val = q.skip_col, q.skip_max, q.best_has, q.best_val
+    edges, lon_col, lat_col, lon_scale, lat_scale, eps = q.edges, q.lon_col, q.lat_col, q.lon_scale, q.lat_scale, q.eps
+    bucket_col, bucket_base, bucket_step, nbuckets = q.bucket_col, q.bucket_base, q.bucket_step, q.nbuckets
+    present, mins, maxs, stats = sums.present, sums.mins, sums.maxs, sums.stats
+    nskip = skip_col.shape[0]
     lo0 = -INT64_MAX - 1
     hi0 = INT64_MAX
-    for j in range(q.cond_col.shape[0]):
-        if q.cond_col[j] == 0:
-            lo0 = max(lo0, q.cond_lo[j])
-            hi0 = min(hi0, q.cond_hi[j])
-    mask = np.empty(0, np.uint8)
-    back = np.empty((16, ncols), np.int64)
-    back_grid = np.empty(16, np.int64)
-    nback = 0
+    for j in range(cond_col.shape[0]):
+        if cond_col[j] == 0:
+            lo0 = max(lo0, cond_lo[j])
+            hi0 = min(hi0, cond_hi[j])
+    # Runs of blocks but for buckets of column 0 (runs of rows in column-0 order) and min/max
+    # skipping (which passes over each block by its own bounds).
+    join = bucket_col != 0 and nskip == 0
+    held = (np.empty(0, np.uint8), np.empty((16, ncols), np.int64), np.empty(16, np.int64), 0)
     at = np.empty(ncols, np.int64)
     width = np.empty(ncols, np.int64)
     base = np.empty(ncols, np.int64)
     bound = np.empty(max(nskip, 1), np.int64)
+    steps = np.empty((64, 7), np.int64)
     for g in range(ngrids):
         if q.stop[0]:
-            out.stats[STOPPED] = 1
+            stats[STOPPED] = 1
             break
-        if nskip > 0 and _useless(q, out, grids.skip_bounds[g]):
-            out.stats[SKIPPED] += 1
+        if nskip > 0 and _useless(skip_col, skip_max, best_has, best_val, present, mins, maxs, grids.skip_bounds[g]):
+            stats[SKIPPED] += 1
             continue
-        out.stats[SCANNED] += 1
+        stats[SCANNED] += 1
         group = grids.group[g]
-        edge = grids.edge[g]
+        grid_edge = grids.edge[g]
         tested = grids.tested[g]
         for k in range(grids.first[g], grids.first[g + 1]):
-            n, nblocks, starts_at, table_at = _columns(grids.addresses[k], ncols, at, width, base)
+            n, nblocks, nnodes, starts_at, links_at, table_at = _columns(grids.addresses[k], ncols, at, width, base)
             if nblocks == 0:
-                mask, back, back_grid, nback = _read_rows(q, tested, edge, g, group, at, width, base, 0, n, lo0, hi0,
-                                                          mask, back, back_grid, nback, out)
+                held = _read_rows(q, tested, grid_edge, g, group, at, width, base, 0, n, SEARCH, lo0, hi0, held, sums)
                 continue
             starts = numba.carray(_pointer(starts_at), (nblocks + 1,), np.uint32)
-            table = numba.carray(_pointer(table_at), (nblocks, ncols, STATS), np.int64)
-            for b in range(nblocks):
-                fate, block_edge = _block_fate(q, tested, edge, table, b, ncols, lo0, hi0, group, bound)
-                if fate == -1:
-                    continue
-                if nskip > 0 and not block_edge and _useless(q, out, bound):
-                    continue
-                if fate >= 0:
-                    _add_block(table, b, q, fate, out)
-                    continue
-                mask, back, back_grid, nback = _read_rows(q, tested, block_edge, g, group, at, width, base,
-                                                          np.int64(starts[b]), np.int64(starts[b + 1]), lo0, hi0,
-                                                          mask, back, back_grid, nback, out)
+            links = numba.carray(_pointer(links_at), (nnodes, LINKS), np.uint32)
+            table = numba.carray(_pointer(table_at), (nnodes, ncols, STATS), np.int64)
+            if steps.shape[0] < nnodes:
+                steps = np.empty((2 * nnodes, 7), np.int64)
+            nsteps = _plan(table, links, starts, cond_col, cond_lo, cond_hi, tested, lo0, hi0, grid_edge, edges,
+                           lon_col, lat_col, lon_scale, lat_scale, eps, bucket_col, bucket_base, bucket_step, nbuckets,
+                           group, join, steps)
+            for k2 in range(nsteps):
+                i = steps[k2, 1]
+                row = table[i]
+                edge = steps[k2, 6] != 0
+                if nskip > 0 and not edge:  # min/max skipping, by the node's bounds
+                    for s in range(nskip):
+                        c = agg_col[skip_col[s]]
+                        bound[s] = row[c, MAX] if skip_max[s] else row[c, MIN]
+                    if _useless(skip_col, skip_max, best_has, best_val, present, mins, maxs, bound):
+                        continue
+                if steps[k2, 0] == ADD:
+                    _add_node(row, agg_col, steps[k2, 2], sums, np.int64(links[i, END]) - np.int64(links[i, FIRST]))
+                else:
+                    held = _read_rows(q, tested, edge, g, group, at, width, base, steps[k2, 3], steps[k2, 4],
+                                      steps[k2, 5], lo0, hi0, held, sums)
+    back, back_grid, nback = held[1], held[2], held[3]
     return back[:nback], back_grid[:nback]
 
 

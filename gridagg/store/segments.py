@@ -6,9 +6,11 @@ one byte string, all little-endian:
     u32 n, u32 ncols | NARROW | BLOCKED          header
     ncols x i64 base                             per column
     ncols x u8 width, 0-padded to a multiple of 8 bytes
-    if BLOCKED: u32 nblocks, u32 0,
+    if BLOCKED: u32 nblocks, u32 nnodes,
                 (nblocks + 1) x u32 first row of each block and n, 0-padded to 8 bytes,
-                nblocks x ncols x 5 x i64: per block and column its least and greatest
+                nnodes x 4 x u32: the block tree's nodes in preorder, each its first
+                block, the block after its last, its right child (0: a block) and 0,
+                nnodes x ncols x 5 x i64: per node and column its least and greatest
                 value, values present, the sum's high and low halves (gridagg.store.blocks)
     per column: n values of its width, 0-padded to a multiple of 8 bytes; rows block
                 after block, in column-0 order inside a block (time, in a dataset
@@ -22,7 +24,7 @@ as the type's least value: a grid's rows span a small part of each column's doma
 most columns take a quarter or half the bytes, and a scan, which reads columns from
 memory as fast as memory goes, reads that much less. A segment without BLOCKED (rows
 packed without their dataset's dimensions, or written before blocks existed) is one run
-in column-0 order with no block table; one without NARROW holds every column at width 8,
+in column-0 order with no block tree; one without NARROW holds every column at width 8,
 one after another, with no bases nor widths. Every kind is read as it is.
 
 The kernels (gridagg.store.kernels, and the HBase region servers' GridScanObserver) read
@@ -37,6 +39,7 @@ import numba
 import numpy as np
 
 from gridagg.model.aggregate import NULL
+from gridagg.model.schema import Dataset
 from gridagg.store import blocks
 
 HEAD = struct.Struct("<II")  # rows, columns (| NARROW | BLOCKED)
@@ -82,11 +85,11 @@ def id_offsets(eids) -> np.ndarray:
     return np.frombuffer(eids.buffers()[1], dtype=np.int32)[eids.offset : eids.offset + len(eids) + 1]
 
 
-def pack(eids, values: np.ndarray, ndim: int = 0) -> bytes:
+def pack(eids, values: np.ndarray, ds: Dataset | None = None) -> bytes:
     """Rows as one segment: values[i] (an int64 row) belongs to element eids[i] (a
-    sequence of bytes or an Arrow binary array). With `ndim`, the number of its
-    dataset's dimensions (its first columns), the rows are cut into blocks over them
-    (gridagg.store.blocks); without, they are one run in column-0 order."""
+    sequence of bytes or an Arrow binary array). With `ds`, the rows' dataset, they are
+    cut into blocks over its dimensions (gridagg.store.blocks), a station's rows together
+    where it has longitude and latitude; without, they are one run in column-0 order."""
     import pyarrow as pa
 
     eids = element_ids(eids)
@@ -94,31 +97,37 @@ def pack(eids, values: np.ndarray, ndim: int = 0) -> bytes:
     if not n:
         return assemble(values.reshape(0, values.shape[1]), np.zeros(1, "<u4"), b"")
     values = np.ascontiguousarray(values, np.int64)
-    if ndim:
-        order, starts = blocks.order(values, ndim, blocks.BLOCK_ROWS)
+    if ds is not None:
+        order, starts, links = blocks.order(values, ds.ndim, blocks.BLOCK_ROWS, blocks.FEWEST_ROWS,
+                                            np.array(ds.lonlat_axes or (), np.int64))
+        tree = (starts, links)
     else:
-        order, starts = np.argsort(values[:, 0], kind="stable"), None
+        order, tree = np.argsort(values[:, 0], kind="stable"), None
     if (order[1:] != order[:-1] + 1).any():  # rows given in their order need no gather
         eids, values = eids.take(pa.array(order)), values[order]
     offsets = id_offsets(eids)
     blob = eids.buffers()[2][offsets[0]:offsets[-1]].to_pybytes()  # only this array's IDs, of a slice too
-    return assemble(values, offsets - offsets[0], blob, starts)
+    return assemble(values, offsets - offsets[0], blob, tree)
 
 
-def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes, starts: np.ndarray | None = None) -> bytes:
+def assemble(rows: np.ndarray, offsets: np.ndarray, blob: bytes, tree: tuple | None = None) -> bytes:
     """A segment of (n, ncols) int64 rows already in their order (column-0 order, or
-    block after block with `starts`, the first row of each block and n), row i's element
-    ID being blob[offsets[i]:offsets[i + 1]] (offsets from 0)."""
+    block after block with `tree`: the first row of each block and n, and the block
+    tree's links, as gridagg.store.blocks.order makes them), row i's element ID being
+    blob[offsets[i]:offsets[i + 1]] (offsets from 0)."""
     n, ncols = rows.shape
     columns = np.ascontiguousarray(rows.T, dtype="<i8")
     shapes = [_width(col) for col in columns]
-    flags = NARROW | (BLOCKED if starts is not None else 0)
+    flags = NARROW | (BLOCKED if tree is not None else 0)
     parts = [HEAD.pack(n, ncols | flags), np.array([b for _, b in shapes], "<i8").tobytes(),
              bytes(w for w, _ in shapes) + bytes(_pad8(ncols))]
-    if starts is not None:
+    if tree is not None:
+        starts, links = tree
         first = np.asarray(starts, "<u4")
-        parts += [HEAD.pack(len(first) - 1, 0), first.tobytes(), bytes(_pad8(4 * len(first))),
-                  blocks.table(np.ascontiguousarray(rows, np.int64), np.asarray(starts, np.int64)).astype("<i8").tobytes()]
+        parts += [HEAD.pack(len(first) - 1, len(links)), first.tobytes(), bytes(_pad8(4 * len(first))),
+                  np.asarray(links, "<u4").tobytes(),
+                  blocks.table(np.ascontiguousarray(rows, np.int64), np.asarray(starts, np.int64),
+                               links).astype("<i8").tobytes()]
     for col, (width, base) in zip(columns, shapes):
         if width < 8:
             kind = _TYPES[width]
@@ -138,8 +147,9 @@ def _layout(data) -> tuple[int, list[tuple[int, int, int]], int]:
     widths = bytes(data[at : at + ncols])
     at += ncols + _pad8(ncols)
     if head & BLOCKED:
-        nblocks = HEAD.unpack_from(data, at)[0]
-        at += HEAD.size + 4 * (nblocks + 1) + _pad8(4 * (nblocks + 1)) + 8 * blocks.STATS * nblocks * ncols
+        nblocks, nnodes = HEAD.unpack_from(data, at)
+        at += HEAD.size + 4 * (nblocks + 1) + _pad8(4 * (nblocks + 1)) + 4 * blocks.LINKS * nnodes
+        at += 8 * blocks.STATS * nnodes * ncols
     out = []
     for width, base in zip(widths, bases):
         out.append((at, width, base))
@@ -147,20 +157,23 @@ def _layout(data) -> tuple[int, list[tuple[int, int, int]], int]:
     return n, out, at
 
 
-def block_table(data) -> tuple[np.ndarray, np.ndarray] | None:
-    """(first row of each block and n, (nblocks, ncols, blocks.STATS) int64 block
-    bounds and aggregates) of a segment cut into blocks, else None."""
+def block_tree(data) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(first row of each block and n, the tree's (nnodes, blocks.LINKS) links, (nnodes,
+    ncols, blocks.STATS) int64 node bounds and aggregates) of a segment cut into blocks,
+    else None."""
     n, head = HEAD.unpack_from(data)
     ncols = head & COLUMNS
     if not head & BLOCKED:
         return None
     at = HEAD.size + 8 * ncols + ncols + _pad8(ncols)
-    nblocks = HEAD.unpack_from(data, at)[0]
+    nblocks, nnodes = HEAD.unpack_from(data, at)
     at += HEAD.size
     starts = np.frombuffer(data, "<u4", nblocks + 1, at).astype(np.int64)
     at += 4 * (nblocks + 1) + _pad8(4 * (nblocks + 1))
-    stats = np.frombuffer(data, "<i8", nblocks * ncols * blocks.STATS, at).reshape(nblocks, ncols, blocks.STATS)
-    return starts, stats.astype(np.int64)
+    links = np.frombuffer(data, "<u4", nnodes * blocks.LINKS, at).reshape(nnodes, blocks.LINKS).astype(np.int64)
+    at += 4 * blocks.LINKS * nnodes
+    stats = np.frombuffer(data, "<i8", nnodes * ncols * blocks.STATS, at).reshape(nnodes, ncols, blocks.STATS)
+    return starts, links, stats.astype(np.int64)
 
 
 def rows(data) -> int:

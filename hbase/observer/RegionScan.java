@@ -26,10 +26,10 @@ import org.apache.hadoop.hbase.util.Bytes;
  * One scan request's work in one region, and its answer (gridagg/store/scan.py says what
  * is computed; gridagg/store/kernels.py computes the same in-process, block for block).
  *
- * <p>Each segment's blocks are taken as the planner takes grids: a block whose bounds
+ * <p>Each segment's block tree is walked as the planner walks grids: a node whose bounds
  * miss the request is passed over, one inside it (within one bucket, and inside the
- * polygon) answers from its aggregate, and only the rows of the others are read, a
- * column at a time (RowLoops). With skip specs, items are visited in the given order and
+ * polygon) answers from its aggregate, one it cuts is opened, and only the rows of the
+ * blocks reached are read, a column at a time (RowLoops). With skip specs, items are visited in the given order and
  * an item or block whose bounds cannot improve the best found so far is passed over;
  * without, layout 0 reads its grids in key order with one region scanner. Rows_of items
  * (grids on a polygon's edge) are never passed over: each of their rows that meets the
@@ -292,65 +292,113 @@ final class RegionScan {
     }
   }
 
-  /** One segment of item i: its blocks, or its rows whole when it has none. */
+  /**
+   * One segment of item i: its block tree walked as the planner walks the grids (a node
+   * outside the request passed over, one inside it answered from its aggregate, one it
+   * cuts opened), the blocks reached read, those next to each other as one run (not for
+   * buckets of column 0, which are runs of rows in column-0 order); a segment without
+   * blocks read whole.
+   */
   void segment(int i, Segment s) throws IOException {
-    boolean edge = q.rowsOf[i];
+    boolean gridEdge = q.rowsOf[i];
     if (s.nblocks == 0) {
-      read(i, s, 0, s.n, edge);
+      read(i, s, 0, s.n, gridEdge, SEARCH);
       return;
     }
-    for (int b = 0; b < s.nblocks; b++) {
-      int from = s.blockStart(b), to = s.blockStart(b + 1);
-      if (to <= from) {
-        continue;
-      }
-      int fate = blockFate(i, s, b);
+    if (stack.length < 2 * s.nnodes) {
+      stack = new int[2 * s.nnodes];
+    }
+    boolean join = q.bucketCol != 0;
+    int runLo = 0, runHi = 0, runBlocks = 0;
+    boolean runEdge = false, runHeld0 = true;
+    int top = 0;
+    stack[top++] = 0;
+    while (top > 0) {
+      int node = stack[--top];
+      int fate = nodeFate(i, s, node);
       if (fate == PASSED) {
         continue;
       }
-      boolean blockEdge = (fate & EDGE) != 0;
-      if (q.skipAgg.length > 0 && !blockEdge && useless(blockBound, 0)) {
+      boolean edge = (fate & EDGE) != 0;
+      if (q.skipAgg.length > 0 && !edge && useless(blockBound, 0)) {
         continue;
       }
-      if ((fate & READ) == 0) {
-        addBlock(s, b, fate);
-      } else {
-        read(i, s, from, to, blockEdge);
+      if ((fate & OPEN) == 0) {
+        addNode(s, node, fate);
+        continue;
       }
+      int right = s.link(node, Segment.RIGHT);
+      if (right != 0) {
+        stack[top++] = right;
+        stack[top++] = node + 1;
+        continue;
+      }
+      int b = s.link(node, Segment.FIRST), from = s.blockStart(b), to = s.blockStart(b + 1);
+      boolean held0 = s.stat(node, 0, Segment.MIN) >= q.lo0 && s.stat(node, 0, Segment.MAX) <= q.hi0;
+      if (join && runBlocks > 0 && runHi == from && runEdge == edge) {
+        runHi = to;
+        runBlocks++;
+        runHeld0 &= held0;
+        continue;
+      }
+      if (runBlocks > 0) {
+        read(i, s, runLo, runHi, runEdge, column0(runBlocks, runHeld0));
+      }
+      runLo = from;
+      runHi = to;
+      runBlocks = 1;
+      runEdge = edge;
+      runHeld0 = held0;
+    }
+    if (runBlocks > 0) {
+      read(i, s, runLo, runHi, runEdge, column0(runBlocks, runHeld0));
     }
   }
 
-  /** What blockFate says: passed over, or the group its aggregate answers for, or READ (with EDGE: row by row). */
-  static final int PASSED = -1, READ = 1 << 30, EDGE = 1 << 29;
+  /** How rows read meet column 0's range: by a binary search (they are in column-0 order), every one, or by a test. */
+  static final int SEARCH = 0, HELD = 1, TEST = 2;
+
+  /** A block alone: a binary search of its rows; blocks inside column 0's range whole: HELD; others: TEST. */
+  static int column0(int blocks, boolean held0) {
+    return blocks == 1 ? SEARCH : held0 ? HELD : TEST;
+  }
+
+  int[] stack = new int[64];
+
+  /** What nodeFate says: passed over, or the group its aggregate answers for, or OPEN (with EDGE: row by row). */
+  static final int PASSED = -1, OPEN = 1 << 30, EDGE = 1 << 29;
 
   /**
-   * What becomes of block b of item i's segment s: PASSED over (its bounds miss the
-   * request), or the group whose aggregate it answers for (inside every condition, one
-   * bucket, inside the polygon), or READ (its rows), with EDGE when they go through the
-   * polygon test. blockBound gets its bound of each skip spec.
+   * What becomes of tree node `node` of item i's segment s: PASSED over (its bounds miss
+   * the request), or the group whose aggregate it answers for (inside every condition,
+   * one bucket, inside the polygon), or OPEN (its children, or a block's rows), with EDGE
+   * when its rows go through the polygon test. blockBound gets its bound of each skip spec.
    */
-  int blockFate(int i, Segment s, int b) {
-    if (s.stat(b, 0, Segment.MIN) > q.hi0 || s.stat(b, 0, Segment.MAX) < q.lo0) {
+  int nodeFate(int i, Segment s, int node) {
+    if (s.stat(node, 0, Segment.MIN) > q.hi0 || s.stat(node, 0, Segment.MAX) < q.lo0) {
       return PASSED;
     }
-    boolean inside = s.stat(b, 0, Segment.MIN) >= q.lo0 && s.stat(b, 0, Segment.MAX) <= q.hi0;
+    boolean inside = s.stat(node, 0, Segment.MIN) >= q.lo0 && s.stat(node, 0, Segment.MAX) <= q.hi0;
     for (int j = 0; j < q.condCol.length; j++) {
       int c = q.condCol[j];
       if (c == 0 || !q.tests(i, j)) {
         continue;
       }
-      long least = s.stat(b, c, Segment.MIN), most = s.stat(b, c, Segment.MAX);
+      long least = s.stat(node, c, Segment.MIN), most = s.stat(node, c, Segment.MAX);
       if (least > q.condHi[j] || most < q.condLo[j]) {
         return PASSED;
       }
-      if (least < q.condLo[j] || most > q.condHi[j]) {
+      // A NULL meets no condition: a node with one is not inside.
+      if (least < q.condLo[j] || most > q.condHi[j]
+          || s.stat(node, c, Segment.PRESENT) < s.stat(node, 0, Segment.PRESENT)) {
         inside = false;
       }
     }
     boolean edge = q.rowsOf[i];
     if (edge && q.polygon != null) {
-      int side = q.polygon.face(s.stat(b, q.polygon.lonCol, Segment.MIN), s.stat(b, q.polygon.lonCol, Segment.MAX),
-          s.stat(b, q.polygon.latCol, Segment.MIN), s.stat(b, q.polygon.latCol, Segment.MAX));
+      int side = q.polygon.face(s.stat(node, q.polygon.lonCol, Segment.MIN),
+          s.stat(node, q.polygon.lonCol, Segment.MAX), s.stat(node, q.polygon.latCol, Segment.MIN),
+          s.stat(node, q.polygon.latCol, Segment.MAX));
       if (side == Polygon.OUTSIDE) {
         return PASSED;
       }
@@ -359,61 +407,67 @@ final class RegionScan {
     if (q.skipAgg.length > 0 && !edge) {
       for (int sp = 0; sp < q.skipAgg.length; sp++) {
         int c = q.aggCol[q.skipAgg[sp]];
-        blockBound[sp] = q.skipMax[sp] ? s.stat(b, c, Segment.MAX) : s.stat(b, c, Segment.MIN);
+        blockBound[sp] = q.skipMax[sp] ? s.stat(node, c, Segment.MAX) : s.stat(node, c, Segment.MIN);
       }
     }
     int group = q.group[i];
-    if (q.bucketCol >= 0) {
-      long first = Math.floorDiv(s.stat(b, q.bucketCol, Segment.MIN) - q.bucketBase, q.bucketStep);
-      long last = Math.floorDiv(s.stat(b, q.bucketCol, Segment.MAX) - q.bucketBase, q.bucketStep);
+    if (q.bucketCol >= 0 && !edge) { // an edge's rows come back whatever their bucket
+      long first = Math.floorDiv(s.stat(node, q.bucketCol, Segment.MIN) - q.bucketBase, q.bucketStep);
+      long last = Math.floorDiv(s.stat(node, q.bucketCol, Segment.MAX) - q.bucketBase, q.bucketStep);
       if (last < 0 || first >= q.nbuckets) {
         return PASSED;
       }
       if (first != last) {
-        return READ | (edge ? EDGE : 0);
+        inside = false;
       }
       group = (int) first;
     }
     if (inside && !edge) {
       return group;
     }
-    return READ | (edge ? EDGE : 0);
+    return OPEN | (edge ? EDGE : 0);
   }
 
-  /** Block b's aggregate into `group`. */
-  void addBlock(Segment s, int b, int group) {
-    long n = s.stat(b, 0, Segment.PRESENT); // dimensions are never NULL: column 0's values are the block's rows
+  /** Node `node`'s aggregate into `group`. */
+  void addNode(Segment s, int node, int group) {
+    long n = s.stat(node, 0, Segment.PRESENT); // dimensions are never NULL: column 0's values are the node's rows
     count[group] += n;
     rowsMatched += n;
-    blocksReused++;
+    blocksReused += s.link(node, Segment.END) - s.link(node, Segment.FIRST);
     rowsInReusedBlocks += n;
     int slot = group * k;
     for (int j = 0; j < k; j++, slot++) {
       int c = q.aggCol[j];
-      long has = s.stat(b, c, Segment.PRESENT);
+      long has = s.stat(node, c, Segment.PRESENT);
       if (has == 0) {
         continue;
       }
       present[slot] += has;
-      min[slot] = Math.min(min[slot], s.stat(b, c, Segment.MIN));
-      max[slot] = Math.max(max[slot], s.stat(b, c, Segment.MAX));
-      hi[slot] += s.stat(b, c, Segment.HIGH);
-      lo[slot] += s.stat(b, c, Segment.LOW);
+      min[slot] = Math.min(min[slot], s.stat(node, c, Segment.MIN));
+      max[slot] = Math.max(max[slot], s.stat(node, c, Segment.MAX));
+      hi[slot] += s.stat(node, c, Segment.HIGH);
+      lo[slot] += s.stat(node, c, Segment.LOW);
     }
   }
 
-  /** Rows from..to-1 of item i's segment s (a block, or the whole of one without blocks), tested and added up. */
-  void read(int i, Segment s, int from, int to, boolean edge) throws IOException {
+  /**
+   * Rows from..to-1 of item i's segment s (blocks, or the whole of a segment without
+   * blocks), tested and added up; column 0's range is met as `column0` says.
+   */
+  void read(int i, Segment s, int from, int to, boolean edge, int column0) throws IOException {
     rowsVisited += to - from;
-    int a = q.lo0 == Long.MIN_VALUE ? from : s.firstAtLeast(q.lo0, from, to);
-    int z = q.hi0 == Long.MAX_VALUE ? to : s.firstAtLeast(q.hi0 + 1, a, to);
+    int a = from, z = to;
+    if (column0 == SEARCH) {
+      a = q.lo0 == Long.MIN_VALUE ? from : s.firstAtLeast(q.lo0, from, to);
+      z = q.hi0 == Long.MAX_VALUE ? to : s.firstAtLeast(q.hi0 + 1, a, to);
+    }
     if (z <= a) {
       return;
     }
     if (edge && q.polygon == null) {
       rows(i, s, a, z);
     } else {
-      columns(i, s, a, z, edge);
+      columns(i, s, a, z, edge, column0 == TEST);
     }
   }
 
@@ -422,8 +476,8 @@ final class RegionScan {
    * it; the rows are cut into runs of one group (the item's, or one per time bucket); each
    * aggregated column is added up a run at a time, a narrow column on its deltas.
    */
-  void columns(int i, Segment seg, int a, int z, boolean edge) throws IOException {
-    if (!select(i, seg, a, z) || (edge && !inPolygon(i, seg, a, z))) {
+  void columns(int i, Segment seg, int a, int z, boolean edge, boolean test0) throws IOException {
+    if (!select(i, seg, a, z, test0) || (edge && !inPolygon(i, seg, a, z))) {
       return;
     }
     int nruns = runs(i, seg, a, z);
@@ -443,16 +497,16 @@ final class RegionScan {
 
   /**
    * Marks in `pass` which of rows a..z-1 meet every condition of item i, but those on
-   * column 0 (a..z are the rows that meet them) and those the request says every row
-   * of the item meets; false when no row can.
+   * column 0 unless `test0` (else a..z are the rows that meet them) and those the request
+   * says every row of the item meets; false when no row can.
    */
-  boolean select(int i, Segment seg, int a, int z) {
+  boolean select(int i, Segment seg, int a, int z, boolean test0) {
     if (pass.length < z - a) {
       pass = new byte[Math.max(z - a, 2 * pass.length)];
     }
     boolean first = true;
     for (int j = 0; j < q.condCol.length; j++) {
-      if (q.condCol[j] == 0 || !q.tests(i, j)) {
+      if ((q.condCol[j] == 0 && !test0) || !q.tests(i, j)) {
         continue;
       }
       if (!RowLoops.test(seg, q.condCol[j], a, z, q.condLo[j], q.condHi[j], pass, first)) {

@@ -6,14 +6,16 @@ import java.nio.ByteBuffer;
  * A segment's rows held as columns where they lie (gridagg/store/segments.py), or one
  * row of int64s (layout 1). A column of width 8 holds the values; of width 4 or 2, each
  * value minus the column's base as an int or short, NULL as the type's least value.
- * A segment cut into blocks (gridagg/store/blocks.py) has a block table: per block its
- * first row, and per block and column its least and greatest value, values present and
- * the sum's high and low halves. Rows are in column-0 order inside each block (inside
- * the whole segment when it has no blocks).
+ * A segment cut into blocks (gridagg/store/blocks.py) has a block tree: per block its
+ * first row; per node (in preorder) its first block, the block after its last and its
+ * right child (0: a block; the left child is the next node); and per node and column its
+ * least and greatest value, values present and the sum's high and low halves. Rows are
+ * in column-0 order inside each block (inside the whole segment when it has no blocks).
  */
 final class Segment {
   static final int NARROW = 1 << 31, BLOCKED = 1 << 30, COLUMNS = BLOCKED - 1;
   static final int STATS = 5, MIN = 0, MAX = 1, PRESENT = 2, HIGH = 3, LOW = 4;
+  static final int LINKS = 4, FIRST = 0, END = 1, RIGHT = 2;
 
   final ByteBuffer b; // little-endian
   final int n;
@@ -21,11 +23,11 @@ final class Segment {
   final long[] base;
   /** Where the columns end (a segment's element ID offsets begin). */
   final int end;
-  /** Blocks (0: no block table), where their first rows and their table lie. */
-  final int nblocks, startsAt, tableAt;
+  /** Blocks and tree nodes (0: no tree), where the blocks' first rows, the links and the node table lie. */
+  final int nblocks, nnodes, startsAt, linksAt, tableAt;
 
-  private Segment(ByteBuffer b, int n, int[] at, int[] width, long[] base, int end, int nblocks, int startsAt,
-                  int tableAt) {
+  private Segment(ByteBuffer b, int n, int[] at, int[] width, long[] base, int end, int nblocks, int nnodes,
+                  int startsAt, int linksAt, int tableAt) {
     this.b = b;
     this.n = n;
     this.at = at;
@@ -33,7 +35,9 @@ final class Segment {
     this.base = base;
     this.end = end;
     this.nblocks = nblocks;
+    this.nnodes = nnodes;
     this.startsAt = startsAt;
+    this.linksAt = linksAt;
     this.tableAt = tableAt;
   }
 
@@ -44,7 +48,7 @@ final class Segment {
       at[c] = start + 8 * n * c;
       width[c] = 8;
     }
-    return new Segment(b, n, at, width, new long[ncols], start + 8 * n * ncols, 0, 0, 0);
+    return new Segment(b, n, at, width, new long[ncols], start + 8 * n * ncols, 0, 0, 0, 0, 0);
   }
 
   /** The segment of `len` bytes at `start`, or null when its header does not fit them. */
@@ -56,19 +60,21 @@ final class Segment {
       return 8 + 8 * n * ncols + 4 * (n + 1) > len ? null : wide(b, start + 8, (int) n, (int) ncols);
     }
     long p = start + 8 + 8 * ncols + 8 * ((ncols + 7) / 8);
-    int nblocks = 0, startsAt = 0, tableAt = 0;
+    int nblocks = 0, nnodes = 0, startsAt = 0, linksAt = 0, tableAt = 0;
     if ((head & BLOCKED) != 0) {
       if (p + 8 > start + len) {
         return null;
       }
-      long blocks = b.getInt((int) p) & 0xffffffffL;
+      long blocks = b.getInt((int) p) & 0xffffffffL, nodes = b.getInt((int) p + 4) & 0xffffffffL;
       startsAt = (int) p + 8;
-      tableAt = (int) (startsAt + (4 * (blocks + 1) + 7) / 8 * 8);
-      p = tableAt + 8L * STATS * blocks * ncols;
-      if (p > start + len) {
+      linksAt = (int) (startsAt + (4 * (blocks + 1) + 7) / 8 * 8);
+      tableAt = (int) (linksAt + 4L * LINKS * nodes);
+      p = tableAt + 8L * STATS * nodes * ncols;
+      if (p > start + len || blocks == 0 || nodes == 0) {
         return null;
       }
       nblocks = (int) blocks;
+      nnodes = (int) nodes;
     }
     if (p > start + len) {
       return null;
@@ -87,7 +93,7 @@ final class Segment {
     if (p + 4 * (n + 1) > start + len) {
       return null;
     }
-    Segment s = new Segment(b, (int) n, at, width, base, (int) p, nblocks, startsAt, tableAt);
+    Segment s = new Segment(b, (int) n, at, width, base, (int) p, nblocks, nnodes, startsAt, linksAt, tableAt);
     return nblocks == 0 || s.blockStart(nblocks) == n ? s : null;
   }
 
@@ -100,9 +106,14 @@ final class Segment {
     return b.getInt(startsAt + 4 * k);
   }
 
-  /** Statistic `what` (MIN .. LOW) of column c in block k. */
-  long stat(int k, int c, int what) {
-    return b.getLong(tableAt + 8 * ((k * at.length + c) * STATS + what));
+  /** Link `what` (FIRST, END, RIGHT) of tree node i. */
+  int link(int i, int what) {
+    return b.getInt(linksAt + 4 * (LINKS * i + what));
+  }
+
+  /** Statistic `what` (MIN .. LOW) of column c of tree node i. */
+  long stat(int i, int c, int what) {
+    return b.getLong(tableAt + 8 * ((i * at.length + c) * STATS + what));
   }
 
   /** Row r of column c (NULL: Long.MIN_VALUE). */

@@ -67,18 +67,18 @@ class HBaseBulkFormat:
         found = store.grid_segments(ds, [grid_prefix(g) for g in grid_ids])
         return {g: found.get(grid_prefix(g), []) for g in grid_ids}
 
-    def grid_cells(self, prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | None, ndim: int) -> list[tuple]:
+    def grid_cells(self, prefix: bytes, eids, values, stored: list[tuple[int, bytes]] | None, ds) -> list[tuple]:
         """The cells that write a resulting leaf's rows (eids: an Arrow binary array, none
         of them stored; values: their int64 rows) into its row `prefix`, as (row, kind,
-        qualifier, value) of a dataset of `ndim` dimensions: `stored` is the leaf's stored (number, segment) list when the load
+        qualifier, value) of dataset `ds`: `stored` is the leaf's stored (number, segment) list when the load
         adds to the leaf, None when the load makes it (a split's: its row starts over)."""
-        new = hbase_rows.pack(eids, values, ndim)
+        new = hbase_rows.pack(eids, values, ds)
         live = hbase_rows.live(stored or [])
         start_over = stored is None or hbase_rows.too_many([len(seg) for _, seg in live], new)
         if stored and start_over:  # too many segments: the leaf's rows rewritten
             old_eids = [e for _, seg in live for e in segments.eids(seg)]
             old_values = [segments.values(seg) for _, seg in live]
-            new = hbase_rows.pack(old_eids + eids.to_pylist(), np.concatenate([*old_values, values]), ndim)
+            new = hbase_rows.pack(old_eids + eids.to_pylist(), np.concatenate([*old_values, values]), ds)
         numbers = hbase_rows.next_numbers(stored or [], len(new), base=start_over)
         head = [(prefix, DELETE_FAMILY, b"", b"")] if start_over else []
         return head + [(prefix, PUT, hbase_rows.qualifier(n), seg) for n, seg in zip(numbers, new)]

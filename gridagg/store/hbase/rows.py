@@ -22,7 +22,7 @@ import struct
 
 import numpy as np
 
-from gridagg.store import segments
+from gridagg.store import blocks, segments
 
 FAMILY = b"r"
 SEGMENT_BYTES = 1 << 20  # a segment's size bound: cells stay far below hbase.server.keyvalue.maxsize
@@ -80,12 +80,12 @@ def next_numbers(stored: list[tuple], count: int, base: bool) -> list[int]:
 
 def rows_per_segment(ncols: int, eid_bytes: float) -> int:
     """How many rows of ncols values and element IDs of eid_bytes bytes (on average)
-    fill a segment."""
-    return max(1, int(SEGMENT_BYTES // (8 * ncols + 4 + eid_bytes)))
+    fill a segment, with its block tree."""
+    return max(1, int(SEGMENT_BYTES // (8 * ncols + 4 + eid_bytes + blocks.tree_bytes_per_row(ncols))))
 
 
-def pack(eids, values: np.ndarray, ndim: int) -> list[bytes]:
-    """Rows of a dataset of `ndim` dimensions as segments of at most about SEGMENT_BYTES
+def pack(eids, values: np.ndarray, ds) -> list[bytes]:
+    """Rows of dataset `ds` (a Dataset) as segments of at most about SEGMENT_BYTES
     each (at least one, maybe empty); eids: a sequence of bytes or an Arrow binary array."""
     import pyarrow as pa
 
@@ -96,10 +96,10 @@ def pack(eids, values: np.ndarray, ndim: int) -> list[bytes]:
     offsets = segments.id_offsets(eids)
     per = rows_per_segment(values.shape[1], (int(offsets[-1]) - int(offsets[0])) / n)
     if n <= per:
-        return [segments.pack(eids, values, ndim)]
+        return [segments.pack(eids, values, ds)]
     # Rows in column-0 order first: each segment then covers its own stretch of column 0.
     order = np.argsort(values[:, 0], kind="stable")
-    return [segments.pack(eids.take(pa.array(part)), values[part], ndim) for part in np.array_split(order, -(-n // per))]
+    return [segments.pack(eids.take(pa.array(part)), values[part], ds) for part in np.array_split(order, -(-n // per))]
 
 
 def too_many(live_sizes: list[int], new: list[bytes]) -> bool:
@@ -109,7 +109,7 @@ def too_many(live_sizes: list[int], new: list[bytes]) -> bool:
     return len(live_sizes) + len(new) > MAX_SEGMENTS + size // SEGMENT_BYTES
 
 
-def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray, ndim: int):
+def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray, ds):
     """What a write of rows (eids, values) to a grid whose row holds `stored` segments
     puts: ((number, segment) list, numbers of the cells it replaces, whether it rewrites
     the grid). Segments of their own, unless the write repeats a stored element ID or
@@ -117,12 +117,12 @@ def write(stored: list[tuple[int, bytes]], eids: list[bytes], values: np.ndarray
     a base segment, which replaces every stored cell."""
     live_segments = live(stored)
     dead = [n for n, _ in stored[: len(stored) - len(live_segments)]]
-    new = pack(eids, values, ndim)
+    new = pack(eids, values, ds)
     rows = rows_of(live_segments) if live_segments else {}
     if live_segments and (too_many([len(s) for _, s in live_segments], new) or any(e in rows for e in eids)):
         rows.update(zip(eids, values))
         keep = list(rows)
-        new = pack(keep, np.array([rows[e] for e in keep]), ndim)
+        new = pack(keep, np.array([rows[e] for e in keep]), ds)
         return list(zip(next_numbers(stored, len(new), base=True), new)), [n for n, _ in stored], True
     return list(zip(next_numbers(stored, len(new), base=False), new)), dead, False
 

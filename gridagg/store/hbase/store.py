@@ -194,7 +194,7 @@ class HBaseStore(CellStore):
             for prefix in sorted(given):
                 cells, repeated = known[prefix]
                 live = grid_rows.live(cells)
-                segs = grid_rows.pack(*given[prefix], ds.ndim)
+                segs = grid_rows.pack(*given[prefix], ds)
                 if live and (repeated or grid_rows.too_many([size for _, size in live], segs)):
                     rewrites.append(prefix)
                 else:
@@ -203,7 +203,7 @@ class HBaseStore(CellStore):
             stored = self._read(client, table, rewrites) if rewrites else {}
             for prefix in rewrites:  # the grid's rows are needed: its segments are read
                 eids, values = given[prefix]
-                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), eids.to_pylist(), values, ds.ndim)
+                numbered, replaced, _ = grid_rows.write(stored.get(prefix, []), eids.to_pylist(), values, ds)
                 writes[prefix] = (numbered, replaced)
             puts = [BatchMutation(row=prefix, mutations=[Mutation(column=grid_rows.column(n), value=seg)
                                                          for n, seg in writes[prefix][0]]) for prefix in sorted(writes)]
@@ -264,7 +264,7 @@ class HBaseStore(CellStore):
                     continue
                 left = [e for e in rows if e not in gone[prefix]]
                 if left:  # one base segment with what is left, then the old cells go
-                    segs = grid_rows.pack(left, np.array([rows[e] for e in left]), ds.ndim)
+                    segs = grid_rows.pack(left, np.array([rows[e] for e in left]), ds)
                     numbers = grid_rows.next_numbers(old, len(segs), base=True)
                     puts.append(BatchMutation(row=prefix, mutations=[
                         Mutation(column=grid_rows.column(n), value=s) for n, s in zip(numbers, segs)]))
@@ -294,7 +294,7 @@ class HBaseStore(CellStore):
             for key, cells in stored.items():
                 rows = grid_rows.rows_of(grid_rows.live(cells))
                 eids = list(rows)
-                segs = grid_rows.pack(eids, np.array([rows[e] for e in eids]).reshape(len(eids), len(ds.columns)), ds.ndim)
+                segs = grid_rows.pack(eids, np.array([rows[e] for e in eids]).reshape(len(eids), len(ds.columns)), ds)
                 puts.append(BatchMutation(row=key, mutations=[
                     Mutation(column=grid_rows.column(n), value=seg)
                     for n, seg in zip(grid_rows.next_numbers(cells, len(segs), base=True), segs)]))
