@@ -80,8 +80,8 @@ def _host_port(text: str) -> str:
 
 
 def _jvm_memory(text: str) -> str:
-    if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", text):
-        raise ValueError(f"must be a JVM memory size such as 2g or 1500m, not {text!r}")
+    if text != "auto" and not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", text):
+        raise ValueError(f"must be `auto` or a JVM memory size such as 2g or 1500m, not {text!r}")
     return text
 
 
@@ -167,9 +167,10 @@ class Settings:
              "calls, counts as unavailable: a 503)", _seconds, topic="store")
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     hbase_heap: str = _setting(
-        "4g", "heap of the local HBase's master and region server JVM (with several region servers: of "
-              "each region server); 60% of it is the block cache, which should hold the datasets queries "
-              "read (a 10M-row dataset is about 600 MB, 100M rows 6.4 GB: a heap of 11g)",
+        "auto", "heap of each region server JVM of the local HBase (standalone: of its one JVM); `auto` = a "
+                "quarter of the machine's memory shared by its region servers (1g to 31g each); half of it "
+                "is the block cache: a dataset larger than the cache is read from disk, slower, not fatal "
+                "(`gridagg services status` and `gridagg ingest` say the sizes)",
         _jvm_memory, topic="servers")
     hbase_region_servers: int | None = _setting(
         None, "region servers of the local HBase: `0` = standalone (one JVM); `1`-`9` = distributed on "

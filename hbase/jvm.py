@@ -85,10 +85,24 @@ THRIFT_CLIENT_OPTIONS = {
     "zookeeper.recovery.retry.intervalmill": "200",
 }
 
-# Heap per JVM but the region servers' (settings.hbase_heap, also the standalone master's:
+# Heap per JVM but the region servers' (region_server_heap, also the standalone master's:
 # it holds the region server): modest, this runs next to PostgreSQL and Spark on a small
 # machine.
 HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m", "master": "-Xmx512m", "zookeeper": "-Xmx256m"}
+# A region server's heap by default (settings.hbase_heap "auto"): this share of the
+# machine's memory, shared by the region servers, each within these bounds (MB). The rest
+# is the page cache's, which holds the table files the block cache does not.
+HEAP_SHARE, HEAP_MB = 0.25, (1024, 31 * 1024)
+# Of a region server's heap: the block cache, and the memstores. A table larger than the
+# cache is read through the page cache, slower; what is left of the heap (at least 30%)
+# keeps garbage collection short while the cache turns over.
+BLOCK_CACHE_SHARE = 0.5
+# The region servers' G1 regions: an object of half a region or more takes regions of
+# its own, which the collector frees only late; blocks of a table (a segment is about a
+# megabyte at most, gridagg.store.hbase.rows) stay far below half of these, whatever the
+# heap (G1's default region of a 4 GB heap is 2 MB, and then each block of a megabyte
+# took a region of two).
+REGION_SERVER_FLAGS = ["-XX:G1HeapRegionSize=16m"]
 # Short-lived admin JVMs: the C1 compiler only (starts faster).
 ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
 # The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
@@ -293,16 +307,12 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         "hbase.thrift.info.port": "-1",
         # Master and region server RPC on ephemeral ports: no clash with other HBases.
         "hbase.localcluster.assign.random.ports": "true",
-        # gridagg's tables are read-mostly (bulk-loaded; inserts are small), and a table larger
-        # than the block cache is decoded again from the page cache at every read: at 100M
-        # rows a served sum box cost the region server 60 ms of CPU with 40% of a 4g heap
-        # caching a 6.4 GB table, 10 ms with the table cached (docs/bench/scale). Most of
-        # the heap caches blocks; HBase allows cache + memstore up to 0.8 of it.
-        "hfile.block.cache.size": "0.6",
+        # The block cache and the memstores (BLOCK_CACHE_SHARE says why their shares).
+        "hfile.block.cache.size": str(BLOCK_CACHE_SHARE),
         "hbase.regionserver.global.memstore.size": "0.2",
         # Rolled WALs are kept for replication, which a local HBase does not do: drop them
-        # after a minute, not HBase's ten. Tuning a 100M-row tree writes 2-4 GB of WAL a
-        # minute, and a region server aborted on a full disk before (docs/bench/scale).
+        # after a minute, not HBase's ten (tuning a large tree writes gigabytes of WAL a
+        # minute).
         "hbase.master.logcleaner.ttl": "60000",
         # Files a compaction replaced wait in the archive for HBase's cleaner, which runs
         # every ten minutes and keeps them five: tuning a 100M-row tree compacts the whole
@@ -406,11 +416,11 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     classes = compile_tool(settings, "LocalDiskFileSystem", cp)
     compile_tool(settings, OBSERVER_CLASS, cp)
     region_server = serves_regions(settings, role)
-    heap = f"-Xmx{settings.hbase_heap}" if region_server else HEAPS[role]
+    heap = f"-Xmx{region_server_heap(settings)}" if region_server else HEAPS[role]
     if role == "admin":
         extra = ADMIN_FLAGS
     else:
-        extra = SERVER_FLAGS
+        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS] if region_server else SERVER_FLAGS
     return [
         java_bin(), heap, *JDK17_FLAGS, *extra,
         "-Djava.net.preferIPv4Stack=true",
@@ -422,6 +432,30 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         "-cp", os.pathsep.join([str(p.conf / "thrift" if role == "thrift" else p.conf), str(classes), cp]),
         *main,
     ]
+
+
+def region_server_heap(settings) -> str:
+    """A region server's heap as -Xmx takes it: settings.hbase_heap, or for "auto" a
+    share of the machine's memory (HEAP_SHARE among the layout's region servers)."""
+    if settings.hbase_heap != "auto":
+        return settings.hbase_heap
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    share = int(total_mb * HEAP_SHARE / max(1, layout(settings)))
+    return f"{min(max(share, HEAP_MB[0]), HEAP_MB[1])}m"
+
+
+def block_cache_bytes(settings) -> int:
+    """The block cache of one region server, in bytes."""
+    heap = region_server_heap(settings)
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    number = int(heap[:-1]) * units[heap[-1].lower()] if heap[-1].isalpha() else int(heap)
+    return int(number * BLOCK_CACHE_SHARE)
+
+
+def table_bytes(settings, table: str) -> int:
+    """The bytes of a table's files in the local HBase (its store files, all regions)."""
+    root = paths(settings).data / "data" / "default" / table
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
 
 
 def serves_regions(settings, role: str) -> bool:

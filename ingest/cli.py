@@ -92,7 +92,24 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_json()))
     else:
         print("\n".join(summary.lines()))
+    if settings.store == "hbase" and not settings.hbase:
+        _say_if_beyond_the_cache(settings, cfg.dataset.name)
     return 0
+
+
+def _say_if_beyond_the_cache(settings: Settings, name: str) -> None:
+    """One line when the dataset's table is larger than the local HBase's block caches:
+    its queries then read from disk, slower, and a larger heap would cache it."""
+    from gridagg.store.hbase.store import table_name
+    from gridagg_hbase import jvm
+
+    size, servers = jvm.table_bytes(settings, table_name(name)), max(1, jvm.layout(settings))
+    cache = jvm.block_cache_bytes(settings) * servers
+    if size > cache:
+        heap = -(-size // servers // int(jvm.BLOCK_CACHE_SHARE * (1 << 30)))
+        print(f"gridagg ingest: dataset {name} takes {size / 2**30:.1f} GiB in HBase, more than its block "
+              f"cache of {cache / 2**30:.1f} GiB: its queries read from disk, slower; GRIDAGG_HBASE_HEAP={heap}g "
+              f"(then `gridagg services down` and `up`) or more region servers would cache it", file=sys.stderr)
 
 
 def register(subparsers) -> argparse.ArgumentParser:

@@ -345,6 +345,13 @@ def _layout_text(servers: int) -> str:
     return "standalone" if not servers else f"{servers} region server{'s' if servers > 1 else ''}"
 
 
+def _memory_text(settings: Settings) -> str:
+    """A region server's heap and block cache (GRIDAGG_HBASE_HEAP)."""
+    how = "sized from this machine's memory" if settings.hbase_heap == "auto" else "GRIDAGG_HBASE_HEAP"
+    return (f"heap {jvm.region_server_heap(settings)} per region server ({how}), "
+            f"block cache {jvm.block_cache_bytes(settings) / 2**30:.1f} GiB each")
+
+
 def hbase_up(settings: Settings) -> Report:
     """Start (or check) the local HBase in its layout (jvm.layout: standalone, or
     distributed with settings.hbase_region_servers region servers)."""
@@ -365,7 +372,8 @@ def hbase_up(settings: Settings) -> Report:
         except jvm.LauncherError as e:
             raise ServiceError(str(e)) from None
         if not stale:
-            return Report("HBase", "already running", address, f"{_layout_text(servers)}, data {hp.root}")
+            return Report("HBase", "already running", address,
+                          f"{_layout_text(servers)}, {_memory_text(settings)}, data {hp.root}")
     try:
         jvm.java_bin()
         if stale:  # a rebuilt scan observer: its region servers load it only when they start
@@ -374,7 +382,7 @@ def hbase_up(settings: Settings) -> Report:
     except jvm.LauncherError as e:
         raise ServiceError(str(e)) from None
     return Report("HBase", "restarted" if stale else "started", address,
-                  f"{_layout_text(servers)}, data {hp.root}, logs {hp.logs}"
+                  f"{_layout_text(servers)}, {_memory_text(settings)}, data {hp.root}, logs {hp.logs}"
                   + (f", for the changed scan observer ({', '.join(stale)})" if stale else ""))
 
 
@@ -392,7 +400,8 @@ def hbase_status(settings: Settings) -> Report:
     wanted = jvm.roles(servers)
     pids = ", ".join(f"{role} {pid}" for role, pid in running.items() if not role.startswith("rs"))
     state = "running" if list(running) == wanted and answers else "partly running"
-    detail = f"{_layout_text(servers)}, pids {pids}" + ("" if answers else ", gateway not answering")
+    detail = f"{_layout_text(servers)}, {_memory_text(settings)}, pids {pids}" + (
+        "" if answers else ", gateway not answering")
     if not servers:
         return Report("HBase", state, address, detail)
     regions = _regions_by_port(host, port) if answers else None

@@ -27,12 +27,11 @@ from gridagg.store import blocks, segments
 FAMILY = b"r"
 SEGMENT_BYTES = 1 << 20  # a segment's size bound: cells stay far below hbase.server.keyvalue.maxsize
 MAX_SEGMENTS = 8  # live segments per grid; a write that would make more rewrites the grid
-# HFile block size of family "r" (HBase's default is 64 KB). A region server pays for
-# every block a scan enters (a block cache lookup, its reference count, moving to it):
-# with 64 KB blocks a ~54 KB segment cell was about a block, and entering blocks took half
-# of HBase's share of a broad scan. A block this size holds the largest segment whole and
-# about 20 of a typical grid's.
-BLOCK_BYTES = SEGMENT_BYTES
+# HFile block size of family "r": HBase's default. A segment larger than it is a block of
+# its own, so a grid's rows are a block or a few; a read of one grid does not take in its
+# neighbours', and the block cache holds blocks of a size the JVM's collector handles
+# well (hbase/jvm.py, REGION_SERVER_FLAGS).
+BLOCK_BYTES = 64 << 10
 # Data block encoding of family "r". A query reads a few grids here and there, and in a
 # block that big HBase found each by stepping over the cells before it (decoding every
 # cell's lengths and MVCC number): at 100M rows, 15% of the region server's CPU on the
