@@ -80,9 +80,18 @@ def _host_port(text: str) -> str:
 
 
 def _jvm_memory(text: str) -> str:
-    if text != "auto" and not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", text):
-        raise ValueError(f"must be `auto` or a JVM memory size such as 2g or 1500m, not {text!r}")
+    if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", text):
+        raise ValueError(f"must be a JVM memory size such as 2g or 1500m, not {text!r}")
     return text
+
+
+def _heap(text: str) -> str:
+    if text == "auto":
+        return text
+    try:
+        return _jvm_memory(text)
+    except ValueError:
+        raise ValueError(f"must be `auto` or a JVM memory size such as 2g or 1500m, not {text!r}") from None
 
 
 def _faults(text: str) -> tuple[tuple[str, str], ...]:
@@ -171,7 +180,7 @@ class Settings:
                 "quarter of the machine's memory shared by its region servers (1g to 31g each); half of it "
                 "is the block cache: a dataset larger than the cache is read from disk, slower, not fatal "
                 "(`gridagg services status` and `gridagg ingest` say the sizes)",
-        _jvm_memory, topic="servers")
+        _heap, topic="servers")
     hbase_region_servers: int | None = _setting(
         None, "region servers of the local HBase: `0` = standalone (one JVM); `1`-`9` = distributed on "
               "this machine (ZooKeeper, a master and that many region servers as JVMs of their own, RPC "
