@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     serve (default: built lazily from settings in each process); warmup: what to run,
     given the app's EngineHolder, in the background before /healthz says ready (the
     server's workers pass api.warming.warm_worker); overrides: API knobs
-    (max_body_bytes, max_scan_rows, max_points, max_grids, max_vertices; see api.config)."""
+    (max_body_bytes, max_query_ms, max_points, max_grids, max_vertices; see api.config)."""
     settings = settings or Settings.from_env()
     cfg = ApiConfig.from_settings(settings, **overrides)
     app = Flask("gridagg.api")

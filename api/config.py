@@ -2,9 +2,10 @@
 servers and tokens, and the limits of one request.
 
 max_body_bytes  largest accepted request body; larger -> 413
-max_scan_rows   most raw rows one request may scan; more -> 422 asking to narrow the query
+max_query_ms    most milliseconds of work one question may cost, as the store's cost model
+                predicts it; more -> 422 with the estimate
 max_points      most points one series request may return, and steps its window may span
-max_grids       most leaves one request may touch or list
+max_grids       most leaves one request may list
 max_vertices    most vertices of one request's polygon region
 Beyond a limit a request gets 422 naming it (gridagg.model.errors.WorkLimitExceeded).
 """
@@ -15,14 +16,14 @@ from dataclasses import dataclass
 
 from gridagg.config import Settings
 
-LIMITS = ("max_body_bytes", "max_scan_rows", "max_points", "max_grids", "max_vertices")
+LIMITS = ("max_body_bytes", "max_query_ms", "max_points", "max_grids", "max_vertices")
 
 
 @dataclass(frozen=True)
 class ApiConfig:
     settings: Settings
     max_body_bytes: int
-    max_scan_rows: int | None
+    max_query_ms: float | None
     max_points: int
     max_grids: int
     max_vertices: int
@@ -38,7 +39,7 @@ class ApiConfig:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides) -> "ApiConfig":
         """The limits come from `settings`, unless given in `overrides` (one of LIMITS
-        each; max_scan_rows=None lifts that cap)."""
+        each; max_query_ms=None lifts that cap)."""
         unknown = set(overrides) - set(LIMITS)
         if unknown:
             raise TypeError(f"unknown API settings {sorted(unknown)}")

@@ -199,14 +199,16 @@ class Settings:
     max_body_bytes: int = _setting(
         16 * 1024 * 1024, "largest HTTP request body in bytes; larger gets 413", _positive,
         topic="http")
-    max_scan_rows: int = _setting(
-        50_000_000, "most raw rows one HTTP request may scan (about a second of work); more gets 422 "
-                    "asking to narrow the query", _positive, topic="http")
-    # The three below keep one request under a second of CPU at 10M rows (README: Limits of
-    # one request, with the measurements).
+    max_query_ms: float = _setting(
+        5000.0, "most milliseconds of work one HTTP question may cost, as the store's cost model predicts it "
+                "before reading (`gridagg tune --calibrate`; without a model, no such limit); more gets 422 "
+                "with the estimate (with `deadline_ms` it is answered within bounds by then)", _seconds,
+        topic="http")
+    # The three below keep one request's listing, series and polygon within about a second
+    # of CPU (docs/api.md: Limits of one request).
     max_points: int = _setting(10_000, "most points one HTTP series request may return, and steps its window may span; more gets 422",
                                _positive, topic="http")
-    max_grids: int = _setting(16_000, "most leaves one HTTP request may touch or list; more gets 422",
+    max_grids: int = _setting(16_000, "most leaves one HTTP request may list (/grids, /leaves); more gets 422",
                               _positive, topic="http")
     max_vertices: int = _setting(32, "most vertices of one HTTP request's polygon region (all rings); more "
                                      "gets 422", _positive, topic="http")

@@ -30,6 +30,7 @@ from gridagg.query.planner import Planner, rollup_answers
 from gridagg.query.spec import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
 from gridagg.store import CellStore, open_store
 from gridagg.tree import DatasetReplaced, TreeCache
+from gridagg.tune import costmodel
 from gridagg.write import protocol as writes
 from gridagg.write.leafsplit import split_leaf
 
@@ -54,8 +55,8 @@ class InsertResult:
 
 class GridEngine:
     """directory: a GridDirectory; store: a CellStore (or both from settings: `open`).
-    Work limits (None: none): max_scan_rows, the rows a query may read from the store;
-    max_grids, the grids a query may use (answered from aggregates or read);
+    Work limits (None: none): max_ms, the milliseconds of work a query may cost, as
+    `costs` (the store's cost model, gridagg.tune.costmodel; None: none) predicts them;
     max_query_seconds, how long a query may run. writer_wait: how long an insert waits
     for the dataset's writer lock while another writer holds it."""
 
@@ -63,18 +64,17 @@ class GridEngine:
         self,
         directory: GridDirectory,
         store: CellStore,
-        max_scan_rows: int | None = None,
+        max_ms: float | None = None,
         max_query_seconds: float = 60.0,
-        max_grids: int | None = None,
         writer_wait: float = 60.0,
+        costs=None,
     ):
         self.directory = directory
         self.store = store
         directory.board = store.board  # writers move its epochs; readers read them
         self.trees = TreeCache(directory, store, store.board)
-        self.planner = Planner(self.trees, store, directory)
-        self.max_scan_rows = max_scan_rows
-        self.max_grids = max_grids
+        self.planner = Planner(self.trees, store, directory, costs)
+        self.max_ms = max_ms
         self.max_query_seconds = max_query_seconds
         self.writer_wait = writer_wait
         self._datasets: dict[str, Dataset] = {}
@@ -97,7 +97,8 @@ class GridEngine:
                 exc.component = "postgresql"
             store.close()
             raise
-        return cls(directory, store, max_query_seconds=settings.max_query_seconds)
+        return cls(directory, store, max_query_seconds=settings.max_query_seconds,
+                   costs=costmodel.load(settings.data_dir, store.kind))
 
     def close(self) -> None:
         """Close the store and the directory (background work stopped first)."""
@@ -305,7 +306,7 @@ class GridEngine:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self.max_scan_rows, self.max_grids)
+        return Limits(self.max_ms)
 
     def _timed(self, answer):
         """answer(), or WorkLimitExceeded when it took longer than max_query_seconds."""

@@ -21,7 +21,7 @@ NAMES_SECONDS = 1.0  # how long the datasets' names are taken as known before th
 class Service:
     def __init__(self, settings: Settings, engine: GridEngine | None = None):
         self.settings = settings
-        self.limits = Limits(settings.max_scan_rows, settings.max_grids, settings.max_points, settings.max_vertices)
+        self.limits = Limits(settings.max_query_ms, settings.max_points, settings.max_vertices)
         self._engine = engine
         self._lock = threading.Lock()
         self.mirror = CatalogMirror(settings.effective_pg_url)

@@ -24,6 +24,7 @@ from thriftpy2.transport import TTransportException
 
 from gridagg.model.errors import StoreUnavailable
 from gridagg.model.schema import Dataset
+from gridagg.tune.costmodel import CostModel
 
 TOKEN = "w-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -409,9 +410,11 @@ def test_oversized_body_is_413(settings, engine, dataset):
 
 
 
-def test_scan_cap_refuses_big_scans(settings, services, dataset, tmp_path):
-    # The cap comes with each request from the app's settings (api.config).
+def test_the_cost_cap_refuses_dear_questions_naming_the_estimate(settings, services, dataset, tmp_path):
+    # The cap comes with each request from the app's settings (api.config); the estimate
+    # from the store's cost model (here one that prices every leaf read at a second).
     eng = open_engine(settings, "embedded", tmp_path)
+    eng.planner.costs = CostModel("embedded", per_query=0.1, per_grid=1000.0, per_row=0.0, per_reused=0.0)
     # Same PostgreSQL directory, but this store is empty: use a dataset of its own.
     name = "t_apil_" + uuid.uuid4().hex[:8]
     eng.create_dataset(Dataset.from_json({"name": name, **DEFINITION}))
@@ -419,11 +422,15 @@ def test_scan_cap_refuses_big_scans(settings, services, dataset, tmp_path):
         rows = [{"time": f"2012-{m:02d}-01T00:00:00Z", "lon": d / 4 - 9, "lat": 41 + m, "temperature": d % 40}
                 for m in range(1, 13) for d in range(60)]
         assert eng.insert(name, rows).stored == len(rows)
-        app = create_app(settings.with_(write_token=TOKEN), engine=eng, max_scan_rows=5).test_client()
+        app = create_app(settings.with_(write_token=TOKEN), engine=eng, max_query_ms=5).test_client()
         url = f"/v1/datasets/{name}"
         partial = {"where": {"lon": [-3.1, 2.9]}, "aggregates": ["sum:temperature"]}
         body = assert_problem(app.post(url + "/query", json=partial), 422)
-        assert "limit of 5" in body["detail"]
+        assert "more than the limit of 5 ms (GRIDAGG_MAX_QUERY_MS)" in body["detail"]
+        assert "would cost about" in body["detail"] and "deadline_ms" in body["detail"]
+        # Within a deadline the same question is answered, within bounds.
+        bounded = app.post(url + "/query", json={**partial, "deadline_ms": 2000})
+        assert bounded.status_code == 200 and bounded.get_json()["exact"] is True
         assert_problem(app.post(url + "/query", json={**partial, "region": SQUARE}), 422)
         assert_problem(app.post(url + "/series", json={**partial, "step": "7d"}), 422)
         # Whole-domain answers come from partial aggregates alone and stay within the cap.
@@ -471,7 +478,7 @@ class _Down:
     """An engine (and its directory and store) whose every call fails like an
     unreachable server."""
 
-    max_scan_rows = None
+    max_ms = None
 
     def __init__(self, exc):
         self.exc = exc

@@ -36,7 +36,7 @@ def served(settings, services, tmp_path_factory):
         "measures": [{"name": "temperature", "scale": 1}], "grid": {"n_size": 500, "n_threshold": 1000}}))
     engine.insert(name, [{"time": f"2012-0{m}-1{d}T00:00:00Z", "lon": d - 5, "lat": 45 + m, "temperature": m * d}
                          for m in range(1, 10) for d in range(10)])
-    yield create_app(settings.with_(write_token=TOKEN), engine=engine, max_scan_rows=1000, max_points=500), name
+    yield create_app(settings.with_(write_token=TOKEN), engine=engine, max_query_ms=1000, max_points=500), name
     engine.drop_dataset(name)
 
 

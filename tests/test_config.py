@@ -22,7 +22,7 @@ def test_defaults_need_no_variable():
     assert s.pg_url is None and s.write_token is None and s.faults == ()
     assert s.data_dir == Path.home().joinpath(".gridagg").resolve()
     assert s.effective_pg_url == "postgresql://gridagg@127.0.0.1:55432/gridagg"
-    assert (s.spark_master, s.max_scan_rows) == ("local[*]", 50_000_000)
+    assert (s.spark_master, s.max_query_ms) == ("local[*]", 5000.0)
     assert 2 <= int(s.spark_driver_memory.removesuffix("g")) <= 32  # a quarter of the machine's memory
 
 
@@ -44,7 +44,7 @@ def test_an_empty_variable_counts_as_unset():
 @pytest.mark.parametrize("variable, value, message", [
     ("GRIDAGG_PG_PORT", "abc", "GRIDAGG_PG_PORT must be an integer, not 'abc'"),
     ("GRIDAGG_PG_PORT", "70000", "GRIDAGG_PG_PORT must be between 1 and 65535, not 70000"),
-    ("GRIDAGG_MAX_SCAN_ROWS", "0", "GRIDAGG_MAX_SCAN_ROWS must be at least 1, not 0"),
+    ("GRIDAGG_MAX_GRIDS", "0", "GRIDAGG_MAX_GRIDS must be at least 1, not 0"),
     ("GRIDAGG_STORE", "lmdb", "GRIDAGG_STORE must be 'embedded' or 'hbase', not 'lmdb'"),
     ("GRIDAGG_HBASE", "localhost", "GRIDAGG_HBASE must be host:port, not 'localhost'"),
     ("GRIDAGG_SPARK_DRIVER_MEMORY", "lots", "GRIDAGG_SPARK_DRIVER_MEMORY must be a JVM memory size"),
@@ -115,7 +115,7 @@ def test_the_settings_doc_table_is_the_declaration():
 
 def test_help_text_lists_the_settings_of_a_topic():
     text = config.help_text("http")
-    assert "GRIDAGG_WRITE_TOKEN" in text and "GRIDAGG_MAX_SCAN_ROWS" in text and "GRIDAGG_PG_PORT" not in text
+    assert "GRIDAGG_WRITE_TOKEN" in text and "GRIDAGG_MAX_QUERY_MS" in text and "GRIDAGG_PG_PORT" not in text
     assert all(len(line) <= 79 for line in text.splitlines()[1:])
     assert "GRIDAGG_FAULTS" not in config.help_text()  # the tests' settings only where asked for
 

@@ -31,9 +31,10 @@ from .datasets import DATASET, READ_PROBLEMS, _dataset
 bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
 QUERY_PROBLEMS = {**READ_PROBLEMS, 422: "the query is beyond a configured limit, which the detail names: it "
-                                        "would use more grids or scan more rows (GRIDAGG_MAX_GRIDS, "
-                                        "GRIDAGG_MAX_SCAN_ROWS), its region has more vertices "
-                                        "(GRIDAGG_MAX_VERTICES) or the series more points (GRIDAGG_MAX_POINTS)"}
+                                        "would cost more work than GRIDAGG_MAX_QUERY_MS (the detail gives the "
+                                        "estimate; deadline_ms answers it within bounds), its region has more "
+                                        "vertices (GRIDAGG_MAX_VERTICES) or the series more points "
+                                        "(GRIDAGG_MAX_POINTS)"}
 
 
 NDJSON = "application/x-ndjson"
@@ -72,7 +73,7 @@ def _seconds(deadline_ms: int | None) -> float | None:
 
 def _limits() -> Limits:
     cfg = config()
-    return Limits(cfg.max_scan_rows, cfg.max_grids, cfg.max_points, cfg.max_vertices)
+    return Limits(cfg.max_query_ms, cfg.max_points, cfg.max_vertices)
 
 
 def _answer(name: str, body: QueryRequest | QueryString):

@@ -136,6 +136,11 @@ class Plan(Answer):
     scanned_grids_after: int = Field(description="of those, the leaves read after min/max skipping")
     rows_in_scanned_grids: int = Field(description="rows in the leaves read")
     rows_matched_by_scans: int = Field(description="of those, the rows the query selects")
+    rows_read: int = Field(description="of the rows in the leaves read, those in the blocks read: a leaf's "
+                                       "blocks outside the query are passed over, those inside it answer "
+                                       "from their aggregates")
+    blocks_reused: int = Field(description="blocks of the leaves read answered from their aggregates")
+    rows_in_reused_blocks: int = Field(description="rows those blocks stand for")
     round_trips: dict[str, int] = Field(description="round trips per store, such as {\"postgresql\": 0, "
                                                     "\"hbase\": 2}")
     store_calls: dict[str, int] = Field(None, description="the store's calls by where they went, when it says: on "

@@ -99,10 +99,12 @@ class _Walked:
 class Planner:
     """Answers QuerySpecs and SeriesSpecs over the trees of `trees` (a gridagg.tree.TreeCache)
     and the rows of `store` (a CellStore), within the Limits given per query; `directory`
-    (a GridDirectory) only counts its round trips into each plan."""
+    (a GridDirectory) only counts its round trips into each plan; `costs`, the store's
+    cost model (gridagg.tune.costmodel.CostModel; None: none), prices a question before
+    it is read, for Limits.max_ms."""
 
-    def __init__(self, trees, store, directory):
-        self.trees, self.store, self.directory = trees, store, directory
+    def __init__(self, trees, store, directory, costs=None):
+        self.trees, self.store, self.directory, self.costs = trees, store, directory, costs
         self.rollups = DayRollups(store)
         self.positions = PositionRollups(store)
         self.months = MonthRollups(store)
@@ -189,8 +191,7 @@ class Planner:
         if walked.skips(spec, series):
             skip, order = _skip(spec, walked.cols, walked.tree.aggs, walked.scan, walked.out)
             walked.passed_over = len(walked.scan) - len(order)
-        elif not alone:
-            self._check_rows(walked, limits)
+        elif not alone:  # within a deadline: no limit of cost, the reading stops in time
             order = np.argsort(-walked.tree.aggs.count[walked.scan], kind="stable")
         unread = np.zeros(len(walked.scan), np.bool_)
         unread[order] = True
@@ -337,10 +338,10 @@ class Planner:
             if not len(positions):
                 plan.scanned_grids_after = 0
                 return walked.out, False
-        else:
-            self._check_rows(walked, limits)
+        self._check_cost(walked, positions, limits, plan)
         answer = self.store.scan(ds, self._request(ds, spec, series, walked, positions, skip))
         plan.scanned_grids_after = plan.rows_in_scanned_grids = plan.rows_matched_by_scans = 0
+        plan.rows_read = plan.blocks_reused = plan.rows_in_reused_blocks = 0
         self._merge(walked, answer, plan)
         return walked.out, not (answer.grids_skipped or walked.passed_over)
 
@@ -377,9 +378,6 @@ class Planner:
         elif spec.region is not None:  # a rectangle, read as a box: its leaves inside and cut
             plan.region = {"leaves_inside": int(tally[0] + tally[1 + SPANNING]),
                            "leaves_on_edge": int(tally[1 + CUT]), "leaves_outside": 0, "rectangle": True}
-        if limits.max_grids is not None and len(reused) + reached > limits.max_grids:
-            raise WorkLimitExceeded(f"the query uses {len(reused) + reached} grids, more than the limit of "
-                                    f"{limits.max_grids}; narrow it")
         plan.reused_grids_before = int(tally[0])
         plan.reused_grids_after = len(reused)
         plan.rows_in_reused_grids = walked.out.add_into(rbucket, tree.aggs, rows=reused, columns=cols)
@@ -390,12 +388,20 @@ class Planner:
                           "truncated": max(len(reused), len(scan)) > EXPLAIN_GRIDS}
         return walked
 
-    @staticmethod
-    def _check_rows(walked: "_Walked", limits: Limits) -> None:
-        rows = walked.scan_rows
-        if limits.max_scan_rows is not None and rows > limits.max_scan_rows:
-            raise WorkLimitExceeded(f"the query would scan {rows} rows, more than the limit of "
-                                    f"{limits.max_scan_rows}; narrow it")
+    def _check_cost(self, walked: "_Walked", positions: np.ndarray, limits: Limits, plan: QueryPlan) -> None:
+        """WorkLimitExceeded when reading the walked leaves at `positions` would cost more
+        than limits.max_ms, as the store's cost model predicts it."""
+        if limits.max_ms is None or self.costs is None:
+            return
+        leaves = walked.scan[positions]
+        rows = int(walked.tree.aggs.count[leaves].sum())
+        cost = self.costs.predict(len(leaves), rows, plan.reused_grids_after)
+        if cost > limits.max_ms:
+            raise WorkLimitExceeded(
+                f"the question would cost about {cost:,.0f} ms of work ({len(leaves):,} leaves to read holding "
+                f"{rows:,} rows, {plan.reused_grids_after:,} aggregates, by the {self.costs.store} store's cost "
+                f"model), more than the limit of {limits.max_ms:,.0f} ms (GRIDAGG_MAX_QUERY_MS); narrow it, or give "
+                f"deadline_ms (such as {max(100, int(limits.max_ms)):d}) for an answer within bounds by then")
 
     def _request(self, ds: Dataset, spec: QuerySpec, series: SeriesSpec | None, walked: "_Walked",
                  positions: np.ndarray, skip: Skip | None) -> ScanRequest:
@@ -422,7 +428,10 @@ class Planner:
         """Add a store's answer into what the query has so far."""
         nbuckets = len(walked.out)
         plan.scanned_grids_after += answer.grids_scanned
-        plan.rows_in_scanned_grids += answer.rows_visited
+        plan.rows_in_scanned_grids += answer.rows_in_grids
+        plan.rows_read += answer.rows_visited
+        plan.blocks_reused += answer.blocks_reused
+        plan.rows_in_reused_blocks += answer.rows_in_reused_blocks
         walked.out.add_into(np.arange(nbuckets), answer.aggs)
         matched = answer.rows_matched
         for rows in answer.rows.values():

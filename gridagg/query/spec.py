@@ -240,12 +240,12 @@ class SeriesSpec:
 
 @dataclass(frozen=True)
 class Limits:
-    """How much one query may ask for and cost (None: no limit): rows read from the
-    store, grids used (answered from their aggregates or read), a series' points and a
-    region's vertices. A query beyond one is refused with WorkLimitExceeded naming it."""
+    """How much one query may ask for and cost (None: no limit): milliseconds of work,
+    as the store's cost model predicts them (a question answered within a deadline is
+    not held to it: it stops in time), a series' points and a region's vertices. A query
+    beyond one is refused with WorkLimitExceeded naming it."""
 
-    max_scan_rows: int | None = None
-    max_grids: int | None = None
+    max_ms: float | None = None
     max_points: int | None = None
     max_vertices: int | None = None
 
@@ -267,6 +267,11 @@ class QueryPlan:
     scanned_grids_after: int = 0
     rows_in_scanned_grids: int = 0
     rows_matched_by_scans: int = 0
+    # Below the leaves (gridagg.store.blocks): the rows of the blocks read, and the blocks
+    # answered from their aggregates with their rows.
+    rows_read: int = 0
+    blocks_reused: int = 0
+    rows_in_reused_blocks: int = 0
     round_trips: dict = field(default_factory=dict)
     # The store's calls by where they went (HBase: each region server "host:port", and
     # "re-asks": calls repeated for regions that moved, split or whose server failed).

@@ -67,8 +67,9 @@ NO_STOP = np.zeros(1, np.uint8)  # a scan nobody stops
 I16_MIN, I16_MAX = -(2**15), 2**15 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 # What a scan counts (ScanAnswer): rows of the blocks read, rows matched, grids read and
-# passed over, whether it stopped, blocks answered from their aggregates and their rows.
-VISITED, MATCHED, SCANNED, SKIPPED, STOPPED, REUSED_BLOCKS, REUSED_ROWS = range(7)
+# passed over, whether it stopped, blocks answered from their aggregates and their rows,
+# rows in the grids read.
+VISITED, MATCHED, SCANNED, SKIPPED, STOPPED, REUSED_BLOCKS, REUSED_ROWS, GRID_ROWS = range(8)
 # How rows read meet column 0's range (_read_rows): by a binary search (they are in
 # column-0 order), every one (HELD), or by a test of each.
 SEARCH, HELD, TEST = range(3)
@@ -542,6 +543,7 @@ def _scan(grids, q, sums):
         tested = grids.tested[g]
         for k in range(grids.first[g], grids.first[g + 1]):
             n, nblocks, nnodes, starts_at, links_at, table_at = _columns(grids.addresses[k], ncols, at, width, base)
+            stats[GRID_ROWS] += n
             if nblocks == 0:
                 held = _read_rows(q, tested, grid_edge, g, group, at, width, base, 0, n, SEARCH, lo0, hi0, held, sums)
                 continue
@@ -634,13 +636,13 @@ def _scan_part(request: ScanRequest, addresses: np.ndarray, first: np.ndarray, n
         np.ones((ngrids, len(request.conditions)), np.bool_) if request.tested is None
         else np.ascontiguousarray(request.tested, np.bool_),
         np.zeros((ngrids, 0), np.int64) if skip is None else np.ascontiguousarray(skip.bounds, np.int64))
-    stats = np.zeros(REUSED_ROWS + 1, np.int64)
+    stats = np.zeros(GRID_ROWS + 1, np.int64)
     rows, at = _scan(grids, question_of(request, ncols), Sums(out.count, out.present, out.mins, out.maxs, out.hi,
                                                                  out.lo, stats))
     answer = ScanAnswer(out, rows_visited=int(stats[VISITED]), rows_matched=int(stats[MATCHED]),
                         grids_scanned=int(stats[SCANNED]), grids_skipped=int(stats[SKIPPED]),
                         stopped=bool(stats[STOPPED]), blocks_reused=int(stats[REUSED_BLOCKS]),
-                        rows_in_reused_blocks=int(stats[REUSED_ROWS]))
+                        rows_in_reused_blocks=int(stats[REUSED_ROWS]), rows_in_grids=int(stats[GRID_ROWS]))
     if len(at):
         for g in np.unique(at).tolist():
             answer.rows[g] = rows[at == g]

@@ -121,7 +121,7 @@ class ScanAnswer:
     the rows handed back (an (k, ncols) int64 array; see rows_of); and what the scan
     cost: rows read (of the blocks read, gridagg.store.blocks), rows that matched (not
     counting those handed back), grids read and passed over, blocks answered from their
-    aggregates and the rows in them; stopped: the scan stopped before its end (request.stop,
+    aggregates and the rows in them, rows in the grids read; stopped: the scan stopped before its end (request.stop,
     request.deadline), so the answer is incomplete; unread: when a stopped store knows,
     the grids (request indexes) it left unread, in no aggregate and no rows, every other
     grid counted whole (None: not known, the answer counts for nothing)."""
@@ -136,6 +136,7 @@ class ScanAnswer:
     unread: np.ndarray | None = None
     blocks_reused: int = 0
     rows_in_reused_blocks: int = 0
+    rows_in_grids: int = 0
 
     def merge(self, other: "ScanAnswer", offset: int = 0) -> "ScanAnswer":
         """Add another part of the same request's answer into this one; its rows' grid
@@ -148,6 +149,7 @@ class ScanAnswer:
         self.grids_skipped += other.grids_skipped
         self.blocks_reused += other.blocks_reused
         self.rows_in_reused_blocks += other.rows_in_reused_blocks
+        self.rows_in_grids += other.rows_in_grids
         if other.stopped:  # unread grids stay known while every stopped part names its own
             if other.unread is None or (self.stopped and self.unread is None):
                 self.unread = None

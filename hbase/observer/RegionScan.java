@@ -57,7 +57,7 @@ final class RegionScan {
   final RegionInfo info;
   final int k;
   final long[] count, present, min, max, hi, lo;
-  long rowsVisited, rowsMatched, gridsScanned, gridsSkipped, blocksReused, rowsInReusedBlocks;
+  long rowsVisited, rowsMatched, gridsScanned, gridsSkipped, blocksReused, rowsInReusedBlocks, rowsInGrids;
   final long[][] rows; // rows_of items' matching rows, row-major
   final int[] nrows;
   long rowBytes, rowBytesReserved;
@@ -300,6 +300,7 @@ final class RegionScan {
    * blocks read whole.
    */
   void segment(int i, Segment s) throws IOException {
+    rowsInGrids += s.n;
     boolean gridEdge = q.rowsOf[i];
     if (s.nblocks == 0) {
       read(i, s, 0, s.n, gridEdge, SEARCH);
@@ -647,6 +648,7 @@ final class RegionScan {
         }
         ByteBuffer b = Cells.value(cell);
         rowsVisited++;
+        rowsInGrids++;
         rows(i, Segment.wide(b, b.position(), 1, q.ncols), 0, 1);
       }
       if ((++seen[0] & 0xfff) == 0) {
@@ -733,7 +735,7 @@ final class RegionScan {
         groups++;
       }
     }
-    long size = GridScanObserver.regionBytes(info) + 48 + 4 + (long) groups * (12 + 40L * k) + 4 + 4 + 4L * nunread;
+    long size = GridScanObserver.regionBytes(info) + 56 + 4 + (long) groups * (12 + 40L * k) + 4 + 4 + 4L * nunread;
     int items = 0;
     for (int i = 0; i < rows.length; i++) {
       if (q.rowsOf[i] && inRegion(i) && !unread[i]) {
@@ -744,7 +746,7 @@ final class RegionScan {
     ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
     GridScanObserver.putRegion(out, info);
     out.putLong(rowsVisited).putLong(rowsMatched).putLong(gridsScanned).putLong(gridsSkipped);
-    out.putLong(blocksReused).putLong(rowsInReusedBlocks);
+    out.putLong(blocksReused).putLong(rowsInReusedBlocks).putLong(rowsInGrids);
     out.putInt(groups);
     for (int g = 0; g < count.length; g++) {
       if (count[g] > 0) {

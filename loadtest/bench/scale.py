@@ -85,11 +85,6 @@ TRAINING_SEED = 101  # --tune's boxes: drawn from seed + this, none of them meas
 CHECK_QUERIES = 5  # boxes whose served answers (min and sum) every system must agree on
 SERVED_FIELDS = ("system", "setting", "agg", "clients", "requests", "failures", "rps", "p50_ms", "p99_ms",
                  "round_rps")
-# The served datasets' GRIDAGG_MAX_GRIDS and GRIDAGG_MAX_SCAN_ROWS: the defaults (16,000
-# and 50M) refuse the dashboard's questions over all years at 100M rows (20,195 leaves;
-# the polygon over most stations would scan 81M rows).
-SERVED_MAX_GRIDS = 1_000_000
-SERVED_MAX_SCAN_ROWS = 10**10
 
 
 def questions(seed: int) -> list[dashboard.Question]:
@@ -201,8 +196,7 @@ def _run(settings: Settings, args) -> dict:
             with engine_of(settings, store) as engine:
                 log(f"in process: gridagg ({store} store, {name}) and the peers")
                 measured = dashboard.measure(engine, name, peers, args.repeat, asked)
-            served = settings.with_(max_grids=SERVED_MAX_GRIDS, max_scan_rows=SERVED_MAX_SCAN_ROWS)
-            server = Server(served, system, Shape(2, 4 if store == "hbase" else 1), {}, Path(args.out) / "logs")
+            server = Server(settings, system, Shape(2, 4 if store == "hbase" else 1), {}, Path(args.out) / "logs")
             try:
                 log(f"over HTTP: gridagg ({store} store)")
                 http = dashboard.http_p50(server.url, name, questions=asked)
@@ -275,7 +269,6 @@ def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: l
     (runs.Bench.measure). Returns {"served": the runs, "disagreements": the check
     queries the systems disagree on, "explain": PostgreSQL's plan of one sum query at
     its chosen knobs, or ""}."""
-    served = settings.with_(max_grids=SERVED_MAX_GRIDS, max_scan_rows=SERVED_MAX_SCAN_ROWS)
     systems = [System(f"gridagg-{store}", name, "gridagg", store) for store, name in datasets.items()]
     reg = PeerRegistry(settings.effective_pg_url)
     try:
@@ -286,7 +279,7 @@ def served_runs(settings: Settings, args, ds, datasets: dict[str, str], loads: l
                                    seconds=args.seconds, rounds=args.rounds, seed=args.seed,
                                    warmup_runs=args.warmup_runs, warmup_seconds=min(5, args.seconds),
                                    tune_seconds=min(5, args.seconds))
-        bench = Bench(served, knobs, Path(args.out).resolve())
+        bench = Bench(settings, knobs, Path(args.out).resolve())
         check = workload.paper_queries(CHECK_QUERIES, args.seed + 7)
         runs = bench.measure(systems, args.shapes, check)
         for s in systems:
@@ -331,8 +324,8 @@ def write_report(out: Path, docs: Path) -> Path:
     runs = sorted((json.loads(p.read_text()) for p in out.glob("scale-*.json")), key=lambda r: r["rows"])
     lines = ["# Answer times as the archive grows: gridagg and the in-process peers", "",
              "`python -m gridagg_loadtest.bench.scale` (see its docstring); in-process p50 in ms (HTTP p50 for gridagg in "
-             f"parentheses, served with GRIDAGG_MAX_GRIDS={SERVED_MAX_GRIDS:,} and GRIDAGG_MAX_SCAN_ROWS="
-             f"{SERVED_MAX_SCAN_ROWS:,}), each peer at its faster thread setting; `x` = the best peer's p50 / gridagg's. "
+             "parentheses, served with the default limits), each peer at its faster thread setting; `x` = the best "
+             "peer's p50 / gridagg's. "
              "Every answer was checked against every peer's.", ""]
     for r in runs:
         lines += [f"## {r['rows']:,} rows", "", f"Command: `{r['command']}`", "", f"Machine: {r['machine']}", "",

@@ -35,7 +35,8 @@ Answer of one region:
     u8 version = 6
     u16 len + region start key, u16 len + region end key, i64 region id
     i64 rows read, rows matched, grids (items) scanned, grids skipped, blocks answered
-       from their aggregates (gridagg.store.blocks), rows in those blocks
+       from their aggregates (gridagg.store.blocks), rows in those blocks, rows in the
+       grids scanned
     u32 n, then per group with rows: u32 group, i64 count, per aggcol i64 present, min,
        max, hi, lo
     u32 n, then per rows_of item read: u32 item index, u32 nrows, nrows x ncols i64
@@ -182,7 +183,7 @@ class Found:
     passed)."""
 
     records: bytes
-    costs: tuple[int, ...]  # rows read, rows matched, grids scanned and skipped, blocks reused, rows in them
+    costs: tuple[int, ...]  # rows read, rows matched, grids scanned and skipped, blocks reused, rows in them, rows in the grids
     rows: dict[int, np.ndarray]
     unread: np.ndarray
 
@@ -191,9 +192,9 @@ def decode(data: bytes, naggcols: int, ncols: int) -> tuple[tuple[bytes, bytes, 
     """One region's answer cell to a scan request: (its region as (start, end, id),
     what it found)."""
     region, at = _region_of(data)
-    costs = struct.unpack_from("<6q", data, at)
-    (ngot,) = struct.unpack_from("<I", data, at + 48)
-    at += 52
+    costs = struct.unpack_from("<7q", data, at)
+    (ngot,) = struct.unpack_from("<I", data, at + 56)
+    at += 60
     records = data[at : at + ngot * _groups_found(naggcols).itemsize]
     at += len(records)
     (nrows_of,) = struct.unpack_from("<I", data, at)
@@ -256,11 +257,12 @@ def ask(calls: Calls, table: bytes, layout: int, ncols: int, request: ScanReques
         if len(found.unread):
             unread.append(np.asarray(item_of, np.int64)[found.unread])
         records.append(found.records)
-        visited, matched, scanned, skipped, blocks, in_blocks = found.costs
+        visited, matched, scanned, skipped, blocks, in_blocks, in_grids = found.costs
         answer.rows_visited, answer.rows_matched = answer.rows_visited + visited, answer.rows_matched + matched
         answer.grids_scanned, answer.grids_skipped = answer.grids_scanned + scanned, answer.grids_skipped + skipped
         answer.blocks_reused += blocks
         answer.rows_in_reused_blocks += in_blocks
+        answer.rows_in_grids += in_grids
     answer.aggs.add_into(*aggregates(b"".join(records), request.ngroups, naggcols))
     answer.rows = {i: (np.concatenate(r) if len(r) > 1 else r[0]) for i, r in rows.items()}
     if unread:  # a key range cut by regions is unread when any piece of it is
