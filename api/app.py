@@ -15,6 +15,7 @@ from gridagg.engine import GridEngine
 from . import metrics, problems
 from .blueprints import datasets, leaves, ops, page, queries
 from .config import ApiConfig
+from .fastpath import QuestionPaths, raise_carried
 from .state import EngineHolder
 from .warming import Warming
 
@@ -47,6 +48,8 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     # CPython 3.11 shares the AST parser's depth count between threads, so routes are
     # compiled (ast.parse) before it starts.
     app.extensions["gridagg.warming"] = Warming.of_server(None if warmup is None else lambda: warmup(engines))
+    app.before_request(raise_carried)
+    app.wsgi_app = QuestionPaths(app)  # plain JSON questions without Flask's per-request steps
     return app
 
 

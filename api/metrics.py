@@ -38,10 +38,22 @@ def register(app: Flask) -> None:
     def _record(response):
         started = g.pop("metrics_started", None)
         endpoint = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        REQUESTS.labels(request.method, endpoint, str(response.status_code)).inc()
-        if started is not None:
-            LATENCY.labels(request.method, endpoint).observe(time.perf_counter() - started)
+        record(request.method, endpoint, response.status_code, started)
         return response
+
+
+_CHILDREN: dict[tuple, tuple] = {}  # (method, endpoint, status) -> its counter and histogram
+
+
+def record(method: str, endpoint: str, status: int, started: float | None) -> None:
+    """A request answered: counted, and its time (since `started`, time.perf_counter())."""
+    key = (method, endpoint, status)
+    children = _CHILDREN.get(key)
+    if children is None:  # a labelled child is found under a lock: kept once found
+        children = _CHILDREN[key] = (REQUESTS.labels(method, endpoint, str(status)), LATENCY.labels(method, endpoint))
+    children[0].inc()
+    if started is not None:
+        children[1].observe(time.perf_counter() - started)
 
 
 def exposition() -> Response:

@@ -530,3 +530,25 @@ def test_internal_errors_leak_nothing(settings):
     body = assert_problem(client.get("/v1/datasets"), 500, None,
                           "the server failed unexpectedly; the error was logged")
     assert "secret" not in str(body)
+
+
+class _Counting(_Down):
+    """_Down, counting the engine's calls."""
+
+    calls = 0
+
+    def __call__(self, *args, **kwargs):
+        type(self).calls += 1
+        raise self.exc
+
+
+def test_a_question_that_fails_is_asked_once_and_answered_as_a_problem(settings):
+    """A question answered without Flask's per-request steps (api.fastpath) that fails
+    is written as the app writes every problem, without being asked again: a store that
+    is away costs a question its wait once."""
+    down = _Counting(StoreUnavailable("HBase is away"))
+    client = create_app(settings.with_(read_token=None), engine=down).test_client()
+    body = assert_problem(client.post("/v1/datasets/anything/query", json={"aggregates": ["count"]}), 503, None)
+    assert body["detail"] == "HBase is away" and _Counting.calls == 1
+    bad = assert_problem(client.post("/v1/datasets/anything/query", json={"aggregates": "count"}), 400, "aggregates")
+    assert "aggregates" in bad["detail"]

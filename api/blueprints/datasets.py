@@ -29,11 +29,16 @@ READ_PROBLEMS = {404: "no dataset of that name", 503: STORE_DOWN}
 
 
 def _dataset(name: str) -> Dataset:
+    return dataset_of(engine(), name)
+
+
+def dataset_of(engine, name: str) -> Dataset:
+    """Dataset `name` of `engine`; UnknownDataset also for a name no dataset can have."""
     try:
         check_name(name, "dataset")
     except InvalidInput:
         raise UnknownDataset(name) from None
-    return engine().dataset(name)
+    return engine.dataset(name)
 
 
 @bp.get("")

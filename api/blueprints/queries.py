@@ -25,8 +25,8 @@ from ..models.queries import (
     SeriesRequest,
     SeriesResponse,
 )
-from ..state import config, engine
-from .datasets import DATASET, READ_PROBLEMS, _dataset
+from ..state import config, engine, state
+from .datasets import DATASET, READ_PROBLEMS, _dataset, dataset_of
 
 bp = Blueprint("queries", __name__, url_prefix="/v1/datasets")
 
@@ -71,23 +71,42 @@ def _seconds(deadline_ms: int | None) -> float | None:
     return None if deadline_ms is None else deadline_ms / 1000
 
 
-def _limits() -> Limits:
-    cfg = config()
+def _limits(cfg) -> Limits:
     return Limits(cfg.max_query_ms, cfg.max_points, cfg.max_vertices)
+
+
+def answer_query(holder, name: str, body: QueryRequest | QueryString) -> dict:
+    """The answer to a question of dataset `name` (its JSON), by the engine of `holder`
+    (the app's EngineHolder): what the route answers, and api.fastpath."""
+    engine = holder.get()
+    ds = dataset_of(engine, name)
+    result = engine.query(ds.name, body.where, body.aggregates, body.region, body.explain,
+                          limits=_limits(holder.config), deadline=_seconds(body.deadline_ms))
+    out = result.to_json(ds)
+    metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
+    return out
+
+
+def answer_series(holder, name: str, body: SeriesRequest) -> dict:
+    """The answer to a series of dataset `name` (its JSON), as answer_query."""
+    engine = holder.get()
+    ds = dataset_of(engine, name)
+    result = engine.series(ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end,
+                           body.region, body.explain, limits=_limits(holder.config),
+                           deadline=_seconds(body.deadline_ms))
+    out = result.to_json(ds)
+    metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
+    return out
 
 
 def _answer(name: str, body: QueryRequest | QueryString):
     began = time.perf_counter()
-    ds = _dataset(name)
     if _streams():
+        ds = _dataset(name)
         steps = engine().query_steps(ds.name, body.where, body.aggregates, body.region, body.explain,
-                                     _limits(), _seconds(body.deadline_ms))
+                                     _limits(config()), _seconds(body.deadline_ms))
         return _lines(next(steps).to_json(ds), steps, ds, began)
-    result = engine().query(ds.name, body.where, body.aggregates, body.region, body.explain, limits=_limits(),
-                            deadline=_seconds(body.deadline_ms))
-    out = result.to_json(ds)
-    metrics.ROWS_SCANNED.labels("query").inc(out["plan"]["rows_in_scanned_grids"])
-    return jsonify(out)
+    return jsonify(answer_query(state(), name, body))
 
 
 @bp.post("/<name>/query")
@@ -115,13 +134,10 @@ def get_query(name: str, query: QueryString):
            problems=QUERY_PROBLEMS)
 def post_series(name: str, body: SeriesRequest):
     began = time.perf_counter()
-    ds = _dataset(name)
-    asked = (ds.name, body.where, body.aggregates, body.step, body.window, body.start, body.end, body.region,
-             body.explain)
     if _streams():
-        steps = engine().series_steps(*asked, limits=_limits(), deadline=_seconds(body.deadline_ms))
+        ds = _dataset(name)
+        steps = engine().series_steps(ds.name, body.where, body.aggregates, body.step, body.window, body.start,
+                                      body.end, body.region, body.explain, limits=_limits(config()),
+                                      deadline=_seconds(body.deadline_ms))
         return _lines(next(steps).to_json(ds), steps, ds, began)
-    result = engine().series(*asked, limits=_limits(), deadline=_seconds(body.deadline_ms))
-    out = result.to_json(ds)
-    metrics.ROWS_SCANNED.labels("series").inc(out["plan"]["rows_in_scanned_grids"])
-    return jsonify(out)
+    return jsonify(answer_series(state(), name, body))
