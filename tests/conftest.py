@@ -92,3 +92,22 @@ def engine(request, settings, services, tmp_path_factory):
 def unique_name() -> str:
     """A fresh lowercase identifier (valid as SQL and HBase table name)."""
     return "t_" + uuid.uuid4().hex[:10]
+
+
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's setup, call and teardown time, added up by its file."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The time of each test file, the dearest first: what CI's budget goes to."""
+    if not _FILE_SECONDS:
+        return
+    terminalreporter.write_sep("=", "seconds per test file")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+    terminalreporter.write_line(f"{sum(_FILE_SECONDS.values()):8.1f} s  in all")

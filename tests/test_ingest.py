@@ -36,14 +36,11 @@ from gridagg.tree import TreeCache
 from gridagg.write import faults
 
 ROOT = Path(__file__).resolve().parents[1]
-WEATHER = Path("/work/shared/data/weather")
-if not WEATHER.exists():
-    WEATHER = ROOT.parent / "shared" / "data" / "weather"
-FILES = [WEATHER / "703165TY.csv", WEATHER / "723170TYA.CSV"]
+from samples import FILES, WEATHER, weather_samples  # noqa: E402,F401 - the fixture below
 EXAMPLE = ROOT / "ingest" / "examples" / "weather.toml"
 TABLE = oracle.Table.of(tomllib.loads(EXAMPLE.read_text()))
 
-pytestmark = pytest.mark.skipif(not FILES[0].exists(), reason="weather samples not found")
+pytestmark = pytest.mark.usefixtures("weather_samples")
 
 
 @pytest.fixture(scope="module")

@@ -37,9 +37,7 @@ from gridagg.model.schema import GridParams
 from gridagg.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
-WEATHER = Path("/work/shared/data/weather")
-if not WEATHER.exists():
-    WEATHER = ROOT.parent / "shared" / "data" / "weather"
+from samples import WEATHER, weather_samples  # noqa: E402,F401 - the fixture below
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +238,7 @@ def text_parquet(csv_path: Path, out: Path) -> None:
     pq.write_table(table, out)
 
 
-@pytest.mark.skipif(not WEATHER.exists(), reason="weather samples not found")
+@pytest.mark.usefixtures("weather_samples")
 def test_generated_typed_and_text_parquet_give_the_same_dataset(spark, embedded, tmp_path):
     from gridagg_ingest.generate import generate
 

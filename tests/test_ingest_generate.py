@@ -20,9 +20,9 @@ from gridagg_ingest.generate import (
     network,
 )
 
-WEATHER = Path("/work/shared/data/weather")
+from samples import WEATHER, weather_samples  # noqa: E402,F401 - the fixture below
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.skipif(not WEATHER.exists(), reason="weather samples not found")
+pytestmark = pytest.mark.usefixtures("weather_samples")
 
 
 def read(files: list[str]) -> pd.DataFrame:

@@ -21,12 +21,13 @@ from gridagg_api.blueprints.page import DIST_DIR
 from test_api import DEFINITION, TABLE, make_rows
 from werkzeug.serving import make_server
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+from playwright import sync_api as playwright_sync  # noqa: E402 - a dev dependency: missing, the suite fails
+
 expect = playwright_sync.expect
 
 CHROMIUM = Path("/usr/bin/chromium")
-# This network is closed: without the background-networking flags Chromium keeps trying
-# to reach Google's hosts (the machine notes, /work/.library/env/machines/polyglot.md).
+# A closed network: without the background-networking flags Chromium keeps trying to
+# reach Google's hosts.
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TOKEN = "w-secret"
