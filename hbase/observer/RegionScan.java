@@ -56,8 +56,7 @@ final class RegionScan {
   final ScanRequest q;
   final RegionInfo info;
   final int k;
-  final long[] count, present, min, max, hi, lo;
-  long rowsVisited, rowsMatched, gridsScanned, gridsSkipped, blocksReused, rowsInReusedBlocks, rowsInGrids;
+  final Sums sums;
   final long[][] rows; // rows_of items' matching rows, row-major
   final int[] nrows;
   long rowBytes, rowBytesReserved;
@@ -91,14 +90,7 @@ final class RegionScan {
     this.q = q;
     info = region.getRegionInfo();
     k = q.aggCol.length;
-    count = new long[q.ngroups];
-    present = new long[q.ngroups * k];
-    min = new long[q.ngroups * k];
-    max = new long[q.ngroups * k];
-    hi = new long[q.ngroups * k];
-    lo = new long[q.ngroups * k];
-    Arrays.fill(min, Long.MAX_VALUE);
-    Arrays.fill(max, Long.MIN_VALUE);
+    sums = new Sums(q.ngroups, k);
     rows = new long[q.nitems][];
     nrows = new int[q.nitems];
     unread = new boolean[q.nitems];
@@ -180,10 +172,10 @@ final class RegionScan {
     }
     int nspecs = q.skipAgg.length;
     if (nspecs > 0 && !q.rowsOf[i] && useless(q.bounds, i * nspecs)) {
-      gridsSkipped++;
+      sums.gridsSkipped++;
       return true;
     }
-    gridsScanned++;
+    sums.gridsScanned++;
     return false;
   }
 
@@ -191,13 +183,13 @@ final class RegionScan {
   boolean useless(long[] bounds, int at) {
     for (int s = 0; s < q.skipAgg.length; s++) {
       int c = q.skipAgg[s];
-      boolean seen = q.ngroups > 0 && present[c] > 0;
+      boolean seen = q.ngroups > 0 && sums.present[c] > 0;
       if (!(seen || q.bestHas[s])) {
         return false;
       }
       long bound = bounds[at + s];
       if (q.skipMax[s]) {
-        long best = seen ? max[c] : q.bestVal[s];
+        long best = seen ? sums.max[c] : q.bestVal[s];
         if (q.bestHas[s] && q.bestVal[s] > best) {
           best = q.bestVal[s];
         }
@@ -205,7 +197,7 @@ final class RegionScan {
           return false;
         }
       } else {
-        long best = seen ? min[c] : q.bestVal[s];
+        long best = seen ? sums.min[c] : q.bestVal[s];
         if (q.bestHas[s] && q.bestVal[s] < best) {
           best = q.bestVal[s];
         }
@@ -300,7 +292,7 @@ final class RegionScan {
    * blocks read whole.
    */
   void segment(int i, Segment s) throws IOException {
-    rowsInGrids += s.n;
+    sums.rowsInGrids += s.n;
     boolean gridEdge = q.rowsOf[i];
     if (s.nblocks == 0) {
       read(i, s, 0, s.n, gridEdge, SEARCH);
@@ -325,7 +317,7 @@ final class RegionScan {
         continue;
       }
       if ((fate & OPEN) == 0) {
-        addNode(s, node, fate);
+        sums.addNode(s, node, fate, q.aggCol);
         continue;
       }
       int right = s.link(node, Segment.RIGHT);
@@ -429,34 +421,12 @@ final class RegionScan {
     return OPEN | (edge ? EDGE : 0);
   }
 
-  /** Node `node`'s aggregate into `group`. */
-  void addNode(Segment s, int node, int group) {
-    long n = s.stat(node, 0, Segment.PRESENT); // dimensions are never NULL: column 0's values are the node's rows
-    count[group] += n;
-    rowsMatched += n;
-    blocksReused += s.link(node, Segment.END) - s.link(node, Segment.FIRST);
-    rowsInReusedBlocks += n;
-    int slot = group * k;
-    for (int j = 0; j < k; j++, slot++) {
-      int c = q.aggCol[j];
-      long has = s.stat(node, c, Segment.PRESENT);
-      if (has == 0) {
-        continue;
-      }
-      present[slot] += has;
-      min[slot] = Math.min(min[slot], s.stat(node, c, Segment.MIN));
-      max[slot] = Math.max(max[slot], s.stat(node, c, Segment.MAX));
-      hi[slot] += s.stat(node, c, Segment.HIGH);
-      lo[slot] += s.stat(node, c, Segment.LOW);
-    }
-  }
-
   /**
    * Rows from..to-1 of item i's segment s (blocks, or the whole of a segment without
    * blocks), tested and added up; column 0's range is met as `column0` says.
    */
   void read(int i, Segment s, int from, int to, boolean edge, int column0) throws IOException {
-    rowsVisited += to - from;
+    sums.rowsRead += to - from;
     int a = from, z = to;
     if (column0 == SEARCH) {
       a = q.lo0 == Long.MIN_VALUE ? from : s.firstAtLeast(q.lo0, from, to);
@@ -484,13 +454,15 @@ final class RegionScan {
     int nruns = runs(i, seg, a, z);
     for (int r = 0; r < nruns; r++) {
       runRows[r] = RowLoops.count(pass, runFrom[r] - a, runTo[r] - a);
-      rowsMatched += runRows[r];
-      count[runGroup[r]] += runRows[r];
+      sums.rowsMatched += runRows[r];
+      sums.count[runGroup[r]] += runRows[r];
     }
     for (int j = 0; j < k; j++) {
       for (int r = 0; r < nruns; r++) {
         if (runRows[r] > 0) {
-          fold(runGroup[r] * k + j, seg, q.aggCol[j], runFrom[r], runTo[r], a);
+          int c = q.aggCol[j];
+          RowLoops.fold(seg, c, runFrom[r], runTo[r], pass, runFrom[r] - a, folded);
+          sums.addFold(runGroup[r] * k + j, folded, seg.width[c] == 8 ? 0 : seg.base[c]);
         }
       }
     }
@@ -594,39 +566,6 @@ final class RegionScan {
     }
   }
 
-  /**
-   * Column c of rows from..to-1 of seg, those passing (pass[r - a]) and not NULL, into
-   * the aggregate at `slot`. Sums are exact: a narrow column's deltas in int64, an int64
-   * column as two halves (x >> 32 and its low 32 bits), as add() keeps them.
-   */
-  void fold(int slot, Segment seg, int c, int from, int to, int a) {
-    long[] f = folded;
-    RowLoops.fold(seg, c, from, to, pass, from - a, f); // present, least, most, high, low
-    if (f[0] == 0) {
-      return;
-    }
-    long base = seg.width[c] == 8 ? 0 : seg.base[c];
-    present[slot] += f[0];
-    min[slot] = Math.min(min[slot], f[1] + base);
-    max[slot] = Math.max(max[slot], f[2] + base);
-    // a delta's value is delta + base: the base's halves go to hi and lo once per value
-    hi[slot] += f[3] + f[0] * (base >> 32);
-    lo[slot] += f[4] + f[0] * (base & 0xFFFFFFFFL);
-  }
-
-  /** Value x (present) into the aggregate at `slot`: sums as two halves, exact. */
-  void add(int slot, long x) {
-    present[slot]++;
-    if (x < min[slot]) {
-      min[slot] = x;
-    }
-    if (x > max[slot]) {
-      max[slot] = x;
-    }
-    hi[slot] += x >> 32;
-    lo[slot] += x & 0xFFFFFFFFL;
-  }
-
   /** Layout 1: the rows of item i's key range inside this region, one cell each. */
   void rowRange(int i) throws IOException {
     byte[] rs = info.getStartKey(), re = info.getEndKey();
@@ -647,8 +586,8 @@ final class RegionScan {
               + " has a " + cell.getValueLength() + "-byte cell, not " + q.ncols + " int64s");
         }
         ByteBuffer b = Cells.value(cell);
-        rowsVisited++;
-        rowsInGrids++;
+        sums.rowsRead++;
+        sums.rowsInGrids++;
         rows(i, Segment.wide(b, b.position(), 1, q.ncols), 0, 1);
       }
       if ((++seen[0] & 0xfff) == 0) {
@@ -694,15 +633,15 @@ final class RegionScan {
         }
         g = (int) bucket;
       }
-      rowsMatched++;
-      count[g]++;
+      sums.rowsMatched++;
+      sums.count[g]++;
       int slot = g * k;
       for (int j = 0; j < k; j++, slot++) {
         long v = s.get(q.aggCol[j], r);
         if (v == Long.MIN_VALUE) {
           continue; // NULL: an absent value
         }
-        add(slot, v);
+        sums.add(slot, v);
       }
     }
   }
@@ -729,13 +668,7 @@ final class RegionScan {
   }
 
   byte[] answerBytes() {
-    int groups = 0;
-    for (long c : count) {
-      if (c > 0) {
-        groups++;
-      }
-    }
-    long size = GridScanObserver.regionBytes(info) + 56 + 4 + (long) groups * (12 + 40L * k) + 4 + 4 + 4L * nunread;
+    long size = GridScanObserver.regionBytes(info) + sums.bytes() + 4 + 4 + 4L * nunread;
     int items = 0;
     for (int i = 0; i < rows.length; i++) {
       if (q.rowsOf[i] && inRegion(i) && !unread[i]) {
@@ -745,17 +678,7 @@ final class RegionScan {
     }
     ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
     GridScanObserver.putRegion(out, info);
-    out.putLong(rowsVisited).putLong(rowsMatched).putLong(gridsScanned).putLong(gridsSkipped);
-    out.putLong(blocksReused).putLong(rowsInReusedBlocks).putLong(rowsInGrids);
-    out.putInt(groups);
-    for (int g = 0; g < count.length; g++) {
-      if (count[g] > 0) {
-        out.putInt(g).putLong(count[g]);
-        for (int j = g * k; j < (g + 1) * k; j++) {
-          out.putLong(present[j]).putLong(min[j]).putLong(max[j]).putLong(hi[j]).putLong(lo[j]);
-        }
-      }
-    }
+    sums.write(out);
     out.putInt(items);
     for (int i = 0; i < rows.length; i++) {
       if (q.rowsOf[i] && inRegion(i) && !unread[i]) {
