@@ -225,6 +225,10 @@ class Settings:
         60.0, "seconds between rounds of a serving process's online tuner, which splits and merges leaves in "
               "place for the questions it served (README: Tuning the tree online); `0` turns it off",
         _seconds_or_off, topic="http")
+    retain_every: float = _setting(
+        3600.0, "seconds between a serving process's retention rounds, which drop the rows of every dataset with "
+                "a `retain` that are older than it (`gridagg retain`); `0` turns them off", _seconds_or_off,
+        topic="http")
     tree_load_seconds: float = _setting(
         3.5, "longest a process may take to load one dataset's tree whole (its grids and their aggregates), "
              "at the rate of that tree's last whole load in the process: tuning (`gridagg tune`, the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +32,11 @@ from gridagg.query.spec import Limits, QueryResult, QuerySpec, SeriesResult, Ser
 from gridagg.store import CellStore, open_store
 from gridagg.tree import DatasetReplaced, TreeCache
 from gridagg.tune import costmodel
+from gridagg.write import change
+from gridagg.write import correct as corrections
+from gridagg.write import delete as deletes
 from gridagg.write import protocol as writes
+from gridagg.write import retain as retention
 from gridagg.write.leafsplit import split_leaf
 
 # Answers as they improve (query_steps, series_steps) come at most this often: each is
@@ -131,8 +136,15 @@ class GridEngine:
         return ds
 
     def drop_dataset(self, name: str) -> None:
-        self.directory.drop_dataset(name)
-        self.store.drop_dataset(name)
+        """Drop a dataset and everything of it: its rows and aggregates (the store frees
+        their space: LMDB reuses the pages, HBase deletes the table's files), its
+        directory, change log, intents and retention, and this process's tree, tree
+        file and rollups of it. Under its writer lock, so that no write lands meanwhile;
+        the store's part first, so that a drop that fails half way leaves the dataset
+        listed, to be dropped again. Its epoch stays (it never repeats a value)."""
+        with self.directory.writer_lock(name):
+            self.store.drop_dataset(name)
+            self.directory.drop_dataset(name)
         self._datasets.pop(name, None)
         self.trees.drop(name)
         self.planner.rollups.forget(name)
@@ -149,10 +161,12 @@ class GridEngine:
 
     # -- Algorithm 1: insert -----------------------------------------------------------
 
-    def insert(self, name: str, rows: list[dict]) -> InsertResult:
+    def insert(self, name: str, rows: list[dict], replace: bool = False) -> InsertResult:
         """Insert rows given as {column: value} (plus an optional "id", the element ID;
         without one a random ID is made). Invalid rows are refused one by one with a
-        reason and nothing of them is written; valid rows are stored."""
+        reason and nothing of them is written; valid rows are stored. With `replace`, a
+        row whose element ID is stored replaces that row (correct_encoded; the result is
+        a CorrectResult)."""
         ds = self.dataset(name)
         result = InsertResult(rounded={c.name: 0 for c in ds.columns if c.rounding != REFUSE})
         ids: list[bytes] = []
@@ -168,9 +182,14 @@ class GridEngine:
             encoded.append(values)
             for c in rounded:
                 result.rounded[ds.columns[c].name] += 1
+        if replace:
+            result = CorrectResult(**vars(result))
         if encoded:
-            stored = self.insert_encoded(ds, ids, np.array(encoded, dtype=np.int64))
+            store = self.correct_encoded if replace else self.insert_encoded
+            stored = store(ds, ids, np.array(encoded, dtype=np.int64))
             result.stored, result.duplicates, result.splits = stored.stored, stored.duplicates, stored.splits
+            if replace:
+                result.replaced = stored.replaced
         return result
 
     def insert_encoded(self, ds: Dataset, element_ids: list[bytes], values: np.ndarray) -> InsertResult:
@@ -359,6 +378,72 @@ class GridEngine:
             self.directory.record_change(ds, None)
         return len(leaves)
 
+    # -- changes: deletes, corrections, retention (gridagg.write.change) -------------------
+
+    def delete(self, name: str, where: dict | None = None, region: dict | None = None,
+               ids: list | None = None, wait: float | None = None) -> change.Changed:
+        """Delete the rows inside a box and region (where, region: as for query; where {}
+        spans everything) or, given `ids` (element IDs, strings or integers), the rows
+        with those element IDs (within where and region when given too: only the leaves
+        there are looked at). Returns what the change did (rows_before - rows_after rows
+        went). wait: seconds to wait for the writer lock (None: the engine's
+        writer_wait; math.inf: as long as it takes)."""
+        ds = self.dataset(name)
+        if ids is None and where is None and region is None:
+            raise InvalidInput("a delete needs the rows' ids, or a where box or region (where {} takes every row)",
+                               field="where")
+        spec = QuerySpec.parse(ds, where, ["count"], region)
+        element_ids = None if ids is None else _element_ids(ids)
+        inside = None if spec.region is None else spec.region.mask
+        with self._changing(ds, "delete", wait) as (write, tree):
+            if spec.empty:
+                contents = {}
+            elif element_ids is not None:
+                box = None if where is None and region is None else spec.box
+                contents = deletes.with_ids(write, tree, element_ids, box, inside)
+            else:
+                contents = deletes.in_box(write, tree, spec.box, inside,
+                                          None if spec.region is None else _covering(ds, spec.region))
+            return change.apply(write, tree, contents)
+
+    def correct_encoded(self, ds: Dataset, element_ids: list[bytes], values: np.ndarray,
+                        wait: float | None = None) -> "CorrectResult":
+        """Store already encoded rows (an (m, ncols) int64 array inside the domain), each
+        replacing the stored row of its element ID (gridagg.write.correct) or added."""
+        with self._changing(ds, "correct", wait) as (write, tree):
+            found = corrections.corrected(write, element_ids, values)
+            change.apply(write, tree, found.contents)
+        return CorrectResult(stored=found.added, duplicates=found.unchanged, replaced=found.replaced)
+
+    def retain(self, name: str, now=None, wait: float | None = None) -> change.Changed:
+        """Drop the rows of dataset `name` older than its retention (keep_for) at `now`
+        (an aware datetime; default now): a retention round (gridagg.write.retain).
+        Nothing happens to a dataset kept for ever."""
+        ds = self.dataset(name)
+        keep = self.directory.retain(name)
+        if keep is None:
+            return change.Changed()
+        first = retention.cutoff(ds, keep, now or retention.now())
+        with self._changing(ds, "retain", wait) as (write, tree):
+            return change.apply(write, tree, retention.older_than(write, tree, first))
+
+    def keep_for(self, name: str, retain: str | None) -> str | None:
+        """Keep dataset `name`'s rows for `retain` (a duration such as "10y", checked:
+        gridagg.write.retain.parse) from now on, or for ever (None); returns it as
+        stored. Rows already older go at the next retention round."""
+        ds = self.dataset(name)
+        retain = retention.check(ds, retain)
+        self.directory.set_retain(name, retain)
+        return retain
+
+    @contextmanager
+    def _changing(self, ds: Dataset, kind: str, wait: float | None):
+        """(a Write of kind `kind`, the dataset's tree, current under its lock) for a
+        `with` block; wait: as for delete."""
+        wait = self.writer_wait if wait is None else wait
+        with self.writing(ds, kind, wait, lambda: self.store.answers(ds)) as write:
+            yield write, self.trees.tree(ds)
+
     # -- inspection ---------------------------------------------------------------------
 
     def leaves(self, name: str) -> list[tuple[Grid, PartialAggregate]]:
@@ -368,6 +453,40 @@ class GridEngine:
         aggs = self.store.get_aggregates(ds, [g.grid_id for g in grids])
         ncols = len(ds.columns)
         return [(g, aggs.get(g.grid_id, PartialAggregate.empty(ncols))) for g in grids]
+
+
+@dataclass
+class CorrectResult(InsertResult):
+    """An insert's result with `replace` (GridEngine.correct_encoded): stored, rows added;
+    replaced, rows that replaced the stored row of their element ID; duplicates, rows
+    equal to the stored row (nothing changed). splits stays 0: a correction cuts the
+    leaves it touches itself (gridagg.write.change)."""
+
+    replaced: int = 0
+
+
+def _covering(ds: Dataset, region) -> deletes.Covers:
+    """Whether `region` (a gridagg.query.regions.Region) holds every point of a box of
+    stored dimension values: the box between the floats of its bounds lies in the
+    polygon (exact: gridagg.query.regions)."""
+    import shapely
+
+    x, y = ds.lonlat_axes
+
+    def covers(lo: np.ndarray, hi: np.ndarray) -> bool:
+        box = shapely.box(lo[x] / region.lon_scale, lo[y] / region.lat_scale, hi[x] / region.lon_scale,
+                          hi[y] / region.lat_scale)
+        return bool(region.geom.covers(box))
+
+    return covers
+
+
+def _element_ids(given: object) -> list[bytes]:
+    """A delete's element IDs: a non-empty list of non-empty strings or integers."""
+    if not isinstance(given, list) or not given or any(e is None for e in given):
+        raise InvalidInput("ids must be a non-empty list of element IDs, each a non-empty string or integer",
+                           field="ids")
+    return [_element_id(e) for e in given]
 
 
 def _element_id(given: object) -> bytes:

@@ -27,15 +27,15 @@ import numpy as np
 from gridagg.directory.catalog import Catalog
 from gridagg.directory.changes import CHANGE_LOG_SECONDS, CHANNEL, ChangeLog
 from gridagg.directory.database import Database, check_pool
-from gridagg.directory.intents import Intents
+from gridagg.directory.intents import Intent, Intents
 from gridagg.directory.leaves import Leaves, box_literals, parse_boxes
 from gridagg.directory.locks import LOCK_STEP_SECONDS, WriterLocks
 from gridagg.directory.retired import Retired
 from gridagg.model.grid import Grid
 from gridagg.model.schema import Dataset
 
-__all__ = ["CHANGE_LOG_SECONDS", "CHANNEL", "LOCK_STEP_SECONDS", "GridDirectory", "box_literals", "check_pool",
-           "parse_boxes"]
+__all__ = ["CHANGE_LOG_SECONDS", "CHANNEL", "LOCK_STEP_SECONDS", "GridDirectory", "Intent", "box_literals",
+           "check_pool", "parse_boxes"]
 
 
 class GridDirectory:
@@ -103,6 +103,19 @@ class GridDirectory:
     def leaf_count(self, name: str) -> int:
         return self._catalog.leaf_count(name)
 
+    def retain(self, name: str) -> str | None:
+        """How long the dataset keeps its rows (a duration such as '10y'; None: for ever)."""
+        return self._catalog.retain(name)
+
+    def set_retain(self, name: str, retain: str | None) -> None:
+        """Keep the dataset's rows for `retain` (checked by the caller: gridagg.write.retain), or
+        for ever (None)."""
+        self._catalog.set_retain(name, retain)
+
+    def retaining(self) -> list[tuple[str, str]]:
+        """(name, retain) of every dataset that keeps its rows for a while only."""
+        return self._catalog.retaining()
+
     # -- leaves -----------------------------------------------------------------------
 
     def leaves(self, ds: Dataset) -> list[Grid]:
@@ -112,6 +125,10 @@ class GridDirectory:
     def grid(self, ds: Dataset, grid_id: str) -> Grid | None:
         """Leaf `grid_id`, or None when it is no leaf."""
         return self._leaves.grid(ds, grid_id)
+
+    def grids(self, ds: Dataset, grid_ids: list[str]) -> dict[str, Grid]:
+        """Those of `grid_ids` that are leaves, by ID (one round trip)."""
+        return {g.grid_id: g for g in self._leaves.among(ds, grid_ids)}
 
     def leaves_among(self, ds: Dataset, grid_ids: list[str]) -> set[str]:
         """Those of `grid_ids` that are leaves (one round trip)."""
@@ -127,13 +144,16 @@ class GridDirectory:
         gridagg.tree.TreeState is built from."""
         return self._leaves.tree(ds)
 
-    def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid]) -> None:
+    def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid],
+                       changed: list[str] | None | bool = True) -> None:
         """The directory switch: in one transaction, delete the leaves `old` (each must
         still be a leaf), insert new_leaves, adjust leaf_count, retire `old` (their rows
-        are purged once no reader can need them) and log the change. The caller holds
-        the writer lock."""
+        are purged once no reader can need them) and log the change: the new leaves, and
+        the grids `changed` when it is a list (None: any grid may have changed). The
+        caller holds the writer lock."""
+        logged = None if changed is None else [g.grid_id for g in new_leaves] + ([] if changed is True else changed)
         with self._db.transaction() as conn:
-            version = self._changes.log(conn, ds, [g.grid_id for g in new_leaves])
+            version = self._changes.log(conn, ds, logged)
             if old:
                 self._leaves.delete(conn, ds, old)
                 self._retired.add(conn, ds.name, old)
@@ -173,10 +193,12 @@ class GridDirectory:
         WriteStamps (wait, healthy: see locks.WriterLocks.hold)."""
         return self._locks.hold(name, wait, healthy)
 
-    def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
-        """Record that a write will touch these grids (and the rows an insert adds, packed
-        as one segment: gridagg.store.segments.pack); returns the intent's ID."""
-        return self._intents.begin(name, grid_ids, rows)
+    def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None,
+                     contents: bytes | None = None) -> int:
+        """Record that a write will touch these grids (and the rows an insert adds, or
+        the rows the leaves of a change applied in place hold after it, each packed as
+        one segment: gridagg.store.segments.pack); returns the intent's ID."""
+        return self._intents.begin(name, grid_ids, rows, contents)
 
     def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
@@ -190,9 +212,9 @@ class GridDirectory:
             self._changes.log(conn, ds, changed)
         self._changes.changed(ds.name)
 
-    def pending_intents(self, name: str) -> list[tuple[int, list[str], bytes | None]]:
-        """(id, grids, packed rows or None) of intents of writers that did not finish (call
-        while holding the writer lock)."""
+    def pending_intents(self, name: str) -> list[Intent]:
+        """The intents of writers that did not finish (intents.Intent; call while holding
+        the writer lock)."""
         return self._intents.pending(name)
 
     def retired_before(self, name: str, seconds: float) -> list[str]:

@@ -43,6 +43,23 @@ class Catalog:
     def datasets(self) -> list[Dataset]:
         return [Dataset.from_json(r[0]) for r in self.db.execute("SELECT definition FROM gridagg_datasets ORDER BY name")]
 
+    def retain(self, name: str) -> str | None:
+        """How long dataset `name` keeps its rows (a duration such as '10y'), None: for ever."""
+        rows = self.db.execute("SELECT retain FROM gridagg_datasets WHERE name = %s", (name,))
+        if not rows:
+            raise UnknownDataset(name)
+        return rows[0][0]
+
+    def set_retain(self, name: str, retain: str | None) -> None:
+        rows = self.db.execute("UPDATE gridagg_datasets SET retain = %s WHERE name = %s RETURNING name", (retain, name))
+        if not rows:
+            raise UnknownDataset(name)
+
+    def retaining(self) -> list[tuple[str, str]]:
+        """(name, retain) of every dataset that keeps its rows for a while only."""
+        return [tuple(r) for r in self.db.execute(
+            "SELECT name, retain FROM gridagg_datasets WHERE retain IS NOT NULL ORDER BY name")]
+
     def leaf_count(self, name: str) -> int:
         rows = self.db.execute("SELECT leaf_count FROM gridagg_datasets WHERE name = %s", (name,))
         if not rows:

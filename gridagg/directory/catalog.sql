@@ -54,3 +54,12 @@ CREATE TABLE IF NOT EXISTS gridagg_stamps (
 
 -- Catalogs made before the change log.
 ALTER TABLE gridagg_datasets ADD COLUMN IF NOT EXISTS pruned bigint NOT NULL DEFAULT 0;
+
+-- How long a dataset keeps its rows (gridagg.write.retain): a duration such as '10y',
+-- rows older than it are dropped; NULL keeps every row.
+ALTER TABLE gridagg_datasets ADD COLUMN IF NOT EXISTS retain text;
+
+-- A change applied in place (gridagg.write.change, a leaf too small to be cut): every
+-- row its leaves hold after it, as one segment whose element IDs are the row keys;
+-- recovery writes them again, so such a change ends whole once its intent is recorded.
+ALTER TABLE gridagg_intents ADD COLUMN IF NOT EXISTS contents bytea;

@@ -4,18 +4,32 @@ writer died mid-write: the next writer recovers those grids."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gridagg.directory.database import Database
+
+
+class Intent(NamedTuple):
+    """A write's intent: its ID, the grids it touches, an insert's new rows and a change's
+    contents (each packed as one segment, or None; gridagg.write.protocol)."""
+
+    id: int
+    grids: list[str]
+    rows: bytes | None
+    contents: bytes | None
 
 
 class Intents:
     def __init__(self, db: Database):
         self.db = db
 
-    def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None) -> int:
+    def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None, contents: bytes | None = None) -> int:
         """Record that a write will touch these grids (and, for an insert, the rows it
-        adds, as one segment: gridagg.store.segments.pack); returns the intent's ID."""
-        return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows) VALUES (%s, %s, %s) RETURNING id",
-                               (name, grid_ids, rows))[0][0]
+        adds, as one segment: gridagg.store.segments.pack; for a change applied in
+        place, every row its leaves hold after it, the element IDs being row keys);
+        returns the intent's ID."""
+        return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows, contents) VALUES (%s, %s, %s, %s) "
+                               "RETURNING id", (name, grid_ids, rows, contents))[0][0]
 
     def extend(self, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
@@ -30,8 +44,12 @@ class Intents:
     def drop(conn, name: str) -> None:
         conn.execute("DELETE FROM gridagg_intents WHERE dataset = %s", (name,))
 
-    def pending(self, name: str) -> list[tuple[int, list[str], bytes | None]]:
-        """(id, grids, rows) of the intents of writers that did not finish, oldest first
-        (call while holding the writer lock)."""
-        return [(i, grids, None if rows is None else bytes(rows)) for i, grids, rows in self.db.execute(
-            "SELECT id, grids, rows FROM gridagg_intents WHERE dataset = %s ORDER BY id", (name,))]
+    def pending(self, name: str) -> list[Intent]:
+        """The intents of writers that did not finish, oldest first (call while holding
+        the writer lock)."""
+        return [Intent(i, grids, _bytes(rows), _bytes(contents)) for i, grids, rows, contents in self.db.execute(
+            "SELECT id, grids, rows, contents FROM gridagg_intents WHERE dataset = %s ORDER BY id", (name,))]
+
+
+def _bytes(data) -> bytes | None:
+    return None if data is None else bytes(data)

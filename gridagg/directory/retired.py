@@ -13,9 +13,10 @@ class Retired:
 
     @staticmethod
     def add(conn, name: str, grid_ids: list[str]) -> None:
-        """In the caller's transaction: these leaves were replaced now."""
+        """In the caller's transaction: these leaves were replaced now (a grid retired
+        before, and a leaf again since, keeps its rows from now on)."""
         conn.execute("INSERT INTO gridagg_retired (dataset, grid_id) SELECT %s, unnest(%s::text[]) "
-                     "ON CONFLICT DO NOTHING", (name, list(grid_ids)))
+                     "ON CONFLICT (dataset, grid_id) DO UPDATE SET retired_at = now()", (name, list(grid_ids)))
 
     def before(self, name: str, seconds: float) -> list[str]:
         """Retired grids whose rows no query can need any more: retired more than

@@ -116,6 +116,13 @@ class CellStore(ABC):
         """Delete rows by key; missing keys are ignored."""
 
     @abstractmethod
+    def rewrite_grids(self, ds: Dataset, grids: list[tuple[bytes, object, np.ndarray]],
+                      stamps: WriteStamps | None = None) -> None:
+        """Make each grid's rows exactly these, grid by grid as put_grids gives them (key
+        prefix, element IDs, values; none: the grid holds no row after it). A reader sees
+        a grid's rows before or after, never a mix."""
+
+    @abstractmethod
     def clear_grids(self, ds: Dataset, grid_ids: list[str], stamps: WriteStamps | None = None) -> None:
         """Delete every row stored under these grids (their own rows, not their
         descendants'), and whatever a writer with earlier stamps lands there later."""

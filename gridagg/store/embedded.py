@@ -270,6 +270,16 @@ class EmbeddedStore(CellStore):
                     rows = self._rows_of(present)
                     self._rewrite(txn, prefix, present, {e: r for e, r in rows.items() if e not in gone}, ds)
 
+    def rewrite_grids(self, ds, grids, stamps=None):
+        self.round_trips.add()
+        db = self._db(ds.name, "s")
+        with self._write(db) as txn:  # one commit: readers see every grid before or after
+            for prefix, eids, values in sorted(grids, key=lambda g: g[0]):
+                for key, _ in self._segments(txn.cursor(), prefix):
+                    txn.delete(key)
+                if len(values):
+                    txn.put(prefix + struct.pack(">I", 0), segments.pack(eids, np.asarray(values, np.int64), ds))
+
     def clear_grids(self, ds, grid_ids, stamps=None):
         self.round_trips.add()
         db = self._db(ds.name, "s")

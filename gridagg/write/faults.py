@@ -21,7 +21,8 @@ import signal
 # The steps of the write protocol (gridagg.write.protocol), for each kind of write.
 POINTS = {
     f"{kind}.{step}": f"{what} {meaning}"
-    for kind, what in (("insert", "an insert"), ("ingest", "a bulk load"), ("tune", "a merge or split in place"))
+    for kind, what in (("insert", "an insert"), ("ingest", "a bulk load"), ("tune", "a merge or split in place"),
+                       ("delete", "a delete"), ("correct", "a correction"), ("retain", "a retention round"))
     for step, meaning in (
         ("rows_written", "has written rows, not yet their aggregates"),
         ("switching", "has written the rows and aggregates of its new grids, not yet switched the directory"),

@@ -1,4 +1,5 @@
-"""The write protocol: how every writer changes a dataset (inserts, their splits, bulk loads).
+"""The write protocol: how every writer changes a dataset (inserts, their splits, bulk loads,
+deletes, corrections and retention: gridagg.write.change).
 
 A write holds the dataset's writer lock (a PostgreSQL advisory lock) from its first step
 to its last, and goes through these steps in this order:
@@ -6,7 +7,8 @@ to its last, and goes through these steps in this order:
 1. recover: finish what writers that died left behind (below), and purge the rows of
    leaves split long enough ago that no query can still need them;
 2. intend: record every grid the write will put rows under (`Write.intend`: the leaves
-   it touches first, the grids a split makes later), and an insert's new rows;
+   it touches first, the grids a split makes later), and an insert's new rows (or what
+   the leaves of a change applied in place hold after it);
 3. rows: write rows, stamped (`Write.put_rows` by key, `Write.put_grids` grid by grid;
    a bulk load's executors write them and the driver says so with `Write.rows_written`);
 4. aggregates: write the aggregates of the touched leaves and their ancestors;
@@ -19,16 +21,18 @@ A writer that dies between 2 and 6 leaves its intent behind. The next writer's s
 request of the dead writer still on its way lands masked: gridagg.model.stamps), clears the
 rows under the grids it meant to make that never became leaves, stores the rows of an
 insert that did not land (HBase applies a put of many grid rows row by row: a writer
-killed during it, or an HBase failing under it, leaves some stored and some not), and
-recomputes the aggregates of its leaves from their rows and of their ancestors from
-their children. So an insert ends fully counted once its intent is recorded, and any
-other write fully counted or not at all, whichever step it died in.
+killed during it, or an HBase failing under it, leaves some stored and some not), writes
+again the rows of the leaves of a change applied in place, and recomputes the
+aggregates of its leaves from their rows and of their ancestors from their children.
+So an insert or a change applied in place ends fully counted once its intent is
+recorded, and any other write fully counted or not at all, whichever step it died in.
 
 Fault points (gridagg.write.faults) sit at the same steps for every kind of write:
 "<kind>.rows_written" (rows written, aggregates not), "<kind>.switching" (a split's or
 load's new grids written, directory not switched) and "<kind>.switched" (directory
-switched, intent not ended), where kind is "insert", "ingest" or "tune" (merges in
-place: gridagg.tune.merge; splits in place: gridagg.tune.adapt).
+switched, intent not ended), where kind is "insert", "ingest", "tune" (merges in
+place: gridagg.tune.merge; splits in place: gridagg.tune.adapt), "delete", "correct" or
+"retain" (gridagg.write.change).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from gridagg.model.grid import (
     grid_prefix,
     prefix_range,
     row_key,
+    split_key,
     subtree_range,
 )
 from gridagg.model.schema import Dataset
@@ -53,7 +58,7 @@ from gridagg.model.stamps import WriteStamps
 from gridagg.store import segments
 from gridagg.write import faults
 
-KINDS = ("insert", "ingest", "tune")
+KINDS = ("insert", "ingest", "tune", "delete", "correct", "retain")
 
 
 class Write:
@@ -66,13 +71,17 @@ class Write:
         self.intent: int | None = None
         self.ended = False
 
-    def intend(self, grid_ids: list[str], rows: tuple[list[bytes], np.ndarray] | None = None) -> None:
+    def intend(self, grid_ids: list[str], rows: tuple[list[bytes], np.ndarray] | None = None,
+               contents: tuple[list[bytes], np.ndarray] | None = None) -> None:
         """Record that rows will be written under these grids (before writing them). rows:
         an insert's (element IDs, (m, ncols) values) it adds, with its first intent: a
-        recovery stores those that did not land."""
+        recovery stores those that did not land. contents: a change applied in place
+        (rewrite_grids), every row the leaves `grid_ids` hold after it as (row keys,
+        values), with its first intent: a recovery writes them again."""
         if self.intent is None:
             packed = None if rows is None else segments.pack(*rows)
-            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids), packed)
+            kept = None if contents is None else segments.pack(*contents)
+            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids), packed, kept)
         else:
             self.directory.extend_intent(self.intent, list(grid_ids))
 
@@ -87,6 +96,13 @@ class Write:
         of each) under grids intended before."""
         self._check_intended()
         self.store.put_grids(self.ds, grids, self.stamps)
+        self.rows_written()
+
+    def rewrite_grids(self, grids: list[tuple[bytes, object, np.ndarray]]) -> None:
+        """Make the rows of grids intended before exactly these (CellStore.rewrite_grids:
+        key prefix, element IDs, values of each): a change applied in place."""
+        self._check_intended()
+        self.store.rewrite_grids(self.ds, grids, self.stamps)
         self.rows_written()
 
     def rows_written(self) -> None:
@@ -104,13 +120,15 @@ class Write:
         else:
             put(aggregates)
 
-    def switch(self, old: list[str], new_leaves: list[Grid]) -> None:
+    def switch(self, old: list[str], new_leaves: list[Grid], changed: list[str] | None | bool = True) -> None:
         """Replace the leaves `old` by `new_leaves` in the directory, in one transaction;
-        their rows and aggregates must be written."""
+        their rows and aggregates must be written. The change log names the new leaves,
+        and the grids `changed` too when it is a list (None: any grid may have changed;
+        True: only the new leaves)."""
         self._check_intended()
         faults.hit(f"{self.kind}.switching")
         if old or new_leaves:  # a load that split nothing has nothing to switch
-            self.directory.replace_leaves(self.ds, old, new_leaves)
+            self.directory.replace_leaves(self.ds, old, new_leaves, changed)
         faults.hit(f"{self.kind}.switched")
 
     def end(self, changed: list[str] | None) -> None:
@@ -162,15 +180,34 @@ def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
     store.settle()  # the dead writer's last commit, before reading its rows
     leaves = {g.grid_id for g in directory.leaves(ds)}
     retired = set(directory.retired_before(ds.name, 0))  # their purge clears them
-    for intent_id, grids, rows in pending:
-        rebuilt = sorted({g for g in grids if g in leaves})
+    for intent in pending:
+        rebuilt = sorted({g for g in intent.grids if g in leaves})
         store.seal_grids(ds, rebuilt, stamps)
-        store.clear_grids(ds, sorted(set(grids) - leaves - retired), stamps)
-        if rows is not None:
-            added = complete_rows(directory, store, ds, segments.eids(rows), segments.values(rows), stamps)
+        store.clear_grids(ds, sorted(set(intent.grids) - leaves - retired), stamps)
+        if intent.contents is not None:
+            store.rewrite_grids(ds, contents_of(intent.contents, rebuilt), stamps)
+        if intent.rows is not None:
+            added = complete_rows(directory, store, ds, segments.eids(intent.rows), segments.values(intent.rows), stamps)
             rebuilt = sorted(set(rebuilt) | added)
         rebuild_aggregates(store, ds, rebuilt, stamps, keep=retired)
-        directory.end_intent(intent_id, ds, rebuilt)
+        # Rows may have left the data's edge: caches of them start over (gridagg.write.change).
+        directory.end_intent(intent.id, ds, None if intent.contents is not None else rebuilt)
+
+
+def contents_of(packed: bytes, grid_ids: list[str]) -> list[tuple[bytes, object, np.ndarray]]:
+    """The rows a change applied in place leaves in each of these grids (Write.intend's
+    `contents`, packed), as CellStore.rewrite_grids takes them."""
+    import pyarrow as pa
+
+    keys, values = segments.eids(packed), segments.values(packed)
+    by_grid: dict[bytes, list[int]] = {grid_prefix(g): [] for g in grid_ids}
+    eids = []
+    for i, key in enumerate(keys):
+        prefix, eid = split_key(key)
+        eids.append(eid)
+        if prefix in by_grid:
+            by_grid[prefix].append(i)
+    return [(prefix, pa.array([eids[i] for i in idx], pa.binary()), values[idx]) for prefix, idx in by_grid.items()]
 
 
 def unstored_rows(directory, store, ds: Dataset, element_ids: list[bytes],

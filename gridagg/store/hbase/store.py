@@ -272,6 +272,26 @@ class HBaseStore(CellStore):
             self._mutate(client, table, puts, stamps.next())
             self._mutate(client, table, replaced, stamps.next())
 
+    def rewrite_grids(self, ds, grids, stamps=None):
+        stamps = stamps or WriteStamps.local()
+        given = {prefix: (eids, np.asarray(values, np.int64).reshape(-1, len(ds.columns)))
+                 for prefix, eids, values in grids}
+        with self._client(ds.name, slow=True) as (client, table):
+            stored = self._read(client, table, sorted(given))
+            puts, replaced = [], []
+            for prefix in sorted(given):
+                old = stored.get(prefix, [])
+                eids, values = given[prefix]
+                if len(values):  # a base segment replaces every cell before it, in one Put
+                    segs = grid_rows.pack(eids, values, ds)
+                    puts.append(BatchMutation(row=prefix, mutations=[
+                        Mutation(column=grid_rows.column(n), value=s)
+                        for n, s in zip(grid_rows.next_numbers(old, len(segs), base=True), segs)]))
+                if old:  # then the old cells go (one atomic Delete when nothing is left)
+                    replaced.append(_deletes(prefix, [n for n, _ in old]))
+            self._mutate(client, table, puts, stamps.next())
+            self._mutate(client, table, replaced, stamps.next())
+
     def clear_grids(self, ds, grid_ids, stamps=None):
         stamps = stamps or WriteStamps.local()
         with self._client(ds.name) as (client, table):
