@@ -14,17 +14,23 @@ took 1.35x N_size 16000's time) and holds more leaves, for a gain the model cann
 from its own error (a calibration of this machine predicted 8000 11% faster than 16000
 at 100M rows, with a median misfit of x1.16).
 
-The default workload is shaped after the bench's two (loadtest/workload.py, the paper's
-boxes; loadtest/dashboard.py, the dashboard's questions), over any dataset's dimensions:
+The default workload is shaped after the questions a dashboard asks of a sensor archive
+(the bench's paper boxes and dashboard, and the families of its held-out mode), over any
+dataset's dimensions:
 - ten boxes of one twenty-first of the time span (the paper's 360 days of 21 years) at
   spread positions, every other dimension cut to its middle so that a box selects about
   1% of the rows (the paper's fixed ranges);
-- one such time window alone (the dashboard's "one year");
-- all the time, two other dimensions each cut to their middle half (its value ranges);
-- all the time, every other dimension cut to its middle 80% (its polygon over most
+- one such time window alone (a year of a twenty-year archive), and windows of about a
+  day and a month;
+- all the time, two other dimensions each cut to their middle half (value ranges);
+- all the time, every other dimension cut to its middle 80% (a polygon over most
   stations, as a box);
+- around rows of the sample, drawn by a fixed seed: boxes of a few dimensions between
+  quantiles over windows of a month to years; boxes over longitude and latitude from a
+  station's surroundings to a continent, over windows of days to all the time;
 - the whole domain.
-A dataset without a time dimension takes its first dimension in time's place.
+A dataset without a time dimension takes its first dimension in time's place; one
+without longitude and latitude, its two first other dimensions in their place.
 """
 
 from __future__ import annotations
@@ -95,12 +101,48 @@ def default_workload(ds: Dataset, sample: np.ndarray) -> list[tuple[np.ndarray, 
     for k in range(10):
         start = t_lo + (t_hi - t_lo - window) * k // 9
         out.append(box((start, start + window), paper))
-    out.append(box((t_lo + (t_hi - t_lo - window) // 2, t_lo + (t_hi - t_lo - window) // 2 + window)))
+    mid = t_lo + (t_hi - t_lo - window) // 2
+    for span in (window, max(1, window // 12), max(1, window // 365)):  # a year, a month, a day
+        out.append(box((mid, mid + span)))
     if len(others) >= 2:
         out.append(box(None, {d: middle(d, 0.5) for d in others[:2]}))
     if others:
         out.append(box(None, {d: middle(d, 0.8) for d in others}))
+    out += _around_rows(ds, sample, box, t, others, window)
     out.append(box())
+    return out
+
+
+ROW_QUESTIONS = 8  # questions of each kind drawn around the sample's rows
+
+
+def _around_rows(ds: Dataset, sample: np.ndarray, box, t: int, others: list[int], window: int) -> list:
+    """Boxes around rows of `sample`, drawn by a fixed seed (the same choice every time):
+    a few dimensions between quantiles, and longitude and latitude (else the two first
+    other dimensions) at sizes from a station's surroundings to a continent's share of
+    their spread, each over a window of time of its own."""
+    if not others or not len(sample):
+        return []
+    rng = np.random.default_rng(20_240_601)
+    position = list(ds.lonlat_axes) if ds.lonlat_axes is not None else others[:2]
+    spread = {d: max(1, int(sample[:, d].max()) - int(sample[:, d].min())) for d in position}
+    quantiles = {d: np.quantile(sample[:, d], np.linspace(0, 1, 21)) for d in others}
+    out = []
+    for _ in range(ROW_QUESTIONS):
+        row = sample[rng.integers(len(sample))]
+        span = int(window * np.exp(rng.uniform(np.log(1 / 12), np.log(10))))
+        start = int(row[t]) - int(rng.integers(0, span + 1))
+        picked = rng.choice(others, size=min(len(others), int(rng.integers(1, 4))), replace=False)
+        ranges = {}
+        for d in picked.tolist():
+            a, b = sorted(rng.choice(21, 2, replace=False))
+            ranges[d] = (min(int(quantiles[d][a]), int(row[d])), max(int(quantiles[d][b]), int(row[d])))
+        out.append(box((start, start + span), ranges))
+        share = np.exp(rng.uniform(np.log(0.005), np.log(0.4)))  # of each position dimension's spread
+        span = int(window * np.exp(rng.uniform(np.log(1 / 365), np.log(21))))
+        start = int(row[t]) - int(rng.integers(0, span + 1))
+        out.append(box((start, start + span), {d: (int(row[d]) - int(share * spread[d] / 2),
+                                                   int(row[d]) + int(share * spread[d] / 2)) for d in position}))
     return out
 
 
