@@ -111,6 +111,18 @@ class Session:
 SESSION = Session()
 
 
+def merge(s, name: str) -> None:
+    """Table peer.<name>'s parts merged into one (OPTIMIZE FINAL) in chDB session s, and
+    the parts the merge replaced gone (within MERGED_WAIT_SECONDS): serving copies link
+    the live parts only."""
+    s.query(f"OPTIMIZE TABLE {table_of(name)} FINAL")
+    deadline = time.monotonic() + MERGED_WAIT_SECONDS
+    while time.monotonic() < deadline and int(s.query(
+            f"SELECT count() FROM system.parts WHERE database = 'peer' AND table = '{name}' AND NOT active",
+            "TabSeparated").bytes()):
+        time.sleep(0.5)
+
+
 class ClickHousePeer(SqlPeer):
     kind = "clickhouse"
     label = "ClickHouse (chDB)"
@@ -164,12 +176,7 @@ class ClickHousePeer(SqlPeer):
                 flush()
         if pending:
             flush()
-        s.query(f"OPTIMIZE TABLE {table_of(ds.name)} FINAL")
-        deadline = time.monotonic() + MERGED_WAIT_SECONDS
-        while time.monotonic() < deadline and int(s.query(
-                f"SELECT count() FROM system.parts WHERE database = 'peer' AND table = '{ds.name}' AND NOT active",
-                "TabSeparated").bytes()):
-            time.sleep(0.5)
+        merge(s, ds.name)
         return n
 
     def table(self, ds: Dataset) -> str:
