@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -144,12 +145,71 @@ def intervals(aggs: AggArrays, dlo: np.ndarray, dhi: np.ndarray, unread: Unread,
         out.open[:] = True
         out.touched[:] = 1
         return out
-    _bounds(aggs.count, aggs.present, aggs.mins, aggs.maxs, aggs.hi, aggs.lo, dlo, dhi, leaves, unread.edge,
-            unread.first, unread.last, cols, box[:, 0], box[:, 1], width,
-            exact.count, exact.present, exact.mins, exact.maxs, exact_sums,
-            out.count_lo, out.count_hi, out.present_lo, out.present_hi, out.sum_lo, out.sum_hi,
-            out.min_lo, out.min_hi, out.max_lo, out.max_hi, out.may_be_null, out.touched, out.avg)
+    _bounds(_Tree(aggs.count, aggs.present, aggs.mins, aggs.maxs, aggs.hi, aggs.lo, dlo, dhi),
+            _Unread(leaves, unread.edge, unread.first, unread.last), _Asked(cols, box[:, 0], box[:, 1], width),
+            _Exact(exact.count, exact.present, exact.mins, exact.maxs, exact_sums),
+            _Out(out.count_lo, out.count_hi, out.present_lo, out.present_hi, out.sum_lo, out.sum_hi,
+                 out.min_lo, out.min_hi, out.max_lo, out.max_hi, out.may_be_null, out.touched, out.avg))
     return out
+
+
+class _Tree(NamedTuple):
+    """The tree's aggregates (rows of the tree, columns) and data bounds (dimensions)."""
+
+    count: np.ndarray
+    present: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+    dlo: np.ndarray
+    dhi: np.ndarray
+
+
+class _Unread(NamedTuple):
+    """Unread's arrays, as the compiled code takes them."""
+
+    leaves: np.ndarray
+    edge: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+
+class _Asked(NamedTuple):
+    """The wanted columns, the query's box (lo, hi per dimension) and the window width."""
+
+    cols: np.ndarray
+    qlo: np.ndarray
+    qhi: np.ndarray
+    width: int
+
+
+class _Exact(NamedTuple):
+    """The exact part per point: count, and per wanted column present, min, max, sum."""
+
+    count: np.ndarray
+    present: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+    sums: np.ndarray
+
+
+class _Out(NamedTuple):
+    """Intervals' arrays that _bounds fills."""
+
+    count_lo: np.ndarray
+    count_hi: np.ndarray
+    present_lo: np.ndarray
+    present_hi: np.ndarray
+    sum_lo: np.ndarray
+    sum_hi: np.ndarray
+    min_lo: np.ndarray
+    min_hi: np.ndarray
+    max_lo: np.ndarray
+    max_hi: np.ndarray
+    may_be_null: np.ndarray
+    touched: np.ndarray
+    avg: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
@@ -174,10 +234,16 @@ def _sum_range(p, s, a, b, m, big):
 
 
 @numba.njit(cache=True, nogil=True)
-def _bounds(count, present, mins, maxs, hi, lo, dlo, dhi, leaves, edge, first, last, cols, qlo, qhi, width,
-            e_count, e_present, e_mins, e_maxs, e_sums,
-            count_lo, count_hi, present_lo, present_hi, sum_lo, sum_hi, min_lo, min_hi, max_lo, max_hi,
-            may_be_null, touched, avg):
+def _bounds(tree, unread, asked, exact, out):
+    """Fills `out` (_Out) with the bounds of each point from the tree's aggregates and
+    data bounds (_Tree), the unread leaves (_Unread), what was asked (_Asked) and the
+    exact part (_Exact): see intervals."""
+    count, present, mins, maxs, hi, lo, dlo, dhi = tree
+    leaves, edge, first, last = unread
+    cols, qlo, qhi, width = asked
+    e_count, e_present, e_mins, e_maxs, e_sums = exact
+    (count_lo, count_hi, present_lo, present_hi, sum_lo, sum_hi, min_lo, min_hi, max_lo, max_hi, may_be_null,
+     touched, avg) = out
     points, k, ndim = e_count.shape[0], cols.shape[0], qlo.shape[0]
     # Start from the exact part.
     sure = np.zeros((points, k), np.bool_)  # a value is sure to be selected
