@@ -263,23 +263,20 @@ class Drawer:
         polygon = shapely.Polygon(ring)
         if len(set(ring)) < k or not polygon.is_valid or not polygon.intersects(shapely.Point(x0, y0)):
             return None
-        return None if on_diagonal_edge(ring, self.s.positions) else ring
+        return None if on_diagonal_edge(ring, self.s.positions).any() else ring
 
 
-def on_diagonal_edge(ring: list[tuple[int, int]], positions: np.ndarray) -> bool:
-    """Whether a position lies on an edge of the ring between its ends, on an edge along
-    no grid line (exact: integers)."""
+def on_diagonal_edge(ring: list[tuple[int, int]], positions: np.ndarray) -> np.ndarray:
+    """Which positions lie on an edge of the ring (its vertices, without the closing
+    one) between its ends, on an edge along no grid line (exact: integers)."""
+    px, py = positions[:, 0], positions[:, 1]
+    on = np.zeros(len(positions), dtype=bool)
     for (x1, y1), (x2, y2) in zip(ring, ring[1:] + ring[:1]):
         if x1 == x2 or y1 == y2:
             continue
-        px, py = positions[:, 0], positions[:, 1]
         inside = (px > min(x1, x2)) & (px < max(x1, x2)) & (py > min(y1, y2)) & (py < max(y1, y2))
-        if not inside.any():
-            continue
-        side = (x2 - x1) * (py[inside] - y1) - (y2 - y1) * (px[inside] - x1)
-        if (side == 0).any():
-            return True
-    return False
+        on |= inside & ((x2 - x1) * (py - y1) == (y2 - y1) * (px - x1))
+    return on
 
 
 def draw(sample: Sample, seed: int, per_family: int, answer: Callable[[dict], list[dict]],
