@@ -10,6 +10,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import chdb
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,7 @@ from gridagg_ingest.config import load_config
 from gridagg_ingest.generate import generate
 from gridagg_loadtest.bench import heldout
 from gridagg_loadtest.bench.heldout_families import FAMILIES, Drawer, Sample, draw, on_diagonal_edge
-from gridagg_loadtest.bench.heldout_sql import DUCKDB, Space, answers, polygon_terms, statement
+from gridagg_loadtest.bench.heldout_sql import CLICKHOUSE, DUCKDB, Space, answers, polygon_terms, statement
 
 from gridagg.engine import GridEngine
 from gridagg.model.errors import UnknownDataset
@@ -44,6 +45,7 @@ def _sample(rng: np.random.Generator, stations: int = 40, rows: int = 2000) -> S
 
 
 def test_the_polygon_test_in_sql_agrees_with_gridaggs_reading_on_the_families_polygons():
+    """DuckDB's crossing count and ClickHouse's own function, each with the edges apart."""
     rng = np.random.default_rng(5)
     lon, lat = SPACE.lonlat
     con = duckdb.connect()
@@ -65,6 +67,10 @@ def test_the_polygon_test_in_sql_agrees_with_gridaggs_reading_on_the_families_po
             p = pa.table({"longitude": points[:, 0].astype(np.int32), "latitude": points[:, 1].astype(np.int32)})  # noqa: F841
             inside = {tuple(r) for r in con.execute(
                 f"SELECT longitude, latitude FROM p WHERE {' AND '.join(polygon_terms(SPACE, region))}").fetchall()}
+            clickhouse = chdb.query("SELECT longitude, latitude FROM (SELECT assumeNotNull(longitude) AS longitude, "
+                                    "assumeNotNull(latitude) AS latitude FROM Python(p)) WHERE "
+                                    f"{' AND '.join(polygon_terms(SPACE, region, CLICKHOUSE))}", "TabSeparated")
+            assert {tuple(map(int, line.split())) for line in clickhouse.bytes().decode().splitlines()} == inside
             rows = np.zeros((len(points), len(DATASET.columns)), dtype=np.int64)
             rows[:, [DATASET.column_index(lon.name), DATASET.column_index(lat.name)]] = points
             geos = Region(DATASET, region).mask(rows)
