@@ -417,15 +417,13 @@ class GridEngine:
 
     def retain(self, name: str, now=None, wait: float | None = None) -> change.Changed:
         """Drop the rows of dataset `name` older than its retention (keep_for) at `now`
-        (an aware datetime; default now): a retention round (gridagg.write.retain).
-        Nothing happens to a dataset kept for ever."""
+        (an aware datetime; default now), and fold what changes left behind: a
+        retention round (gridagg.write.retain). A dataset kept for ever is only tidied."""
         ds = self.dataset(name)
         keep = self.directory.retain(name)
-        if keep is None:
-            return change.Changed()
-        first = retention.cutoff(ds, keep, now or retention.now())
+        first = None if keep is None else retention.cutoff(ds, keep, now or retention.now())
         with self._changing(ds, "retain", wait) as (write, tree):
-            return change.apply(write, tree, retention.older_than(write, tree, first))
+            return change.apply(write, tree, retention.older_than(write, tree, first), fold_all=True)
 
     def keep_for(self, name: str, retain: str | None) -> str | None:
         """Keep dataset `name`'s rows for `retain` (a duration such as "10y", checked:

@@ -22,10 +22,11 @@ rows is halved. A child that is retired (its rows still kept for old queries: a 
 merged not long ago) is cut again, so that no new leaf takes a key that holds rows. A
 child past N_threshold (a correction that added rows) splits as an insert's would.
 
-Folding. Every change also folds up what changes leave behind: the highest grids that
-hold rows in at most one leaf (at most N_threshold of them, no wider in time than
-L_time, none retired) become one leaf, as a merge in place does (gridagg.tune.merge):
-emptied subtrees, a leaf and its emptied sibling. Folding empty leaves reads no row.
+Folding. A change also folds up what changes leave behind above the leaves it touches
+(a retention round, everywhere): the highest grids that hold rows in at most one leaf
+(at most N_threshold of them, no wider in time than L_time, none retired) become one
+leaf, as a merge in place does (gridagg.tune.merge): emptied subtrees, a leaf and its
+emptied sibling. Folding empty leaves reads no row.
 
 One case cannot be cut: a leaf whose box is a single point. A change touching one is
 applied in place instead: its intent holds the rows every touched leaf holds after it
@@ -96,14 +97,16 @@ class Changed:
     in_place: bool = False
 
 
-def apply(write, tree: TreeState, contents: dict[str, Content]) -> Changed:
+def apply(write, tree: TreeState, contents: dict[str, Content], fold_all: bool = False) -> Changed:
     """Write a change of dataset write.ds as the steps of `write` (a protocol.Write of
     kind "delete", "correct" or "retain", whose lock makes `tree` current): each leaf of
     `contents` (leaf ID -> Content) holds its Content after it (see the module
-    docstring). Ends the write; nothing is written when `contents` is empty."""
+    docstring). The grids that fold are those above a touched leaf, or every one with
+    `fold_all` (a retention round tidies the whole tree). Ends the write; nothing is
+    written when nothing changes."""
     ds = write.ds
     done = Changed(leaves_before=tree.leaf_count, leaves_after=tree.leaf_count)
-    if not contents:
+    if not contents and not fold_all:
         return done
     done.rows_before = int(sum(tree.aggs.count[tree.index[g]] for g in contents))
     done.rows_after = sum(len(c.values) for c in contents.values())
@@ -111,7 +114,9 @@ def apply(write, tree: TreeState, contents: dict[str, Content]) -> Changed:
     counts = tree.aggs.count.copy()
     for g, c in contents.items():
         counts[tree.index[g]] = len(c.values)
-    folds = fold_roots(tree, counts, retired, ds)
+    folds = fold_roots(tree, counts, retired, ds, None if fold_all else [tree.index[g] for g in contents])
+    if not contents and not folds:
+        return done
     folded = {leaf: tree.ids[r] for r in folds for leaf in leaves_below(tree, r)}
     grids = write.directory.grids(ds, [g for g in contents if g not in folded])
     cuts = {g: fresh_leaves(grid, contents[g].values, retired, ds) for g, grid in grids.items()}
@@ -288,10 +293,12 @@ def _logged(tree: TreeState, contents: dict[str, Content], folded: dict[str, str
     return sorted(out)
 
 
-def fold_roots(tree: TreeState, counts: np.ndarray, retired: set[str], ds: Dataset) -> list[int]:
+def fold_roots(tree: TreeState, counts: np.ndarray, retired: set[str], ds: Dataset,
+               touched: list[int] | None = None) -> list[int]:
     """The highest inner grids of `tree` that fold into one leaf (the module docstring),
     given each leaf's row count after the change (`counts`, per grid of the tree; those
-    of inner grids are not read)."""
+    of inner grids are not read); only those above one of the `touched` grids unless
+    that is None."""
     inner = tree.left >= 0
     depth = np.fromiter(map(len, tree.ids), np.int64, tree.n)
     rows = np.where(inner, 0, counts)
@@ -306,6 +313,13 @@ def fold_roots(tree: TreeState, counts: np.ndarray, retired: set[str], ds: Datas
         fits &= tree.hi[:, t] - tree.lo[:, t] + 1 <= ds.grid.l_time
     gone = [tree.index[g] for g in retired if g in tree.index]
     fits[gone] = False
+    if touched is not None:
+        above = np.zeros(tree.n, bool)
+        for i in touched:
+            while i >= 0 and not above[i]:
+                above[i] = True
+                i = int(tree.parent[i])
+        fits &= above
     # The highest: no grid above it folds.
     under = np.zeros(tree.n, bool)
     for d in range(2, int(depth.max()) + 1):

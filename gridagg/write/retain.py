@@ -64,9 +64,11 @@ def cutoff(ds: Dataset, retain: str, now: datetime) -> int:
     return min(max(math.ceil((start - col.epoch) / timedelta(seconds=1)), col.enc_lo), col.enc_hi + 1)
 
 
-def older_than(write, tree: TreeState, first: int) -> dict[str, Content]:
-    """The leaves a retention keeping stored times from `first` on touches, each with
-    what it keeps: a leaf whose rows are all older is emptied unread."""
+def older_than(write, tree: TreeState, first: int | None) -> dict[str, Content]:
+    """The leaves a retention keeping stored times from `first` on touches (None: none),
+    each with what it keeps: a leaf whose rows are all older is emptied unread."""
+    if first is None:
+        return {}
     t = write.ds.time_axis
     out = {}
     for i in np.flatnonzero((tree.left < 0) & (tree.aggs.count > 0) & (tree.dlo[:, t] < first)).tolist():
