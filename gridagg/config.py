@@ -10,10 +10,10 @@ them back with ``settings.environ()``.
 All are optional (a fresh machine needs none); an empty variable counts as unset. A
 value that does not parse raises :class:`SettingError` naming the variable, e.g.
 ``GRIDAGG_PG_PORT must be an integer, not 'abc'``. ``gridagg config`` prints the
-effective settings (secrets masked); the README's settings table is
+effective settings (secrets masked); docs/settings.md is
 ``markdown_table()`` (``gridagg config --markdown``), and a test keeps the two equal.
 
-Adding a setting: a field with ``_setting(...)`` below, then regenerate the README table.
+Adding a setting: a field with ``_setting(...)`` below, then regenerate docs/settings.md.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class Settings:
         _seconds, topic="store")
     tune_every: float = _setting(
         60.0, "seconds between rounds of a serving process's online tuner, which splits and merges leaves in "
-              "place for the questions it served (README: Tuning the tree online); `0` turns it off",
+              "place for the questions it served (docs/tuning.md); `0` turns it off",
         _seconds_or_off, topic="http")
     retain_every: float = _setting(
         3600.0, "seconds between a serving process's retention rounds, which drop the rows of every dataset with "
@@ -364,7 +364,7 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def markdown_table() -> str:
-    """The README's settings table (variable, default, meaning), one row per setting."""
+    """docs/settings.md's table (variable, default, meaning), one row per setting."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for s in SETTINGS:
         default = "unset" if s.default_text == "unset" else f"`{s.default_text}`"

@@ -1,6 +1,6 @@
 """The tests' own oracle: the answers a user expects from gridagg, computed exactly from
 rows and requests as the user writes them, by this module's own reading of the
-documented API (README "Queries" and "HTTP API"; the request fields' descriptions in
+documented API (docs/api.md; the request fields' descriptions in
 /openapi.json). It uses none of gridagg's parsers, encoders or region code, so a wrong
 reading of a bound, a time, a step or a polygon's edge in gridagg cannot also be the
 expectation it is checked against.
@@ -58,7 +58,7 @@ UNIX = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DURATION = re.compile(r"^\s*([0-9]+)\s*([smhd])\s*$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 REGION_AXES = (("lon", "lat"), ("longitude", "latitude"))
-NULL = -(2**63)  # how gridagg stores a missing value (README: nullable measures)
+NULL = -(2**63)  # how gridagg stores a missing value (docs/ingest.md: nullable measures)
 EXACT = Context(prec=500, traps=[Inexact])  # sums of test values never round; if one did, it raises
 
 
@@ -317,7 +317,7 @@ def check_answer(body: dict, want: dict, context: object = None) -> None:
 
 
 def check_stored(table: Table, values: dict, want: dict, context: object = None) -> None:
-    """The engine's own answers (QueryResult.values: in stored units, as README "Datasets"
+    """The engine's own answers (QueryResult.values: in stored units, as docs/ingest.md
     says: a number x 10**scale, a time as seconds since its column's min, an avg a Fraction
     of those) against aggregate()'s, exactly: no double between them."""
     assert set(values) == set(want), (sorted(values), sorted(want), context)

@@ -188,5 +188,5 @@ def add_config(sub) -> None:
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print {variable: value} as JSON")
     shape.add_argument("--markdown", action="store_true",
-                       help="print the declared settings (defaults and help) as the README's Markdown table")
+                       help="print the declared settings (defaults and help) as the Markdown table of docs/settings.md")
     p.set_defaults(func=_config)

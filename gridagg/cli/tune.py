@@ -197,8 +197,7 @@ def add_tune(sub) -> None:
                         f"in the data dir ({costmodel.FILE})")
     p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
                    help="rows of each scratch dataset (default 1,000,000, about 1.5 minutes a store). A cut grid "
-                        "costs more as the data outgrows the CPU's caches: on the "
-                        "embedded store 0.48 us at 100,000 rows, 0.91 us at 1,000,000 (docs/bench/online-10m.md)")
+                        "costs more as the data outgrows the CPU's caches, so calibrate on about the size you serve")
     p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
                    help="the stores to measure or show (default both; hbase needs the HBase of "
                         "`gridagg services up`)")

@@ -65,9 +65,9 @@ _NONE = np.zeros(0, np.int64)  # no leaves to read
 STOP_MARGIN = 0.25
 # Grids the walk for the tree's answer alone (deadline 0) opens, heaviest first, before it
 # bounds each cut grid still waiting whole (None: every cut leaf, however many). Bounds
-# over every cut leaf took 4-7 ms for questions cutting most of a 10M-row tree's 16,172
-# leaves; within this budget they take well under a millisecond at any size, and are
-# wider where exact grids lie deeper than the walk went (docs/bench/deadline-10m.md).
+# over every cut leaf cost milliseconds for questions cutting most of a large tree's
+# leaves; within this budget they cost a fraction of one at any size, and are only
+# wider where exact grids lie deeper than the walk went.
 FRONTIER_GRIDS: int | None = 512
 
 

@@ -401,9 +401,8 @@ def _without_readahead(region: tuple[int, int] | None):
     """No readahead in the LMDB file's mapping `region` for the duration of the block.
     With the page cache cold, the kernel reads up to 32 pages around each page a fault
     needs, and a tree's aggregates lie on pages spread over the file, between segments:
-    the aggregates of a tuned 100M-row tree (127k grids) took 6.9 s to read with
-    readahead and 1.2 s without (0.2 s either way with the cache warm;
-    docs/bench/scale/README.md). Scans in other threads meanwhile read their segments
+    reading a large tree's aggregates cold took several times longer with readahead
+    than without (the same either way with the cache warm). Scans in other threads meanwhile read their segments
     without readahead too."""
     _advise(region, MADV_RANDOM)
     try:

@@ -122,8 +122,8 @@ class Lead:
     result's values, its JSON). One later than that sets the lead to the one it ran with
     plus its lateness; one that came earlier gives back RELAX of its spare time, so a
     lead that one stalled answer raised falls again, even while every read finishes in
-    time. At 100M rows and 5 ms, 6-14% of answers then came late where 91-98% did
-    (docs/bench/deadline-100m.md). Shared by the threads of a process: a lost update
+    time. Without the learned lead most answers at a tight deadline came late
+    on large datasets. Shared by the threads of a process: a lost update
     only delays the learning."""
 
     AIM = 0.05

@@ -1,6 +1,6 @@
 """The soak's oracle: the answers a user expects, computed from the rows the soak wrote
 and the requests as its clients write them, by this module's own reading of the
-documented query API (README "Queries"), as tests/oracle.py does for the tests. It uses
+documented query API (docs/api.md), as tests/oracle.py does for the tests. It uses
 none of gridagg's parsers (QuerySpec and the rest), so a wrong reading of a bound in
 gridagg cannot also be the expectation it is checked against. It is built for the soak's
 volumes: rows are numpy arrays, one column per column of the dataset in its definition's

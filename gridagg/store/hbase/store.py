@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 REGIONS = 8  # pre-split regions per table: salt ranges of 256 / REGIONS
 SPLITS = [bytes([i * (256 // REGIONS)]) for i in range(1, REGIONS)]  # start keys of regions 2..
 # Column families and their options (happybase style, plus "block_size" and
-# "data_block_encoding", which tables created through Thrift1 cannot set: the README says
+# "data_block_encoding", which tables created through Thrift1 cannot set: docs/hbase.md says
 # how to set them on an external HBase). ROW_INDEX_V1 adds an index of its rows to each
 # block: a scan moving to the next grid it reads finds it in the block by a binary search,
 # not by stepping over every cell before it (grid_rows.ROW_ENCODING).
@@ -406,7 +406,7 @@ class HBaseStore(CellStore):
     def _client_side(self, table: bytes, why: str) -> None:
         self._observed[table] = False
         log.warning("HBase table %s: %s; its scans and writes read every row of the grids they need through the "
-                    "Thrift gateway (deploy the observer: README, HBase, Server-side scans)", table.decode(), why)
+                    "Thrift gateway (deploy the observer: docs/hbase.md)", table.decode(), why)
 
     # -- aggregates ---------------------------------------------------------------------
 
