@@ -13,7 +13,7 @@ from gridagg.config import Settings
 from gridagg.engine import GridEngine
 
 from . import metrics, problems
-from .blueprints import datasets, leaves, ops, page, queries
+from .blueprints import changes, datasets, leaves, ops, page, queries
 from .config import ApiConfig
 from .fastpath import QuestionPaths, raise_carried
 from .state import EngineHolder
@@ -39,6 +39,7 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
     problems.register(app)
     metrics.register(app)
     app.register_blueprint(datasets.bp)
+    app.register_blueprint(changes.bp)
     app.register_blueprint(queries.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(leaves.bp)

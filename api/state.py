@@ -4,7 +4,9 @@ Lazily, so that each server worker process opens its own connection pools and LM
 handles, and so that a server that is down at start answers 503 and recovers by itself:
 the next request tries again. Once built, the pools (psycopg_pool, happybase) reconnect
 on their own. An engine built here also gets its process's online tuner
-(gridagg.tune.online, as GRIDAGG_TUNE_EVERY says); one handed in is the caller's to tune.
+(gridagg.tune.online, as GRIDAGG_TUNE_EVERY says) and retention rounds
+(gridagg.write.retain, as GRIDAGG_RETAIN_EVERY says); one handed in is the caller's to
+tune and keep.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from flask import current_app
 
 from gridagg.engine import GridEngine
 from gridagg.tune import online
+from gridagg.write import retain as retention
 
 from .config import ApiConfig
 
@@ -25,6 +28,7 @@ class EngineHolder:
         self._engine = engine
         self._lock = threading.Lock()
         self.tuner: online.OnlineTuner | None = None
+        self.retention: retention.Rounds | None = None
 
     @property
     def built(self) -> bool:
@@ -37,6 +41,7 @@ class EngineHolder:
             if self._engine is None:
                 self._engine = GridEngine.open(self.config.settings)
                 self.tuner = online.start(self._engine, self.config.settings)
+                self.retention = retention.start(self._engine, self.config.settings)
         return self._engine
 
 

@@ -335,9 +335,9 @@ def test_unknown_things_are_404_and_wrong_methods_405(client, dataset):
         assert_problem(resp, 404, "dataset", "no dataset named 'no_such_set'")
     assert_problem(client.get("/v1/datasets/Not-A-Name"), 404, "dataset", "no dataset named 'Not-A-Name'")
     assert_problem(client.get("/v2/anything"), 404, None, "no such resource: /v2/anything")
-    resp = client.delete(f"/v1/datasets/{dataset.name}")
+    resp = client.patch(f"/v1/datasets/{dataset.name}")
     body = assert_problem(resp, 405, None)
-    assert body["detail"].startswith(f"DELETE is not allowed on /v1/datasets/{dataset.name}; use ")
+    assert body["detail"].startswith(f"PATCH is not allowed on /v1/datasets/{dataset.name}; use ")
     assert "GET" in resp.headers["Allow"] and "GET" in body["detail"] and "POST" not in body["detail"]
     body = assert_problem(client.put("/v1/datasets", json={}), 405, None)
     assert body["detail"].startswith("PUT is not allowed on /v1/datasets; use ") and "POST" in body["detail"]

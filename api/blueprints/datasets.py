@@ -6,6 +6,7 @@ from flask import Blueprint, jsonify
 
 from gridagg.model.errors import InvalidInput, UnknownDataset, WorkLimitExceeded
 from gridagg.model.schema import Dataset, check_name
+from gridagg.write import retain as retention
 
 from .. import metrics
 from ..contract import operation
@@ -51,9 +52,12 @@ def list_datasets():
 @operation(summary="create a dataset", access="write", body=DatasetDefinition, answers={201: DatasetInfo},
            problems={409: "a dataset of that name exists", 503: STORE_DOWN})
 def create_dataset(body: DatasetDefinition):
-    ds = Dataset.from_json(body.model_dump(exclude_unset=True))
+    ds = Dataset.from_json(body.model_dump(exclude_unset=True, exclude={"retain"}))
+    retain = retention.check(ds, body.retain)
     engine().create_dataset(ds)
-    resp = jsonify(ds.describe())
+    if retain is not None:
+        engine().keep_for(ds.name, retain)
+    resp = jsonify({**ds.describe(), "retain": retain})
     resp.status_code = 201
     resp.headers["Location"] = f"/v1/datasets/{ds.name}"
     return resp
@@ -69,6 +73,7 @@ def get_dataset(name: str):
     out = ds.describe()
     out["row_count"] = count
     out["grid_count"] = eng.directory.leaf_count(ds.name)
+    out["retain"] = eng.directory.retain(ds.name)
     return jsonify(out)
 
 
@@ -96,9 +101,11 @@ def get_grids(name: str):
 @bp.post("/<name>/rows")
 @operation(summary="insert rows (Algorithm 1): a JSON list of row objects or CSV with a header",
            description="Each row names every column but nullable ones (and optionally an element 'id'; rows "
-                       "with a stored id are duplicates and not written again). A nullable column's value may "
-                       "be absent, null or empty. Invalid rows are rejected one by one (index counts data rows "
-                       "from 0) and the others stored.",
+                       "with a stored id are duplicates and not written again, unless the body is an object "
+                       "{\"rows\": [...], \"on_conflict\": \"replace\"}: then each replaces the stored row, "
+                       "its old values leaving every aggregate and its new ones entering at once). A nullable "
+                       "column's value may be absent, null or empty. Invalid rows are rejected one by one (index "
+                       "counts data rows from 0) and the others stored.",
            access="write", path=DATASET, body=Rows,
            csv="CSV with a header line naming the columns (and optionally id); an empty value is a "
                "missing one",
@@ -108,7 +115,8 @@ def post_rows(name: str, body: Rows):
     rows = body.rows
     unreadable = {i for i, _, _ in body.rejected}
     keep = [i for i in range(len(rows)) if i not in unreadable]
-    result = engine().insert(ds.name, [rows[i] for i in keep])
+    replace = getattr(body, "replace", False)  # CSV rows are never replaced
+    result = engine().insert(ds.name, [rows[i] for i in keep], replace=replace)
     rejected = list(body.rejected) + [(keep[i], f, reason) for i, f, reason in result.rejected]
     rejected.sort(key=lambda r: r[0])
     metrics.ROWS_STORED.labels(ds.name).inc(result.stored)
@@ -116,6 +124,7 @@ def post_rows(name: str, body: Rows):
     return jsonify({
         "received": len(rows),
         "stored": result.stored,
+        **({"replaced": result.replaced} if replace else {}),
         "duplicates": result.duplicates,
         "splits": result.splits,
         "rounded": result.rounded,

@@ -15,11 +15,17 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, RootModel, WithJsonSchema
 
+from gridagg.model.errors import InvalidInput
 from gridagg.model.schema import DURATION, REFUSE, ROUNDINGS
+from gridagg.write.retain import RETAIN
 
 from .common import NAME, NAME_TEXT, Answer, Request, Value
 
 ColumnBound = Union[int, float, str]
+Retain = Annotated[str, Field(pattern=RETAIN.pattern,
+                              description="a whole number and a unit, d (days), w (weeks) or y (years), such as '10y' "
+                                          "or '90d': how long the dataset keeps its rows (older ones go at each "
+                                          "retention round; left out or null: for ever); it needs a time dimension")]
 Rounding = Literal[(REFUSE, *ROUNDINGS)]
 
 
@@ -63,6 +69,7 @@ class DatasetDefinition(Request):
     measures: list[ColumnDefinition] = Field(None, description="a list of further columns (left out: none)")
     grid: GridDefinition | None = Field(None, description="an object of grid parameters (left out or null: the "
                                                           "defaults)")
+    retain: Retain | None = None
 
 
 Row = Annotated[Any, WithJsonSchema({
@@ -74,10 +81,17 @@ Row = Annotated[Any, WithJsonSchema({
 })]
 
 
+ON_CONFLICT = ("'skip' (the default: a row whose id is stored is a duplicate, not written again) or 'replace' (it "
+               "replaces the stored row: a correction)")
+
+
 class RowList(Request):
-    """Rows wrapped in an object."""
+    """Rows wrapped in an object, and what a row whose element ID is stored does."""
 
     rows: list[Row] = Field(description="a list of row objects")
+    # Text checked by Rows.replace, not a Literal: a wrong value would fail the body's
+    # union as a whole, and the 400 would name the body instead of this field.
+    on_conflict: str = Field("skip", description=ON_CONFLICT, json_schema_extra={"enum": ["skip", "replace"]})
 
 
 class Rows(RootModel):
@@ -91,6 +105,15 @@ class Rows(RootModel):
     @property
     def rows(self) -> list:
         return self.root if isinstance(self.root, list) else self.root.rows
+
+    @property
+    def replace(self) -> bool:
+        """Whether a row whose element ID is stored replaces the stored row (InvalidInput
+        for an on_conflict that is neither)."""
+        given = self.root.on_conflict if isinstance(self.root, RowList) else "skip"
+        if given not in ("skip", "replace"):
+            raise InvalidInput(f"on_conflict must be {ON_CONFLICT}, not {given!r}", field="on_conflict")
+        return given == "replace"
 
     @property
     def rejected(self) -> list:
@@ -138,10 +161,11 @@ class DatasetInfo(Answer):
 
 
 class DatasetDetail(DatasetInfo):
-    """A dataset's definition, row count and leaf count."""
+    """A dataset's definition, row count and leaf count, and how long it keeps its rows."""
 
     row_count: int
     grid_count: int = Field(description="leaves of the grid tree")
+    retain: str | None = Field(description="how long the dataset keeps its rows, such as '10y'; null: for ever")
 
 
 class DatasetList(Answer):
@@ -180,8 +204,11 @@ class IngestResponse(Answer):
     """What was stored of the rows sent."""
 
     received: int
-    stored: int
-    duplicates: int = Field(description="rows whose id was stored already")
+    stored: int = Field(description="rows added")
+    replaced: int = Field(None, description="with on_conflict 'replace' only: rows that replaced the stored row of "
+                                            "their id")
+    duplicates: int = Field(description="rows whose id was stored already (with on_conflict 'replace': with the "
+                                        "same values), not written again")
     splits: int = Field(description="leaves split to hold the new rows")
     rounded: dict[str, int] = Field(description="column -> values rounded, per column with a rounding policy")
     rejected: list[Rejection]
