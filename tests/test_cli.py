@@ -16,7 +16,8 @@ from gridagg.engine import GridEngine
 from gridagg.model.schema import Dataset
 from gridagg.store import open_store
 
-COMMANDS = ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve", "services", "sql", "tune"]
+COMMANDS = ["bench", "check", "config", "datasets", "delete", "demo", "drop", "ingest", "query", "repair", "retain",
+            "series", "serve", "services", "sql", "tune"]
 
 
 def gridagg(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -112,8 +112,8 @@ def test_the_wheel_registers_the_commands_and_keeps_load_tests_optional(wheel):
     (entry_points,) = [n for n in names(wheel) if n.endswith(".dist-info/entry_points.txt")]
     commands = wheel.read(entry_points).decode().split("[gridagg.commands]")[1].split("[")[0]
     registered = sorted(line.split("=")[0].strip() for line in commands.strip().splitlines())
-    assert registered == ["bench", "check", "config", "datasets", "demo", "ingest", "query", "repair", "series", "serve",
-                          "services", "sql", "tune"]
+    assert registered == ["bench", "check", "config", "datasets", "delete", "demo", "drop", "ingest", "query", "repair",
+                          "retain", "series", "serve", "services", "sql", "tune"]
     requires = [line.split(":", 1)[1].strip() for line in wheel.read(meta).decode().splitlines()
                 if line.startswith("Requires-Dist:")]
     service = [r for r in requires if "extra ==" not in r]
