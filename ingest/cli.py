@@ -60,6 +60,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="spark.sql.shuffle.partitions, also the number of buckets the rows travel "
                         "in; a Python worker holds one bucket at a time (default: 8 per core Spark has, or "
                         "one per about 500,000 input rows when that gives more)")
+    p.add_argument("--replace", action="store_true",
+                   help="a row whose element ID is stored (in the grid its dimensions place it in) replaces the "
+                        "stored row: a reload of a stretch, such as a reprocessed month (without: it is a duplicate, "
+                        "not loaded)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -82,7 +86,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions, settings=settings)
     progress = Progress(spark=spark, quiet=args.quiet)
     try:
-        summary = run_ingest(spark, settings, cfg, args.inputs, quarantine=args.quarantine, progress=progress)
+        summary = run_ingest(spark, settings, cfg, args.inputs, quarantine=args.quarantine, progress=progress,
+                             replace=args.replace)
     except (GridaggError, FileNotFoundError, ValueError) as exc:
         print(f"gridagg ingest: error: {exc}", file=sys.stderr)
         return 1

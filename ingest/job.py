@@ -89,6 +89,7 @@ class Summary:
     files: int = 0
     read: int = 0
     loaded: int = 0
+    replaced: int = 0  # with replace: stored rows a row of the input replaced
     duplicates: int = 0
     quarantined: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
@@ -105,6 +106,8 @@ class Summary:
         out = [
             f"dataset {self.dataset}: {self.files} files, {self.read} rows read",
             f"  loaded       {self.loaded}",
+            *([f"  replaced     {self.replaced}  (stored rows of the same element ID, --replace)"] if self.replaced
+              else []),
             f"  duplicates   {self.duplicates}  (element ID already stored or repeated in the input)",
             f"  quarantined  {self.quarantined}" + (f"  -> {self.quarantine_path}" if self.quarantine_path else ""),
         ]
@@ -255,10 +258,12 @@ def ensure_dataset(engine: GridEngine, ds: Dataset) -> bool:
 
 
 def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine: str | None = None,
-               progress=None, directory: GridDirectory | None = None, store=None) -> Summary:
+               progress=None, directory: GridDirectory | None = None, store=None, replace: bool = False) -> Summary:
     """Load the inputs into cfg's dataset (created if needed). `directory` and `store`
     default to ones opened from settings (and closed at the end); executors open their
-    own store from settings."""
+    own store from settings. With `replace`, a row whose element ID is stored in the leaf
+    its dimensions place it in replaces that row (a reload of a stretch: a reprocessed
+    month); without, it is a duplicate and not loaded."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -286,7 +291,7 @@ def run_ingest(spark, settings, cfg: IngestConfig, inputs: list[str], quarantine
             leaves, btree = _current_tree(spark, engine, ds)
             located = encode(read_source(spark, cfg, paths), cfg, btree,
                              then=(tasks.to_eid_buckets(n, cols, rounding), buckets.SCHEMA))
-            _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table)
+            _load(spark, settings, write, located, n, leaves, btree, summary, progress, new_table, replace)
         _keep_tree(engine, ds, progress)
         # 8. quarantine: a second pass, only when the first one counted bad rows.
         if summary.quarantined:
@@ -460,12 +465,12 @@ def buckets_for(spark, rows: int):
 
 
 def _load(spark, settings, write: Write, located, n_buckets: int, leaves: list[Grid], btree, summary: Summary,
-          progress, new_table=None) -> None:
+          progress, new_table=None, replace: bool = False) -> None:
     """Steps 2-7 for the located rows, in `n_buckets` buckets of their element ID (see
     ingest.tasks.to_eid_buckets), under `leaves`, the dataset's leaves that `btree` was
     built from, as the steps of `write` (gridagg.write.protocol). `new_table`: see
-    _ensure_dataset. Every row the executors write gets one stamp of the write (each
-    task writes grids of its own, so they never mask each other)."""
+    _ensure_dataset; `replace`: see run_ingest. Every row the executors write gets one
+    stamp of the write (each task writes grids of its own, so they never mask each other)."""
     ds = write.ds
     stamp = write.stamps.next()
     bulk = hfiles.open_bulk_load(spark, settings, ds, stamp, new_table)
@@ -473,14 +478,14 @@ def _load(spark, settings, write: Write, located, n_buckets: int, leaves: list[G
         progress("rows and aggregates go to HBase as HFiles (bulk load)" if bulk
                  else "rows and aggregates go to HBase through its Thrift gateway")
     try:
-        _load_with(spark, settings, write, located, n_buckets, leaves, btree, summary, progress, bulk, stamp)
+        _load_with(spark, settings, write, located, n_buckets, leaves, btree, summary, progress, bulk, stamp, replace)
     finally:
         if bulk:
             bulk.close()
 
 
 def _load_with(spark, settings, write: Write, located, n_buckets: int, leaves: list[Grid], btree,
-               summary: Summary, progress, bulk: hfiles.BulkLoad | None, stamp: int) -> None:
+               summary: Summary, progress, bulk: hfiles.BulkLoad | None, stamp: int, replace: bool) -> None:
     ds, store = write.ds, write.store
     ncols = len(ds.columns)
     cols = [f"c{i}" for i in range(ncols)]
@@ -494,7 +499,7 @@ def _load_with(spark, settings, write: Write, located, n_buckets: int, leaves: l
     write.intend([g.grid_id for g in leaves])
     bgrids = spark.sparkContext.broadcast({g.grid_id: (g.box, g.next_axis) for g in leaves})
     build = tasks.build_fn(settings, ds, btree, bgrids, WRITE_BATCH, bulk.region_starts() if bulk else None,
-                           scan=not (bulk and bulk.new_table), stamp=stamp)
+                           scan=not (bulk and bulk.new_table), stamp=stamp, replace=replace)
     built = rows.groupBy("bucket").applyInArrow(build, "leaf string, info string, region int, cells binary")
     built = (bulk.write(built) if bulk else built).select("leaf", "info").collect()
     final: dict[str, PartialAggregate] = {}
@@ -514,6 +519,7 @@ def _load_with(spark, settings, write: Write, located, n_buckets: int, leaves: l
         touched += 1
         summary.read += info["rows"]
         summary.loaded += info["n_new"]
+        summary.replaced += info["replaced"]
         summary.rows_moved += info["moved"]
         written += info["written"]
         if info["split"]:
@@ -522,7 +528,7 @@ def _load_with(spark, settings, write: Write, located, n_buckets: int, leaves: l
             final[gid] = PartialAggregate(count, sums, mins, maxs, present)
             if info["split"]:
                 new_leaves.append(Grid(gid, tuple(tuple(b) for b in box), next_axis))
-    summary.duplicates = summary.read - summary.quarantined - summary.loaded
+    summary.duplicates = summary.read - summary.quarantined - summary.loaded - summary.replaced
     split_leaves.sort()
     new_leaves.sort(key=lambda g: g.grid_id)
     summary.leaves_split = len(split_leaves)

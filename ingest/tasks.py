@@ -25,15 +25,18 @@ from . import buckets, hfiles
 HOLD_ROWS = 1 << 18  # rows a task of step 1 holds before it packs them
 
 
-def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> tuple[dict, list]:
+def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray, replace: bool = False) -> tuple[dict, list]:
     """One touched leaf, all of it in this task: its stored rows (`stored`, as
     CellStore.read_grid gives them: element IDs, an Arrow binary array, and values), the
     new rows located in it (`eids`, an Arrow binary array, and `new_values`, whose rows
-    the split reorders; deduplicated against the stored ones by element ID), the subtree
-    they make (gridagg.write.split: a leaf new to the load splits down to N_size, one that held
+    the split reorders; deduplicated against the stored ones by element ID: the stored
+    row is kept, or with `replace` the new one), the subtree they make
+    (gridagg.write.split: a leaf new to the load splits down to N_size, one that held
     rows only past N_threshold), and the rows to write under their final keys.
-    Returns a small summary (counts and every resulting leaf's box and aggregate) and
-    those rows, as (leaf key prefix, element IDs, their values) per resulting leaf."""
+    Returns a small summary (counts and every resulting leaf's box and aggregate; with
+    "rewritten", a leaf whose rows are written whole: the store's put replaces stored
+    element IDs, a bulk load's cells start the leaf's row over) and those rows, as
+    (leaf key prefix, element IDs, their values) per resulting leaf."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -41,23 +44,31 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
     n_size, n_threshold = ds.grid.n_size, ds.grid.n_threshold
 
     old_eids, old_values = stored
-    n_old = len(old_eids)
-    if n_old:
+    n_old, replaced = len(old_eids), 0
+    if n_old and replace:
+        kept = pc.invert(pc.is_in(old_eids, value_set=eids))
+        replaced = n_old - pc.sum(kept).as_py()
+        if replaced:
+            old_eids, old_values = old_eids.filter(kept), old_values[kept.to_numpy(zero_copy_only=False)]
+            n_old = len(old_eids)
+    elif n_old:
         keep = pc.invert(pc.is_in(eids, value_set=old_eids))
         if not pc.all(keep).as_py():
             new_values = new_values[keep.to_numpy(zero_copy_only=False)]
             eids = eids.filter(keep)
+    if n_old:
         values = np.concatenate([old_values, new_values])
         all_eids = pa.concat_arrays([old_eids, eids])
     else:
         values = new_values
         all_eids = eids
-    n_new = len(eids)
-    limit = n_size if n_old == 0 else n_threshold
+    n_new = len(eids) - replaced
+    limit = n_size if n_old + replaced == 0 else n_threshold
 
     done = split_rows(grid, values, PartialAggregate.of_rows(values, ncols), limit, n_size, ndim, in_place=True)
     final = done.leaves
     split = not (len(final) == 1 and final[0][0].grid_id == grid.grid_id)
+    rewritten = bool(replaced) and not split  # its stored rows are written again with the new ones
 
     # Rows to write: every new row, and stored rows whose leaf changed, in the order the
     # stores keep a leaf's rows (by column 0, gridagg.store.segments), so that they take them
@@ -69,7 +80,7 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
         start += len(ix)
         if split:
             moved += int((ix < n_old).sum())
-        elif n_old:
+        elif n_old and not rewritten:
             new = ix >= n_old
             ix, leaf_values = ix[new], leaf_values[new]
         if len(ix):
@@ -77,7 +88,8 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray) -> t
             rows.append((grid_prefix(leaf.grid_id), all_eids.take(pa.array(ix[order])), leaf_values[order]))
             written += len(ix)
     info = {
-        "n_old": n_old, "n_new": n_new, "written": written, "moved": moved, "split": split,
+        "n_old": n_old, "n_new": n_new, "replaced": replaced, "written": written, "moved": moved, "split": split,
+        "rewritten": rewritten,
         "leaves": [[leaf.grid_id, [list(b) for b in leaf.box], leaf.next_axis, a.count, a.sums, a.mins, a.maxs,
                     a.present] for leaf, _, a in final],
     }
@@ -173,10 +185,11 @@ def dedupe_fn(n_buckets: int, cols: list[str]):
 
 
 def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[bytes] | None, scan: bool,
-             stamp: int):
+             stamp: int, replace: bool = False):
     """Steps 3-4, per leaf bucket (applyInArrow): each leaf of the bucket built by
     build_leaf (with the leaf's stored rows unless not `scan`: a new table has none;
-    only with an HBase bulk load).
+    only with an HBase bulk load; a new row replacing the stored row of its element ID
+    with `replace`).
     Output rows (leaf, info) carry a leaf's summary. Given the region start keys of an
     HBase bulk load, the rows to write come out as rows (region, cells): one per region,
     the store's cells of its resulting leaves in order (gridagg.store.bulk_format);
@@ -224,7 +237,7 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                     stored = fmt.stored_rows(known.get(g, []), len(ds.columns))
                 else:
                     stored = store.read_grid(ds, g) if store is not None else ([], None)
-                info, leaf_rows = build_leaf(stored, ds, grid, eids.slice(a, b - a), values[a:b])
+                info, leaf_rows = build_leaf(stored, ds, grid, eids.slice(a, b - a), values[a:b], replace)
                 info["rows"] = int(inputs[a:b].sum())
                 summaries.append((g, info))
                 if region_starts is None:
@@ -232,7 +245,8 @@ def build_fn(settings, ds, btree, bgrids, write_batch: int, region_starts: list[
                 else:
                     for prefix, leaf_eids, leaf_values in leaf_rows:
                         cells.extend(fmt.grid_cells(prefix, leaf_eids, leaf_values,
-                                                    None if info["split"] else known.get(g, []), ds))
+                                                    None if info["split"] or info["rewritten"] else known.get(g, []),
+                                                    ds))
         finally:
             if store is not None:
                 store.close()
