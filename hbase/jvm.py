@@ -315,9 +315,9 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         # minute).
         "hbase.master.logcleaner.ttl": "60000",
         # Files a compaction replaced wait in the archive for HBase's cleaner, which runs
-        # every ten minutes and keeps them five: tuning a 100M-row tree compacts the whole
-        # table, so the disk briefly held it twice (14 GB of archive when a region server
-        # aborted on a full disk, docs/bench/scale). Both cleaners run every minute here.
+        # every ten minutes and keeps them five: tuning a large tree compacts the whole
+        # table, so the disk would hold it twice for that long, enough to fill a disk and
+        # abort a region server. Both cleaners run every minute here.
         "hbase.master.cleaner.interval": "60000",
         "hbase.master.hfilecleaner.ttl": "60000",
         # A 2-core machine: few handler threads.

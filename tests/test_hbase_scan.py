@@ -351,6 +351,10 @@ def test_large_grids_are_kept_in_bounded_segments(store, ds):
     answer = store.scan(ds, ScanRequest([gid], [RangeCondition(0, -10, 10)], [2]))
     sel = values[(values[:, 0] >= -10) & (values[:, 0] <= 10)]
     assert answer.aggs.aggregate(0, [2], NCOLS) == brute(sel, [2])
+    # A condition on a measure, which every block cuts: each segment is read whole, in chunks.
+    answer = store.scan(ds, ScanRequest([gid], [RangeCondition(2, -50, 50)], COLUMNS))
+    assert answer.rows_visited > n // 2
+    assert answer.aggs.aggregate(0, COLUMNS, NCOLS) == brute(matching(values, [RangeCondition(2, -50, 50)]), COLUMNS)
 
 
 def test_a_region_split_and_merge_between_queries(settings, store, fresh_ds):

@@ -65,8 +65,8 @@ final class RegionScan {
   boolean stopped;
   final boolean[] unread;
   int nunread;
-  /** Per row of the block read: whether it passes (1) or not (0); row r at pass[r - a]. */
-  byte[] pass = new byte[0];
+  /** The row loops and which rows of those read pass. */
+  final RowLoops loops = new RowLoops();
   /** Runs of rows of one group: rows runFrom[r]..runTo[r]-1 in group runGroup[r], runRows[r] of them passing. */
   int[] runFrom = new int[1], runTo = new int[1], runGroup = new int[1], runRows = new int[1];
   final long[] folded = new long[5];
@@ -437,13 +437,15 @@ final class RegionScan {
     }
     if (edge && q.polygon == null) {
       rows(i, s, a, z);
-    } else {
-      columns(i, s, a, z, edge, column0 == TEST);
+      return;
+    }
+    for (int c = a; c < z; c += RowLoops.CHUNK) {
+      columns(i, s, c, Math.min(z, c + RowLoops.CHUNK), edge, column0 == TEST);
     }
   }
 
   /**
-   * Rows a..z-1 a column at a time: each tested condition marks in `pass` which rows meet
+   * Rows a..z-1 (at most RowLoops.CHUNK) a column at a time: each tested condition marks in `pass` which rows meet
    * it; the rows are cut into runs of one group (the item's, or one per time bucket); each
    * aggregated column is added up a run at a time, a narrow column on its deltas.
    */
@@ -453,7 +455,7 @@ final class RegionScan {
     }
     int nruns = runs(i, seg, a, z);
     for (int r = 0; r < nruns; r++) {
-      runRows[r] = RowLoops.count(pass, runFrom[r] - a, runTo[r] - a);
+      runRows[r] = loops.count(runFrom[r] - a, runTo[r] - a);
       sums.rowsMatched += runRows[r];
       sums.count[runGroup[r]] += runRows[r];
     }
@@ -461,7 +463,7 @@ final class RegionScan {
       for (int r = 0; r < nruns; r++) {
         if (runRows[r] > 0) {
           int c = q.aggCol[j];
-          RowLoops.fold(seg, c, runFrom[r], runTo[r], pass, runFrom[r] - a, folded);
+          loops.fold(seg, c, runFrom[r], runTo[r], runFrom[r] - a, folded);
           sums.addFold(runGroup[r] * k + j, folded, seg.width[c] == 8 ? 0 : seg.base[c]);
         }
       }
@@ -474,21 +476,18 @@ final class RegionScan {
    * says every row of the item meets; false when no row can.
    */
   boolean select(int i, Segment seg, int a, int z, boolean test0) {
-    if (pass.length < z - a) {
-      pass = new byte[Math.max(z - a, 2 * pass.length)];
-    }
     boolean first = true;
     for (int j = 0; j < q.condCol.length; j++) {
       if ((q.condCol[j] == 0 && !test0) || !q.tests(i, j)) {
         continue;
       }
-      if (!RowLoops.test(seg, q.condCol[j], a, z, q.condLo[j], q.condHi[j], pass, first)) {
+      if (!loops.test(seg, q.condCol[j], a, z, q.condLo[j], q.condHi[j], first)) {
         return false;
       }
       first = false;
     }
     if (first) {
-      Arrays.fill(pass, 0, z - a, (byte) 1);
+      loops.passAll(z - a);
     }
     return true;
   }
@@ -501,7 +500,7 @@ final class RegionScan {
   boolean inPolygon(int i, Segment seg, int a, int z) throws IOException {
     boolean any = false;
     for (int r = a; r < z; r++) {
-      if (pass[r - a] == 0) {
+      if (loops.pass[r - a] == 0) {
         continue;
       }
       int where = q.polygon.where(seg, r);
@@ -509,7 +508,7 @@ final class RegionScan {
         any = true;
         continue;
       }
-      pass[r - a] = 0;
+      loops.pass[r - a] = 0;
       if (where == Polygon.NEAR) {
         keepRow(i, seg, r);
       }

@@ -1,28 +1,45 @@
 package gridagg.observer;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
 /**
  * The row loops of a scan, a column at a time, on a segment's columns as they are stored
  * (a narrow column's deltas: a condition's bounds become deltas once, the base is added
- * once per fold). Which rows pass is kept as a byte a row, 0 or 1.
+ * once per fold). Which rows pass is kept as an int a row, 0 or 1, for at most CHUNK rows.
+ *
+ * <p>A column's values are first copied out of the cell into an array of ints (widths 2
+ * and 4) or longs (width 8), and the loops over them have no branches: the JIT turns such
+ * loops into SIMD instructions, several times faster than reading the buffer a value at a
+ * time with a test per row.
  */
 final class RowLoops {
-  private RowLoops() {}
+  /** Rows tested and added up at a time. */
+  static final int CHUNK = 4096;
+
+  /** Row r - a of the rows tested: 1 when it passes, 0 when not. */
+  final int[] pass = new int[CHUNK];
+  private final short[] shorts = new short[CHUNK];
+  private final int[] ints = new int[CHUNK];
+  private final long[] longs = new long[CHUNK];
 
   /**
-   * Marks pass[r - a] for rows a..z-1 whose column c lies in lo..hi (first: sets every
-   * mark; else: clears those of rows that do not); false when no row can. NULL never does:
-   * a narrow column's bounds become deltas above the type's least value.
+   * Marks pass[r - a] for rows a..z-1 (at most CHUNK) whose column c lies in lo..hi
+   * (first: sets every mark; else: clears those of rows that do not); false when no row
+   * can. NULL never does: a narrow column's bounds become deltas above the type's least.
    */
-  static boolean test(Segment s, int c, int a, int z, long lo, long hi, byte[] pass, boolean first) {
-    int w = s.width[c];
+  boolean test(Segment s, int c, int a, int z, long lo, long hi, boolean first) {
+    int w = s.width[c], n = z - a;
     if (lo > hi) {
       return false;
     }
-    int p = s.at[c];
     if (w == 8) {
-      for (int r = a; r < z; r++) {
-        long v = s.b.getLong(p + 8 * r);
-        pass[r - a] = (byte) ((first || pass[r - a] != 0) && v >= lo && v <= hi ? 1 : 0);
+      view(s, c, a).asLongBuffer().get(longs, 0, n);
+      long span = hi - lo;
+      for (int i = 0; i < n; i++) {
+        long x = longs[i] - lo; // passes when x <= span as unsigned: no borrow out of span - x
+        int ok = (int) (~((~span & x) | ((~span | x) & (span - x))) >>> 63);
+        pass[i] = first ? ok : pass[i] & ok;
       }
       return true;
     }
@@ -32,22 +49,29 @@ final class RowLoops {
       return false;
     }
     int dlo = (int) (Math.max(lo, base + least + 1) - base), dhi = (int) (Math.min(hi, base + most) - base);
-    if (w == 4) {
-      for (int r = a; r < z; r++) {
-        int v = s.b.getInt(p + 4 * r);
-        pass[r - a] = (byte) ((first || pass[r - a] != 0) && v >= dlo && v <= dhi ? 1 : 0);
+    int span = dhi - dlo;
+    load(s, c, a, n);
+    if (first) {
+      for (int i = 0; i < n; i++) {
+        int x = ints[i] - dlo;
+        pass[i] = ~((~span & x) | ((~span | x) & (span - x))) >>> 31;
       }
     } else {
-      for (int r = a; r < z; r++) {
-        int v = s.b.getShort(p + 2 * r);
-        pass[r - a] = (byte) ((first || pass[r - a] != 0) && v >= dlo && v <= dhi ? 1 : 0);
+      for (int i = 0; i < n; i++) {
+        int x = ints[i] - dlo;
+        pass[i] &= ~((~span & x) | ((~span | x) & (span - x))) >>> 31;
       }
     }
     return true;
   }
 
+  /** Marks every one of the first n rows. */
+  void passAll(int n) {
+    java.util.Arrays.fill(pass, 0, n, 1);
+  }
+
   /** How many of pass[from..to-1] are marked. */
-  static int count(byte[] pass, int from, int to) {
+  int count(int from, int to) {
     int n = 0;
     for (int i = from; i < to; i++) {
       n += pass[i];
@@ -58,44 +82,77 @@ final class RowLoops {
   /**
    * Column c of rows from..to-1, those marked in pass[at + r - from] and not NULL, into
    * f: {present, least, most, high, low} as stored (a narrow column's deltas); the sum is
-   * high * 2^32 + low (a value goes in as its halves, x >> 32 and its low 32 bits, which
-   * add up to it for any width).
+   * high * 2^32 + low.
    */
-  static void fold(Segment s, int c, int from, int to, byte[] pass, int at, long[] f) {
-    int w = s.width[c], p = s.at[c];
-    long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, high = 0, low = 0;
-    if (w == 2) { // the common case: 16-bit deltas, whose sum over a block fits a long
-      for (int r = from, i = at; r < to; r++, i++) {
-        int x = s.b.getShort(p + 2 * r);
-        if (pass[i] != 0 && x != Short.MIN_VALUE) {
-          has++;
-          least = Math.min(least, x);
-          most = Math.max(most, x);
-          low += x;
-        }
+  void fold(Segment s, int c, int from, int to, int at, long[] f) {
+    int w = s.width[c], n = to - from;
+    if (w == 8) {
+      view(s, c, from).asLongBuffer().get(longs, 0, n);
+      long has = 0, least = Long.MAX_VALUE, most = Long.MIN_VALUE, high = 0, low = 0;
+      for (int i = 0; i < n; i++) {
+        long x = longs[i], nil = x ^ Long.MIN_VALUE;
+        long m = -(pass[at + i] & ((nil | -nil) >>> 63)); // all ones when the row counts
+        has -= m;
+        least = Math.min(least, x & m | ~m & Long.MAX_VALUE);
+        most = Math.max(most, x & m | ~m & Long.MIN_VALUE);
+        high += (x >> 32) & m;
+        low += x & 0xFFFFFFFFL & m;
       }
-      f[0] = has;
-      f[1] = least;
-      f[2] = most;
-      f[3] = low >> 32;
-      f[4] = low & 0xFFFFFFFFL;
+      put(f, has, least, most, high, low);
       return;
     }
-    long nil = w == 8 ? Long.MIN_VALUE : Integer.MIN_VALUE;
-    for (int r = from, i = at; r < to; r++, i++) {
-      long x = w == 8 ? s.b.getLong(p + 8 * r) : s.b.getInt(p + 4 * r);
-      if (pass[i] != 0 && x != nil) {
-        has++;
-        least = Math.min(least, x);
-        most = Math.max(most, x);
-        high += x >> 32;
-        low += x & 0xFFFFFFFFL;
+    load(s, c, from, n);
+    int nilValue = w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE;
+    int has = 0, least = Integer.MAX_VALUE, most = Integer.MIN_VALUE;
+    long sum = 0;
+    if (w == 2) { // CHUNK 16-bit deltas add up within an int: the loop stays in ints
+      int small = 0;
+      for (int i = 0; i < n; i++) {
+        int x = ints[i], nil = x ^ nilValue;
+        int m = -(pass[at + i] & ((nil | -nil) >>> 31)); // all ones when the row counts
+        has -= m;
+        least = Math.min(least, x & m | ~m & Integer.MAX_VALUE);
+        most = Math.max(most, x & m | ~m & Integer.MIN_VALUE);
+        small += x & m;
+      }
+      sum = small;
+    } else {
+      for (int i = 0; i < n; i++) {
+        int x = ints[i], nil = x ^ nilValue;
+        int m = -(pass[at + i] & ((nil | -nil) >>> 31));
+        has -= m;
+        least = Math.min(least, x & m | ~m & Integer.MAX_VALUE);
+        most = Math.max(most, x & m | ~m & Integer.MIN_VALUE);
+        sum += x & m;
       }
     }
+    put(f, has, least, most, sum >> 32, sum & 0xFFFFFFFFL);
+  }
+
+  private static void put(long[] f, long has, long least, long most, long high, long low) {
     f[0] = has;
     f[1] = least;
     f[2] = most;
     f[3] = high;
     f[4] = low;
+  }
+
+  /** Rows r..r+n-1 of narrow column c (width 2 or 4) into ints[0..n-1]. */
+  private void load(Segment s, int c, int r, int n) {
+    if (s.width[c] == 4) {
+      view(s, c, r).asIntBuffer().get(ints, 0, n);
+      return;
+    }
+    view(s, c, r).asShortBuffer().get(shorts, 0, n);
+    for (int i = 0; i < n; i++) {
+      ints[i] = shorts[i];
+    }
+  }
+
+  /** Column c of segment s from row r on, as a little-endian buffer of its own. */
+  private static ByteBuffer view(Segment s, int c, int r) {
+    ByteBuffer b = s.b.duplicate();
+    b.position(s.at[c] + s.width[c] * r);
+    return b.slice().order(ByteOrder.LITTLE_ENDIAN);
   }
 }
