@@ -9,9 +9,9 @@ import java.nio.ByteOrder;
  * once per fold). Which rows pass is kept as an int a row, 0 or 1, for at most CHUNK rows.
  *
  * <p>A column's values are first copied out of the cell into an array of ints (widths 2
- * and 4) or longs (width 8), and the loops over them have no branches: the JIT turns such
- * loops into SIMD instructions, several times faster than reading the buffer a value at a
- * time with a test per row.
+ * and 4) or longs (width 8), and the loops over them have no branches: the JIT turns the
+ * tests into SIMD instructions, several times faster than reading the buffer a value at a
+ * time with a branch per row (its min and max reductions it leaves scalar).
  */
 final class RowLoops {
   /** Rows tested and added up at a time. */
