@@ -183,7 +183,7 @@ def in_process(engine, name: str, questions: list[Question], expected: list[list
     for q, want in zip(questions, expected):
         row = {"label": q.label, "family": q.family, "peers": {}}
         try:
-            result, first, ms = timed(lambda: ask(engine, name, q), repeat)
+            result, first, ms = timed(lambda q=q: ask(engine, name, q), repeat)
         except GridaggError as exc:
             row["gridagg"] = {"refused": str(exc)}
         else:
@@ -193,7 +193,7 @@ def in_process(engine, name: str, questions: list[Question], expected: list[list
                               "rows_in_cut_leaves": p.rows_in_scanned_grids, "rows_read": p.rows_read,
                               "rows_in_reused_blocks": p.rows_in_reused_blocks}
         for label, asker in peers.items():
-            got, first, ms = timed(lambda: asker.answer(space, q.body), repeat)
+            got, first, ms = timed(lambda q=q, asker=asker: asker.answer(space, q.body), repeat)
             row["peers"][label] = {"ms": ms, "right": checks.check(label, phase, q, want, got)}
         out.append(row)
         log(f"  {q.label}: gridagg {row['gridagg'].get('ms', float('nan')):.2f} ms; "
@@ -374,7 +374,8 @@ def _run(settings: Settings, args, pg_server: dict | None) -> dict:
     tables = {"duckdb": DUCK_TABLE}
     if {"clickhouse", "pg"} & set(args.peers):
         with tempfile.TemporaryDirectory(prefix="gridagg-heldout-", dir=out) as tmp:
-            exported = export(settings, peer_name, Path(tmp))
+            exported = export(settings, peer_name, Path(tmp),
+                              [fmt for kind, fmt in (("clickhouse", "parquet"), ("pg", "csv")) if kind in args.peers])
             if "clickhouse" in args.peers:
                 log("loading ClickHouse (chDB) in each design, timed on the training sample")
                 loads.append(load_clickhouse(settings, space, peer_name, exported["parquet"], trial_set,

@@ -171,15 +171,15 @@ def sample(settings, space: Space, name: str, seed: int, rows: int) -> Sample:
     return Sample(space, drawn, positions, lows, highs)
 
 
-def export(settings, name: str, workdir: Path) -> dict[str, Path]:
-    """DuckDB's table (stored integers, in its order) as Parquet and as CSV, for the
-    other peers to load."""
+def export(settings, name: str, workdir: Path, formats: list[str]) -> dict[str, Path]:
+    """DuckDB's table (stored integers, in its order) in each of `formats` ("parquet",
+    "csv"), for the other peers to load."""
     import duckdb
 
-    out = {"parquet": workdir / f"{name}.parquet", "csv": workdir / f"{name}.csv"}
+    out = {fmt: workdir / f"{name}.{fmt}" for fmt in formats}
     with duckdb.connect(str(duck.path_of(settings, name)), read_only=True) as con:
-        con.execute(f"COPY {DUCK_TABLE} TO '{out['parquet']}' (FORMAT parquet)")
-        con.execute(f"COPY {DUCK_TABLE} TO '{out['csv']}' (FORMAT csv, HEADER false)")
+        for fmt, path in out.items():
+            con.execute(f"COPY {DUCK_TABLE} TO '{path}' (FORMAT {fmt}{', HEADER false' if fmt == 'csv' else ''})")
     return out
 
 

@@ -174,6 +174,12 @@ def loads(result: dict) -> list[str]:
         design = p.get("design") or f"n_size {p.get('n_size'):,} chosen by gridagg, {p.get('leaves'):,} leaves"
         lines.append(f"| {p['system']} | {design} | {p['seconds']:.1f} | {p['rows'] / p['seconds']:,.0f} | "
                      f"{p['bytes'] / 2**30:.3f} |")
+    for store, s in result["stores"].items():
+        if "tuning" in s:
+            t = s["tuning"]
+            seconds = t["serve_seconds"] + t["tune_seconds"]
+            lines.append(f"| gridagg ({store}), its tuning (below) | {t['after']['leaves']:,} leaves | {seconds:.1f} | "
+                         f"- | {t['after']['bytes'] / 2**30:.3f} |")
     for p in result["loads"]:
         if p.get("tried"):
             lines += ["", f"{p['system']}: each design loaded (or built) and timed on the training sample "
@@ -254,12 +260,14 @@ def plot(folder: Path, result: dict) -> list[Path]:
     if plt is None:
         return []
     series: dict[str, dict[str, float]] = {}
+    peers: dict[str, dict[str, float]] = {}
     for store, s in result["stores"].items():
         for phase in s["phases"]:
             for family, r in family_rows(result, store, phase).items():
                 series.setdefault(f"gridagg ({store}), {phase}", {})[family] = r["ms"]
                 for name, ms in r["peers"].items():
-                    series.setdefault(name, {})[family] = ms
+                    peers.setdefault(name, {})[family] = ms
+    series.update(peers)
     families = list(dict.fromkeys(f for v in series.values() for f in v))
     if not families:
         return []
