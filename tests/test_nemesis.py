@@ -74,6 +74,8 @@ def _assert_targets(report: SoakReport, kinds: tuple[str, ...]) -> None:
     assert report.wrong_answers == 0, report.wrong_examples
     assert report.acked_writes_lost == 0
     assert report.half_batches == 0, report.batches
+    assert report.acked_changes_lost == 0 and report.half_changes == 0, report.changes_wrong
+    assert report.changes["deletes"] > 0 and report.changes["corrections"] > 0
     assert report.check_problems == [], report.recovery
     assert report.final_exact
     assert report.requests["unclear_errors"] == 0, report.requests["unclear_samples"]
@@ -82,8 +84,8 @@ def _assert_targets(report: SoakReport, kinds: tuple[str, ...]) -> None:
 
 
 def test_fault_kinds_by_store_and_layout():
-    assert nemesis.parse_kinds("all", "embedded") == ("pg", "writer", "reader")
-    assert nemesis.parse_kinds("all", "hbase") == ("hbase", "thrift", "pg", "writer", "reader")
+    assert nemesis.parse_kinds("all", "embedded") == ("pg", "writer", "reader", "deleter", "corrector")
+    assert nemesis.parse_kinds("all", "hbase") == ("hbase", "thrift", "pg", "writer", "reader", "deleter", "corrector")
     assert nemesis.parse_kinds("all", "hbase", 3)[-4:] == ("regionserver", "move", "split", "balance")
     with pytest.raises(ValueError, match="several region servers"):
         nemesis.parse_kinds("move", "hbase", 0)
@@ -102,19 +104,19 @@ def test_a_split_key_lies_inside_its_region():
 
 
 def test_nemesis_on_the_embedded_store(own_servers):
-    kinds = ("pg", "writer", "reader")
-    # Each kind comes in the first 15 s of the seeded schedule: 40 s gives each its
+    kinds = ("pg", "writer", "reader", "deleter", "corrector")
+    # Each kind comes in the first 25 s of the seeded schedule: 50 s gives each its
     # recovery and a second round (longer soaks: loadtest/soak, docs/soak/).
-    report = soak.run(own_servers.with_(store="embedded"), seconds=40, writers=2, readers=2,
-                      progress=lambda _: None, kinds=kinds, seed=3, every=(3, 6))
+    report = soak.run(own_servers.with_(store="embedded"), seconds=50, writers=2, readers=2,
+                      progress=lambda _: None, kinds=kinds, seed=3, every=(3, 6), deleters=1, correctors=1)
     _assert_targets(report, kinds)
 
 
 def test_nemesis_on_hbase(own_servers):
-    kinds = ("hbase", "thrift", "pg", "writer", "reader")
-    # Each kind comes in the first 20 s of pauses, HBase's restart (about 20 s) among them.
-    report = soak.run(own_servers.with_(store="hbase"), seconds=80, writers=2, readers=2,
-                      progress=lambda _: None, kinds=kinds, seed=4, every=(3, 6))
+    kinds = ("hbase", "thrift", "pg", "writer", "reader", "deleter", "corrector")
+    # Each kind comes in the first 30 s of pauses, HBase's restart (about 20 s) among them.
+    report = soak.run(own_servers.with_(store="hbase"), seconds=100, writers=2, readers=2,
+                      progress=lambda _: None, kinds=kinds, seed=4, every=(3, 6), deleters=1, correctors=1)
     _assert_targets(report, kinds)
 
 

@@ -47,17 +47,31 @@ def test_bounds_are_inclusive_and_read_as_written():
     assert oracle.answer(COLUMNS, rows, {"y": [1, 5]}, ["sum:v", "min:v"]) == {"sum:v": 0, "min:v": None}
 
 
-def test_an_answer_between_the_rows_surely_in_and_perhaps_in():
+def test_an_answer_within_the_rows_surely_in_and_perhaps_in():
     labels = ["count", *AGGS]
-    surely = oracle.answer(COLUMNS, np.array([[1, 1, 5]]), None, labels)
-    perhaps = oracle.answer(COLUMNS, np.array([[1, 1, 5], [2, 2, 3], [3, 3, 8]]), None, labels)
+    rows = np.array([[1, 1, 5], [2, 2, 3], [3, 3, 8]])
+    surely, perhaps = np.array([True, False, False]), np.array([True, True, True])
+    held = oracle.bounds(COLUMNS, rows, rows, surely, perhaps, labels)
     for good in ({"count": 1, "sum:v": 5, "min:v": 5, "max:v": 5}, {"count": 3, "sum:v": 16, "min:v": 3, "max:v": 8}):
-        assert all(oracle.between(k, v, surely, perhaps) for k, v in good.items()), good
+        assert all(oracle.holds(v, held[k]) for k, v in good.items()), good
     for label, bad in (("count", 0), ("count", 4), ("sum:v", 4), ("sum:v", 17), ("min:v", 2), ("min:v", 6),
                        ("max:v", 4), ("max:v", 9), ("min:v", None)):
-        assert not oracle.between(label, bad, surely, perhaps), (label, bad)
-    nothing = oracle.answer(COLUMNS, np.empty((0, 3), np.int64), None, labels)
-    assert oracle.between("min:v", None, nothing, perhaps) and not oracle.between("max:v", 1, nothing, nothing)
+        assert not oracle.holds(bad, held[label]), (label, bad)
+    nothing = np.zeros(3, bool)
+    assert oracle.holds(None, oracle.bounds(COLUMNS, rows, rows, nothing, perhaps, labels)["min:v"])
+    assert not oracle.holds(1, oracle.bounds(COLUMNS, rows, rows, nothing, nothing, labels)["max:v"])
+
+
+def test_a_corrected_row_counts_with_any_value_it_may_have_had():
+    """Row 0 was corrected from 5 to 9 while the question ran: either value may count."""
+    low, high = np.array([[1, 1, 5], [2, 2, 3]]), np.array([[1, 1, 9], [2, 2, 3]])
+    both = np.array([True, True])
+    held = oracle.bounds(COLUMNS, low, high, both, both, ["count", *AGGS])
+    for value in (5, 9):
+        assert all(oracle.holds(v, held[k]) for k, v in {"count": 2, "sum:v": 3 + value, "min:v": 3,
+                                                          "max:v": value}.items())
+    assert not oracle.holds(7, held["sum:v"]) and not oracle.holds(13, held["sum:v"])
+    assert not oracle.holds(4, held["max:v"]) and not oracle.holds(10, held["max:v"])
 
 
 def test_it_reads_whole_number_columns_only():

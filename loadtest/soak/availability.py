@@ -48,7 +48,7 @@ def fault_effects(history: History, injected: list, end: float) -> list[dict]:
         row["first_affected"] = None if first_affected is None else round(first_affected - t, 2)
         back = fault.back
         row["back"] = None if back is None else round(back - t, 2)
-        if back is not None and fault.kind in ("writer", "reader"):
+        if back is not None and fault.kind in ("writer", "reader", "deleter", "corrector"):
             replacement = _next_life(fault.life)
             good = [q.end for q in history.requests if q.ok and q.role == fault.kind and q.tag == replacement]
             row["recovery"] = round(min(good) - back, 2) if good else None

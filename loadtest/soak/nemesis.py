@@ -12,6 +12,8 @@ Kinds of fault (KINDS); each is a crash or a change under load, never a clean st
           written but not the directory switch; the switch made but not the intent ended);
           the crew starts a new writer in its place
   reader  SIGKILL a reader process at a random moment; a new one takes its place
+  deleter, corrector  SIGKILL a deleter (corrector) process at a random moment or at a
+          step of its change's write protocol; a new one takes its place
 With several region servers (`gridagg services up --region-servers N`) also:
   regionserver  SIGKILL one region server holding regions of the soak's table; the
           master finds it dead when its ZooKeeper session expires and reopens its regions
@@ -48,6 +50,8 @@ KINDS = {
     "pg": "crash PostgreSQL (immediate shutdown), start it again",
     "writer": "kill -9 a writer (at a random moment or a write-path fault point); a new one replaces it",
     "reader": "kill -9 a reader at a random moment; a new one replaces it",
+    "deleter": "kill -9 a deleter (at a random moment or a delete's fault point); a new one replaces it",
+    "corrector": "kill -9 a corrector (at a random moment or a correction's fault point); a new one replaces it",
     "regionserver": "kill -9 a region server (of several); its regions reopen elsewhere; started again later",
     "move": "move a region of the soak's table to another region server",
     "split": "split a region of the soak's table at the middle of its keys",
@@ -57,8 +61,12 @@ SERVER_KINDS = ("hbase", "thrift", "pg", "regionserver")
 REGION_KINDS = ("move", "split", "balance")
 CLUSTER_KINDS = ("regionserver", *REGION_KINDS)  # need several region servers
 HBASE_KINDS = ("hbase", "thrift", *CLUSTER_KINDS)
-DEFAULT_KINDS = {"hbase": ("hbase", "thrift", "pg", "writer", "reader"), "embedded": ("pg", "writer", "reader")}
-WRITER_KILLS = ("any moment", "insert.rows_written", "insert.switching", "insert.switched")
+CLIENT_KINDS = ("writer", "reader", "deleter", "corrector")
+DEFAULT_KINDS = {"hbase": ("hbase", "thrift", "pg", *CLIENT_KINDS), "embedded": ("pg", *CLIENT_KINDS)}
+# Where a client of each kind that writes is killed: a random moment, or a fault point
+# of its write (gridagg.write.faults).
+KILLS = {role: ("any moment", *(f"{kind}.{step}" for step in ("rows_written", "switching", "switched")))
+         for role, kind in (("writer", "insert"), ("deleter", "delete"), ("corrector", "correct"))}
 DOWN = (1.0, 5.0)  # how long a crashed server stays down, seconds
 # A killed region server stays down longer than the master takes to find it dead
 # (jvm.SESSION_TIMEOUT_MS) and reopen its regions elsewhere.
@@ -97,17 +105,19 @@ class Fault:
     how: str = ""
 
     def line(self) -> str:
-        what = {"writer": f"writer {self.slot} at {self.how}", "reader": f"reader {self.slot}"}.get(
-            self.kind, self.kind if self.kind in REGION_KINDS else f"{self.kind} down {self.down:.1f} s")
+        what = (f"{self.kind} {self.slot}" + (f" at {self.how}" if self.how else "") if self.kind in CLIENT_KINDS
+                else self.kind if self.kind in REGION_KINDS else f"{self.kind} down {self.down:.1f} s")
         return f"after {self.pause:5.1f} s: {what}"
 
 
 def schedule(kinds: tuple[str, ...], seconds: float, seed: int, every: tuple[float, float],
-             writers: int, readers: int) -> list[Fault]:
+             writers: int, readers: int, deleters: int = 0, correctors: int = 0) -> list[Fault]:
     """Faults drawn from `seed` whose pauses alone fill `seconds` (restarts take longer,
-    so the run ends before the last ones: they are never injected)."""
+    so the run ends before the last ones: they are never injected); a kind of client
+    the crew has none of is left out."""
     rng = np.random.default_rng(seed)
-    kinds = tuple(k for k in kinds if (k != "writer" or writers) and (k != "reader" or readers))
+    crew = dict(zip(CLIENT_KINDS, (writers, readers, deleters, correctors)))
+    kinds = tuple(k for k in kinds if crew.get(k, 1))
     faults: list[Fault] = []
     total = 0.0
     while kinds:
@@ -122,9 +132,9 @@ def schedule(kinds: tuple[str, ...], seconds: float, seed: int, every: tuple[flo
                 faults.append(Fault(pause, kind, down=float(rng.uniform(*down)), slot=int(rng.integers(1 << 16))))
             elif kind in REGION_KINDS:
                 faults.append(Fault(pause, kind, slot=int(rng.integers(1 << 16))))
-            elif kind == "writer":
-                faults.append(Fault(pause, kind, slot=int(rng.integers(writers)),
-                                    how=WRITER_KILLS[int(rng.integers(len(WRITER_KILLS)))]))
+            elif kind in KILLS:
+                faults.append(Fault(pause, kind, slot=int(rng.integers(crew[kind])),
+                                    how=KILLS[kind][int(rng.integers(len(KILLS[kind])))]))
             else:
                 faults.append(Fault(pause, kind, slot=int(rng.integers(readers))))
     return faults

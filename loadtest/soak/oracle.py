@@ -16,10 +16,11 @@ The reading:
 - aggregates: "count" counts the selected rows; "sum:c", "min:c", "max:c" go over
   column c of them (no row selected: sum 0, min and max None).
 
-An answer given while rows were being written must lie between the answer over the
-rows surely in (acknowledged before it began) and the answer over the rows perhaps in
-(begun before it ended): `between` says whether it does, for measures that are never
-negative (a sum only grows as rows come in).
+An answer given while rows were being written, deleted or corrected must lie within
+`bounds`: every row surely in counted, no row counted that is not perhaps in, each
+counted row's values between the least and the greatest it may have had meanwhile
+(columns that are never negative: a sum only grows as rows come in). `holds` says
+whether an answer's value does.
 """
 
 from __future__ import annotations
@@ -86,17 +87,37 @@ def answer(columns: Columns, rows: np.ndarray, where: dict | None, aggregates: l
     return out
 
 
-def between(label: str, value: object, surely: dict, perhaps: dict) -> bool:
-    """Whether an answer's `value` of `label` lies between the answers over the rows
-    surely in and over the rows perhaps in (`answer`s with "count" among their labels;
-    the rows perhaps in include those surely in)."""
-    low, high = surely[label], perhaps[label]
-    if label == "count" or label.startswith("sum:"):
-        return low <= value <= high
-    if value is None:  # no row: none surely in may be in the box
-        return surely["count"] == 0
-    if high is None:
-        return False
-    if label.startswith("min:"):  # more rows, a smaller min
-        return high <= value and (low is None or value <= low)
-    return value <= high and (low is None or value >= low)
+def bounds(columns: Columns, low: np.ndarray, high: np.ndarray, surely: np.ndarray, perhaps: np.ndarray,
+           labels: list[str]) -> dict:
+    """label -> (least, greatest, whether it may be None) of an answer over rows that may
+    count: each row of `perhaps` (a boolean mask) may, each of `surely` (within perhaps)
+    must; a counted row's values lie between its row of `low` and its row of `high`
+    ((m, ncols) arrays; columns never negative). A None end is open."""
+    out = {}
+    none = not surely.any()
+    for label in labels:
+        func, _, name = label.partition(":")
+        if not name:
+            out[label] = (int(surely.sum()), int(perhaps.sum()), False)
+            continue
+        c = columns.index(name)
+        lo, hi = low[:, c], high[:, c]
+        if func == "sum":
+            out[label] = (int(lo[surely].sum()), int(hi[perhaps].sum()), False)
+        elif not perhaps.any():  # no row may count: nothing but None
+            out[label] = (1, 0, True)
+        elif func == "min":  # more rows, a smaller min
+            out[label] = (int(lo[perhaps].min()), None if none else int(hi[surely].min()), none)
+        elif func == "max":
+            out[label] = (None if none else int(lo[surely].max()), int(hi[perhaps].max()), none)
+        else:
+            raise ValueError(f"{label}: the soak's oracle reads count, sum, min and max")
+    return out
+
+
+def holds(value: object, bound: tuple) -> bool:
+    """Whether an answer's value lies within `bound` (one of `bounds`)."""
+    least, greatest, may_be_none = bound
+    if value is None:
+        return may_be_none
+    return (least is None or least <= value) and (greatest is None or value <= greatest)

@@ -12,9 +12,10 @@ from .availability import HUNG
 
 @dataclass
 class SoakReport:
-    """What a soak found. The targets: wrong_answers, acked_writes_lost and half_batches
-    0, final_exact, check_problems empty, no unclear error, no hung client (requests
-    that hung, and each fault's unavailability, are measured, not judged)."""
+    """What a soak found. The targets: wrong_answers, acked_writes_lost, half_batches,
+    acked_changes_lost and half_changes 0, final_exact, check_problems empty, no unclear
+    error, no hung client (requests that hung, and each fault's unavailability, are
+    measured, not judged)."""
 
     store: str
     seconds: float
@@ -37,6 +38,12 @@ class SoakReport:
     recovery: dict = field(default_factory=dict)
     wrong_examples: list = field(default_factory=list)
     load: str = ""  # the machine's load average when the run ended
+    deleters: int = 0
+    correctors: int = 0
+    changes: dict = field(default_factory=dict)  # deletes and corrections acknowledged, and maybes
+    acked_changes_lost: int = 0  # acknowledged deletes or corrections not in the store after recovery
+    half_changes: int = 0  # batches a delete or correction left half done
+    changes_wrong: list = field(default_factory=list)  # what those were
 
     @property
     def ok(self) -> bool:
@@ -44,6 +51,7 @@ class SoakReport:
         proves nothing)."""
         worked = (self.requests.get("acks") or not self.writers) and (self.queries or not self.readers)
         return bool(worked and self.wrong_answers == 0 and self.acked_writes_lost == 0 and self.half_batches == 0
+                    and self.acked_changes_lost == 0 and self.half_changes == 0
                     and self.final_exact and not self.check_problems and not self.requests.get("unclear_errors")
                     and not self.requests.get("hung_clients"))
 
@@ -51,7 +59,9 @@ class SoakReport:
         """The targets a run missed, in words (none: every target held)."""
         r = self.requests
         misses = {"wrong answers": self.wrong_answers, "acknowledged rows lost": self.acked_writes_lost,
-                  "batches half stored": self.half_batches, "problems `check` found": len(self.check_problems),
+                  "batches half stored": self.half_batches, "acknowledged deletes or corrections lost":
+                  self.acked_changes_lost, "deletes or corrections half done": self.half_changes,
+                  "problems `check` found": len(self.check_problems),
                   "unclear errors": r.get("unclear_errors", 0), "hung clients": len(r.get("hung_clients", []))}
         out = [f"{what} {n}" for what, n in misses.items() if n]
         if not self.final_exact:
@@ -64,17 +74,21 @@ class SoakReport:
         """The report's lines: the run (on a local HBase of `servers` region servers, 0:
         standalone or another store), the verdict, its figures and what each kind of fault
         cost the clients."""
-        r, b, n = self.requests, self.batches, self.nemesis
+        r, b, n, c = self.requests, self.batches, self.nemesis, self.changes
         faults = ", ".join(f"{k['n']} {kind}" for kind, k in n.get("by_kind", {}).items())
         title = f"The soak on the {self.store} store" + (f", {servers} region servers" if servers else "")
         lines = [*header(title, command, machine, started),
-                 f"{self.writers} writers and {self.readers} readers for {self.seconds:g} s"
+                 f"{self.writers} writers, {self.readers} readers, {self.deleters} deleters and {self.correctors} "
+                 f"correctors for {self.seconds:g} s"
                  + (f"; faults injected: {faults}" if faults else "; no faults injected") + ".", "",
                  "Verdict: " + ("every target held." if self.ok else "targets missed: " + "; ".join(self.missed()) + "."),
                  "", "| | |", "|---|---|",
                  f"| acknowledged rows | {self.inserts:,} ({b.get('acked', 0):,} batches), lost {self.acked_writes_lost} |",
                  f"| answers | {self.queries:,}; {self.answers_checked:,} checked against the oracle, wrong "
                  f"{self.wrong_answers} |",
+                 f"| deletes, corrections | {c.get('deletes', 0):,} batches deleted, {c.get('corrections', 0):,} "
+                 f"corrected; of killed clients {c.get('deletes_maybe', 0)} and {c.get('corrections_maybe', 0)}; "
+                 f"lost {self.acked_changes_lost}, half done {self.half_changes} |",
                  f"| splits of leaves | {self.splits:,} |",
                  f"| batches of killed writers (maybes) | {b.get('maybe', 0)}: wholly in {b.get('maybe_in', 0)}, wholly "
                  f"out {b.get('maybe_out', 0)}, half in {self.half_batches} |",
@@ -125,6 +139,8 @@ class SoakReport:
             f"acknowledged rows {self.inserts}, lost {self.acked_writes_lost}; splits {self.splits}",
             f"maybe-batches {self.batches.get('maybe', 0)}: wholly in {self.batches.get('maybe_in', 0)}, "
             f"wholly out {self.batches.get('maybe_out', 0)}, half in {self.half_batches}",
+            f"batches deleted {self.changes.get('deletes', 0)}, corrected {self.changes.get('corrections', 0)}; "
+            f"acknowledged changes lost {self.acked_changes_lost}, half done {self.half_changes}",
             f"failed requests {r.get('failed', 0)} (retried {r.get('retries', 0)}), unclear errors "
             f"{r.get('unclear_errors', 0)}, longest failed {r.get('longest_failed', 0)} s, "
             f"longest answered {r.get('longest_ok', 0)} s, over 5 s {r.get('over_5s', 0)}, "

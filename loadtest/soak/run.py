@@ -1,8 +1,9 @@
-"""The soak: writers and readers at once, every answer checked, optionally while a nemesis
-keeps breaking things.
+"""The soak: writers, readers, deleters and correctors at once, every answer checked,
+optionally while a nemesis keeps breaking things.
 
 N writer processes insert batches (small N_size, so leaves split all the time) while M
-reader processes run random box queries (loadtest/soak/clients.py). With --nemesis,
+reader processes run random box queries, deleters delete acknowledged batches and
+correctors give them new values (loadtest/soak/clients.py). With --nemesis,
 faults are injected on a schedule drawn from --seed (loadtest/soak/nemesis.py): servers
 killed with -9 and started again, writers and readers killed and replaced; clients retry
 on "store unavailable" with backoff, as real ones do. Every answer is checked against
@@ -14,12 +15,13 @@ queries through PostgreSQL, and must show there from 1 s after its acknowledgeme
 
 At the end the faults stop, every server is started, and the next writer (one more
 batch, written here) recovers whatever a killed writer left; then `check` must find
-nothing, every acknowledged batch must be stored whole, every maybe-batch (never
-acknowledged) wholly stored or wholly absent, and every final query must equal the
-oracle's answer. The protocol needs no `repair`: problems `check` still finds after that write are
+nothing, every acknowledged batch must be stored whole (a deleted one wholly gone, a
+corrected one with its last acknowledged correction's values), every maybe-batch,
+maybe-delete and maybe-correction (never acknowledged) wholly done or not at all, and
+every final query must equal the oracle's answer. The protocol needs no `repair`: problems `check` still finds after that write are
 reported and left in place to be looked at.
 
-    python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 [--store hbase]
+    python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 --deleters 1 --correctors 1 [--store hbase]
     python -m gridagg_loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
     python -m gridagg_loadtest.soak --store hbase --nemesis all --machines 2 ...   # 2 hosts
 
@@ -67,7 +69,8 @@ JOIN_SECONDS = 60.0  # how long clients may take to stop after the deadline befo
 
 def run(settings: Settings, seconds: float, writers: int, readers: int, progress=print,
         check_at_most: int | None = None, kinds: tuple[str, ...] = (), seed: int = 0,
-        every: tuple[float, float] = (20.0, 40.0), keep: bool = False, machines: int = 1) -> SoakReport:
+        every: tuple[float, float] = (20.0, 40.0), keep: bool = False, machines: int = 1, deleters: int = 0,
+        correctors: int = 0) -> SoakReport:
     """Run the soak on settings.store for `seconds` with these clients; with `kinds`
     (loadtest/soak/nemesis.py: KINDS), faults of those kinds every `every` seconds (drawn from
     `seed`). Checks every answer, or a random sample of check_at_most of them. With
@@ -82,14 +85,15 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
         run_dir.mkdir(parents=True)
         started = time.time()
         deadline = started + seconds
-        plan = nemesis.schedule(kinds, seconds, seed, every, writers, readers) if kinds else []
-        progress(f"soak {name}: {writers} writers, {readers} readers for {seconds:g} s ({settings.store} store)"
+        plan = nemesis.schedule(kinds, seconds, seed, every, writers, readers, deleters, correctors) if kinds else []
+        progress(f"soak {name}: {writers} writers, {readers} readers, {deleters} deleters, {correctors} correctors "
+                 f"for {seconds:g} s ({settings.store} store)"
                  + (f", as {machines} hosts with epoch boards of their own" if machines > 1 else "")
                  + (f", nemesis {','.join(kinds)}, seed {seed}, a fault every {every[0]:g}-{every[1]:g} s"
                     if kinds else ""))
         for fault in plan:
             progress(f"  planned: {fault.line()}")
-        crew = Crew(settings, name, deadline, run_dir, writers, readers, machines)
+        crew = Crew(settings, name, deadline, run_dir, writers, readers, machines, deleters, correctors)
         nem = nemesis.Nemesis(settings, plan, crew, until=deadline - min(QUIET, seconds / 5), progress=progress)
         nem.start()
         try:
@@ -104,7 +108,8 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
             nemesis.heal(settings, kinds)
         if nem.error is not None:
             raise nem.error
-        report = _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, check_at_most, progress)
+        report = _judge(engine, ds, crew, nem, hung, started, seconds, (writers, readers, deleters, correctors),
+                        check_at_most, progress)
         report.nemesis["schedule"] = [f.line() for f in plan]
         if report.ok and not keep:
             _retry(lambda: engine.drop_dataset(name))
@@ -129,8 +134,8 @@ def _retry(request, seconds: float = 120.0):
             time.sleep(0.5)
 
 
-def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, check_at_most,
-           progress) -> SoakReport:
+def _judge(engine, ds, crew, nem, hung, started, seconds, clients, check_at_most, progress) -> SoakReport:
+    writers, readers, deleters, correctors = clients
     ended = time.time()
     history = check.read_history(crew.lives)
     recovery = _recover(engine, ds, history, writers)
@@ -139,16 +144,19 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
     checked, wrong = check.check_answers(history, rows, check_at_most)
 
     stored = _retry(lambda: check.stored_batches(engine, ds))
+    changes = check.stored_changes(history, stored)
     acked = [k for k, (_, a) in history.batches.items() if a is not None]
     maybes = [k for k, (_, a) in history.batches.items() if a is None]
-    lost = sum(BATCH - min(BATCH, stored.per_batch[k]) for k in acked)
+    # A deleted batch is judged with the deletes (check.stored_changes).
+    lost = sum(BATCH - min(BATCH, stored.per_batch[k]) for k in acked if k not in history.deletes)
     maybe_in = [k for k in maybes if stored.per_batch[k] == BATCH]
-    half = [k for k in history.batches if 0 < stored.per_batch[k] < BATCH]
+    half = [k for k in history.batches if 0 < stored.per_batch[k] < BATCH and k not in history.deletes]
     unknown = sum(n for k, n in stored.per_batch.items() if k not in history.batches)
 
-    # The final answers: the oracle's over the rows of acknowledged batches and of the
-    # maybes that are in.
-    expected = np.vstack([rows.values[rows.acked < np.inf]] + [batch_rows(*k) for k in maybe_in])
+    # The final answers: the oracle's over the rows stored (what check.stored_changes and
+    # the counts above judged against the history).
+    expected = np.vstack([np.empty((0, 3), np.int64)] + [r for k, r in stored.rows.items()
+                                                         if stored.per_batch[k] == BATCH])
     final_exact = True
     rng = np.random.default_rng(7)
     for _ in range(50):
@@ -169,7 +177,9 @@ def _judge(engine, ds, crew, nem, hung, started, seconds, writers, readers, chec
     requests["client_exits"] = dict(Counter(str(code) for code in crew.exits.values()))
     inserts = BATCH * len(acked)
     return SoakReport(
-        store=engine.store.kind, seconds=seconds, writers=writers, readers=readers,
+        store=engine.store.kind, seconds=seconds, writers=writers, readers=readers, deleters=deleters,
+        correctors=correctors, changes=changes.counts, acked_changes_lost=len(changes.lost),
+        half_changes=len(changes.half), changes_wrong=(changes.lost + changes.half)[:20],
         inserts=inserts, inserts_per_s=round(inserts / seconds, 1), queries=len(history.answers),
         queries_per_s=round(len(history.answers) / seconds, 1), splits=splits, answers_checked=checked,
         wrong_answers=len(wrong), final_exact=bool(final_exact), check_problems=problems,
@@ -209,6 +219,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60, help="how long writers and readers run (default 60)")
     ap.add_argument("--writers", type=int, default=2, help="writer processes (default 2)")
     ap.add_argument("--readers", type=int, default=2, help="reader processes (default 2)")
+    ap.add_argument("--deleters", type=int, default=1,
+                    help="deleter processes, deleting acknowledged batches by element ID (default 1)")
+    ap.add_argument("--correctors", type=int, default=1,
+                    help="corrector processes, giving acknowledged batches new values (default 1)")
     ap.add_argument("--store", choices=["embedded", "hbase"], help="cell store (default GRIDAGG_STORE)")
     ap.add_argument("--check", type=int, default=20000,
                     help="answers to check against the oracle, a random sample (default 20000)")
@@ -250,7 +264,8 @@ def main(argv=None) -> int:
     say(command)
     meta = {"command": command, "machine": machine(), "started": stamp()}
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
-                 kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep, machines=args.machines)
+                 kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep, machines=args.machines,
+                 deleters=args.deleters, correctors=args.correctors)
     print(json.dumps({**meta, "ok": report.ok, **report.__dict__}, indent=2, default=str))
     say(report.table())
     servers = servers if settings.store == "hbase" and servers > 1 else 0  # what the report names
