@@ -64,7 +64,9 @@ def test_the_polygon_test_in_sql_agrees_with_gridaggs_reading_on_the_families_po
                                     in zip(ring, ring[1:]) if y == y2]
             points = np.vstack([points, np.array(ring), np.array(along, dtype=np.int64).reshape(-1, 2)])
             points = points[~on_diagonal_edge(ring[:-1], points)]
-            p = pa.table({"longitude": points[:, 0].astype(np.int32), "latitude": points[:, 1].astype(np.int32)})  # noqa: F841
+            # DuckDB and chDB (Python(p)) read the local Arrow table p by its name.
+            p = pa.table({"longitude": points[:, 0].astype(np.int32),  # noqa: F841
+                          "latitude": points[:, 1].astype(np.int32)})
             inside = {tuple(r) for r in con.execute(
                 f"SELECT longitude, latitude FROM p WHERE {' AND '.join(polygon_terms(SPACE, region))}").fetchall()}
             clickhouse = chdb.query("SELECT longitude, latitude FROM (SELECT assumeNotNull(longitude) AS longitude, "

@@ -188,7 +188,8 @@ def in_process(engine, name: str, questions: list[Question], expected: list[list
             row["gridagg"] = {"refused": str(exc)}
         else:
             p = result.plan
-            row["gridagg"] = {"ms": ms, "first_ms": first, "right": checks.check(system, phase, q, want, values_of(result)),
+            right = checks.check(system, phase, q, want, values_of(result))
+            row["gridagg"] = {"ms": ms, "first_ms": first, "right": right,
                               "rows_selected": p.rows_in_reused_grids + p.rows_matched_by_scans,
                               "rows_in_cut_leaves": p.rows_in_scanned_grids, "rows_read": p.rows_read,
                               "rows_in_reused_blocks": p.rows_in_reused_blocks}
@@ -520,8 +521,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", metavar="DIR", help="the run's data (default <data dir>/bench/heldout)")
     p.add_argument("--docs", metavar="DIR",
                    help="where the report goes, replacing the previous one (default docs/bench/heldout)")
-    p.add_argument("--keep", action="store_true", help="keep gridagg's datasets and the peers' copies (default: dropped "
-                                                       "once measured)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep gridagg's datasets and the peers' copies (default: dropped once measured)")
     args = p.parse_args(argv)
     if "duckdb" not in args.peers:
         args.peers = ["duckdb", *args.peers]

@@ -2,8 +2,9 @@
 the same Flask app, JSON writer and problem answers as `gridagg serve`) plus the routes
 /bench/heldout/<kind>/<name>/query and /series, which answer a question's JSON body from
 the peer's table as heldout_sql reads it (polygons and series included), in user units
-as the API's answers. Served by granian on APP (heldout_wsgi.py; servers.Server); a peer is opened once per process and kind, with the knob values of
-the environment variable peers.app.KNOBS_ENV (JSON {kind: {knob: value}}).
+as the API's answers. Served by granian on APP (heldout_wsgi.py; servers.Server); a peer
+is opened once per process and kind, with the knob values of the environment variable
+peers.app.KNOBS_ENV (JSON {kind: {knob: value}}).
 """
 
 from __future__ import annotations

@@ -126,15 +126,13 @@ def dataset_bytes(settings: Settings, store: str, name: str) -> int:
         es.close()
 
 
-def cpu_groups(settings: Settings, store: str, server: subprocess.Popen) -> CpuMeter:
-    """The CPU a tuning costs: the serving processes' (api) and, on HBase, the local
-    HBase JVMs' (every role)."""
-    groups = {"api": lambda: [server.pid]}
-    if store == "hbase":
-        from gridagg_hbase import launcher
+def hbase_cpu(settings: Settings, store: str) -> dict:
+    """The CPU group of the local HBase's JVMs (every role) on the HBase store; none else."""
+    if store != "hbase":
+        return {}
+    from gridagg_hbase import launcher
 
-        groups["hbase"] = lambda: list(launcher.running_roles(settings).values())
-    return CpuMeter(groups)
+    return {"hbase": lambda: list(launcher.running_roles(settings).values())}
 
 
 def tune(settings: Settings, store: str, name: str, training: list[Question], minutes: float, every: float,
@@ -157,7 +155,7 @@ def tune(settings: Settings, store: str, name: str, training: list[Question], mi
     with open(server_log, "w") as out:
         proc = subprocess.Popen(_gridagg("serve", "--port", str(port), "--no-access-log"), env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    meter = cpu_groups(settings, store, proc)
+    meter = CpuMeter({"api": lambda: [proc.pid], **hbase_cpu(settings, store)})
     directory = GridDirectory(settings.effective_pg_url, 1)
     asked = refused = passes = changes = 0
     t0 = time.perf_counter()
@@ -186,7 +184,7 @@ def tune(settings: Settings, store: str, name: str, training: list[Question], mi
     log(f"  {name}: {asked:,} training questions asked in {passes} passes, the tree changed {changes} times; "
         f"now gridagg tune {name}")
     tune_log = logdir / f"tune-{name}.log"
-    with open(tune_log, "w") as out, CpuMeter({}).measure() as tuned:
+    with open(tune_log, "w") as out, CpuMeter(hbase_cpu(settings, store)).measure() as tuned:
         t1 = time.perf_counter()
         proc = subprocess.Popen(_gridagg("tune", name), env=settings.with_(store=store).environ(), stdout=out,
                                 stderr=subprocess.STDOUT)
@@ -198,5 +196,6 @@ def tune(settings: Settings, store: str, name: str, training: list[Question], mi
     return {"store": store, "dataset": name, "training_questions": len(training), "asked": asked, "refused": refused,
             "passes": passes, "online_changes": changes, "serve_seconds": serve_seconds,
             "serve_cpu": {k: round(v, 2) for k, v in served.cpu.items() if k != "machine"},
-            "tune_seconds": tune_seconds, "tune_cpu": round(tuned.cpu.get("load", 0.0), 2), "before": before,
+            "tune_seconds": tune_seconds, "tune_cpu": {k: round(v, 2) for k, v in tuned.cpu.items() if k != "machine"},
+            "before": before,
             "after": after, "tune_output": tune_log.read_text()[-3000:]}

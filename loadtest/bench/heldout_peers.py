@@ -231,7 +231,8 @@ def load_clickhouse(settings, space: Space, name: str, parquet: Path, questions:
         finally:
             asker.close()
         size = disk_bytes((clickhouse.base_dir(settings) / "data" / "peer" / table).resolve())
-        tried.append({"design": design, "table": table, "rows": rows, "seconds": seconds, "bytes": size, "trial_ms": ms})
+        tried.append({"design": design, "table": table, "rows": rows, "seconds": seconds, "bytes": size,
+                      "trial_ms": ms})
         log(f"  chDB, ORDER BY {order}{' + ' + projection if projection else ''}: {seconds:.1f} s, "
             f"trial {ms:.2f} ms")
     best = min(tried, key=lambda d: d["trial_ms"])

@@ -202,13 +202,14 @@ def tuning(result: dict) -> list[str]:
              "`gridagg serve` with its online tuner on, asked the training stream round and round by one client "
              "until the tree had not changed for three of the tuner's rounds after two passes (or the time ran out), "
              "then `gridagg tune NAME` on the questions the serving processes sampled. CPU seconds: the serving "
-             "processes' (api) and, on HBase, its JVMs' while serving; `gridagg tune`'s own.", "",
+             "processes' (api) and, on HBase, its JVMs' while serving; `gridagg tune`'s own (load) and HBase's "
+             "meanwhile.", "",
              "| store | asked (passes) | tree changed online | serving s | serving CPU s | gridagg tune s | "
              "tune CPU s | leaves | store MiB |", "|---|---|---|---|---|---|---|---|---|"]
     for store, t in tuned.items():
-        cpu = " + ".join(f"{v:.1f} {k}" for k, v in t["serve_cpu"].items())
+        cpu = {k: " + ".join(f"{v:.1f} {group}" for group, v in t[k].items()) for k in ("serve_cpu", "tune_cpu")}
         lines.append(f"| {store} | {t['asked']:,} ({t['passes']}) | {t['online_changes']} times | "
-                     f"{t['serve_seconds']:.0f} | {cpu} | {t['tune_seconds']:.0f} | {t['tune_cpu']:.1f} | "
+                     f"{t['serve_seconds']:.0f} | {cpu['serve_cpu']} | {t['tune_seconds']:.0f} | {cpu['tune_cpu']} | "
                      f"{t['before']['leaves']:,} -> {t['after']['leaves']:,} | "
                      f"{t['before']['bytes'] / 2**20:,.1f} -> {t['after']['bytes'] / 2**20:,.1f} |")
     return lines
