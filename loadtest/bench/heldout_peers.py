@@ -47,7 +47,7 @@ CLICKHOUSE_DESIGNS = {
     "month, position, time": ("(intDiv({t}, 2592000), {x}, {y}, {t})", ""),
     "time, projection by position": ("{t}", "PROJECTION by_position (SELECT * ORDER BY ({x}, {y}, {t}))"),
 }
-# PostgreSQL's index sets: CREATE INDEX bodies over {table}, time {t}, lon/lat {x}, {y}
+# PostgreSQL's index sets: CREATE INDEX bodies over time {t}, lon/lat {x}, {y}
 # and every other column {rest}.
 POSTGRES_DESIGNS = {
     "brin(time)": ["USING brin ({t})"],
