@@ -93,6 +93,10 @@ HEAPS = {"thrift": "-Xmx512m", "admin": "-Xmx256m", "master": "-Xmx512m", "zooke
 # machine's memory, shared by the region servers, each within these bounds (MB). The rest
 # is the page cache's, which holds the table files the block cache does not.
 HEAP_SHARE, HEAP_MB = 0.25, (1024, 31 * 1024)
+# The Vector API's module, in which the scan observer folds 16-bit columns
+# (hbase/observer/Lanes.java); a JVM without it folds them a row at a time. The JVM prints
+# one warning that it uses an incubator module.
+VECTOR_API = ["--add-modules", "jdk.incubator.vector"]
 # Of a region server's heap: the block cache, and the memstores. A table larger than the
 # cache is read through the page cache, slower; what is left of the heap (at least 30%)
 # keeps garbage collection short while the cache turns over.
@@ -102,7 +106,7 @@ BLOCK_CACHE_SHARE = 0.5
 # megabyte at most, gridagg.store.hbase.rows) stay far below half of these, whatever the
 # heap (G1's default region of a 4 GB heap is 2 MB, and then each block of a megabyte
 # took a region of two).
-REGION_SERVER_FLAGS = ["-XX:G1HeapRegionSize=16m"]
+REGION_SERVER_FLAGS = ["-XX:G1HeapRegionSize=16m", *VECTOR_API]
 # Short-lived admin JVMs: the C1 compiler only (starts faster).
 ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
 # The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
@@ -480,8 +484,9 @@ def tool_sources(class_name: str) -> list[Path]:
 
 
 def tool_options(class_name: str) -> list[str]:
-    """javac's options for a tool's sources: the observer is compiled for Java 17."""
-    return ["--release", "17"] if class_name == OBSERVER_CLASS else []
+    """javac's options for a tool's sources: the observer is compiled for Java 17, with
+    the Vector API's module."""
+    return ["--release", "17", *VECTOR_API] if class_name == OBSERVER_CLASS else []
 
 
 def tool_key(class_name: str, cp: str) -> str:

@@ -94,7 +94,7 @@ def add_services(sub) -> None:
 
 def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
     from gridagg_hbase.admin import observer_jar
-    from gridagg_hbase.jvm import OBSERVER_CLASS, SERVER_FLAGS, LauncherError
+    from gridagg_hbase.jvm import OBSERVER_CLASS, SERVER_FLAGS, VECTOR_API, LauncherError
 
     try:
         out = observer_jar(settings, args.out)
@@ -103,7 +103,8 @@ def _services_observer_jar(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print(f"{out}: deploy it on every region server's classpath, set "
           f"hbase.coprocessor.user.region.classes={OBSERVER_CLASS} and add {' '.join(SERVER_FLAGS)} (less CPU "
-          f"a scan over a block cache of gigabytes) to HBASE_REGIONSERVER_OPTS")
+          f"a scan over a block cache of gigabytes) and {' '.join(VECTOR_API)} (scans add up 16-bit columns in "
+          f"SIMD lanes) to HBASE_REGIONSERVER_OPTS")
     return 0
 
 

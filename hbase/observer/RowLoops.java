@@ -11,11 +11,18 @@ import java.nio.ByteOrder;
  * <p>A column's values are first copied out of the cell into an array of ints (widths 2
  * and 4) or longs (width 8), and the loops over them have no branches: the JIT turns the
  * tests into SIMD instructions, several times faster than reading the buffer a value at a
- * time with a branch per row (its min and max reductions it leaves scalar).
+ * time with a branch per row; the folds' min and max it leaves scalar, so a 16-bit column
+ * is folded in the Vector API's lanes where the JVM has them (Lanes).
  */
 final class RowLoops {
   /** Rows tested and added up at a time. */
   static final int CHUNK = 4096;
+  /**
+   * Whether 16-bit columns are folded in SIMD lanes (Lanes): where the JVM has the Vector
+   * API's module (the local HBase's JVMs are started with it; an external cluster's need
+   * `--add-modules jdk.incubator.vector`), else by the scalar loop, as wider columns are.
+   */
+  static final boolean LANES = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
 
   /** Row r - a of the rows tested: 1 when it passes, 0 when not. */
   final int[] pass = new int[CHUNK];
@@ -102,29 +109,20 @@ final class RowLoops {
       return;
     }
     load(s, c, from, n);
+    if (w == 2 && LANES) {
+      Lanes.fold16(ints, n, pass, at, f);
+      return;
+    }
     int nilValue = w == 4 ? Integer.MIN_VALUE : Short.MIN_VALUE;
     int has = 0, least = Integer.MAX_VALUE, most = Integer.MIN_VALUE;
     long sum = 0;
-    if (w == 2) { // CHUNK 16-bit deltas add up within an int: the loop stays in ints
-      int small = 0;
-      for (int i = 0; i < n; i++) {
-        int x = ints[i], nil = x ^ nilValue;
-        int m = -(pass[at + i] & ((nil | -nil) >>> 31)); // all ones when the row counts
-        has -= m;
-        least = Math.min(least, x & m | ~m & Integer.MAX_VALUE);
-        most = Math.max(most, x & m | ~m & Integer.MIN_VALUE);
-        small += x & m;
-      }
-      sum = small;
-    } else {
-      for (int i = 0; i < n; i++) {
-        int x = ints[i], nil = x ^ nilValue;
-        int m = -(pass[at + i] & ((nil | -nil) >>> 31));
-        has -= m;
-        least = Math.min(least, x & m | ~m & Integer.MAX_VALUE);
-        most = Math.max(most, x & m | ~m & Integer.MIN_VALUE);
-        sum += x & m;
-      }
+    for (int i = 0; i < n; i++) {
+      int x = ints[i], nil = x ^ nilValue;
+      int m = -(pass[at + i] & ((nil | -nil) >>> 31)); // all ones when the row counts
+      has -= m;
+      least = Math.min(least, x & m | ~m & Integer.MAX_VALUE);
+      most = Math.max(most, x & m | ~m & Integer.MIN_VALUE);
+      sum += x & m;
     }
     put(f, has, least, most, sum >> 32, sum & 0xFFFFFFFFL);
   }
