@@ -144,6 +144,7 @@ class Local:
         out = ds.describe()
         out["row_count"] = self.engine.query(name, {}, ["count"]).values["count"]
         out["grid_count"] = self.engine.directory.leaf_count(name)
+        out["retain"] = self.engine.directory.retain(name)
         return out
 
 
@@ -325,6 +326,8 @@ def show_dataset(body: dict, args) -> str:
         out.append(f"time dimension: {body['time_dimension']}")
     if body.get("region_dimensions"):
         out.append(f"region dimensions: {', '.join(body['region_dimensions'])}")
+    if body.get("retain"):
+        out.append(f"retain: rows older than {body['retain']} are dropped")
     rows = []
     for role, cols in (("dimension", body["dimensions"]), ("measure", body["measures"])):
         for c in cols:
