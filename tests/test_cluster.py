@@ -51,6 +51,7 @@ from hypothesis import strategies as st
 
 from gridagg.cli import services
 from gridagg.model.errors import StoreUnavailable
+from gridagg.model.grid import grid_prefix
 from gridagg.store.hbase.regions import REASK
 from gridagg.store.scan import ScanRequest
 
@@ -166,8 +167,13 @@ def test_answers_stay_exact_while_regions_move_and_split(cluster, loaded):
     # which is asked again; the answer stays exact.
     request = ScanRequest([g.grid_id for g in engine.directory.leaves(ds)], [], [2])
     engine.store.scan(ds, request)
-    region = max(nemesis.soak_regions(cluster, ds.name), key=lambda r: r.end or b"\xff")
-    admin.region_admin(cluster, "split", table, nemesis.middle(region.start, region.end).hex())
+    # Split the region holding most leaves at its middle leaf: both daughters hold some.
+    keys = sorted(grid_prefix(g) for g in request.grids)
+    held = [[k for k in keys if r.start < k and (not r.end or k < r.end)]
+            for r in nemesis.soak_regions(cluster, ds.name)]
+    most = max(held, key=len)
+    assert len(most) >= 2, held
+    admin.region_admin(cluster, "split", table, most[len(most) // 2].hex())
     before = engine.store.round_trips.labelled()
     answer = engine.store.scan(ds, request)
     calls = engine.store.round_trips.since(before, engine.store.round_trips.labelled())
