@@ -3,8 +3,10 @@ given element IDs. Each finder gives the Content of every leaf the delete touche
 gridagg.write.change to write (GridEngine.delete).
 
 A leaf whose data bounds lie inside the box (and inside the region) loses every row: no
-row of it is read. Only the leaves the box's or region's boundary cuts are read, and
-only those leaves lose some rows and keep others.
+row of it is read. Of the leaves whose data bounds the box's boundary cuts, one scan of
+the store (where the rows are: on HBase, the region servers) counts the rows inside the
+box of each; only those that hold some are read whole, and lose some rows and keep
+others.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gridagg.model.grid import Box
+from gridagg.store.scan import RangeCondition, ScanRequest
 from gridagg.tree import TreeState
 from gridagg.write.change import Content
 
@@ -32,13 +35,15 @@ def in_box(write, tree: TreeState, box: Box, inside: Inside | None = None,
     and inside a region when `inside` and `covers` describe one, touches, each with what
     it keeps."""
     lo, hi = (np.array(side, np.int64) for side in zip(*box))
-    out = {}
+    out, cut = {}, []
     for i in _leaves_meeting(tree, lo, hi).tolist():
         g = tree.ids[i]
         dlo, dhi = tree.dlo[i], tree.dhi[i]
         if (lo <= dlo).all() and (dhi <= hi).all() and (covers is None or covers(dlo, dhi)):
             out[g] = Content.emptied(tree, g)
-            continue
+        else:
+            cut.append(g)
+    for g in _holding(write, cut, lo, hi):
         eids, values = write.store.read_grid(write.ds, g)
         gone = ((values[:, : len(lo)] >= lo) & (values[:, : len(lo)] <= hi)).all(axis=1)
         if inside is not None and gone.any():
@@ -72,6 +77,17 @@ def with_ids(write, tree: TreeState, element_ids: list[bytes], box: Box | None =
         if gone.any():
             out[g] = Content.without(eids, values, gone, tree.lo.shape[1])
     return out
+
+
+def _holding(write, leaves: list[str], lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """Those of `leaves` that hold rows inside the box lo..hi: one scan counts them per
+    leaf."""
+    if len(leaves) <= 1:
+        return leaves
+    request = ScanRequest(leaves, [RangeCondition(d, int(a), int(b)) for d, (a, b) in enumerate(zip(lo, hi))], [0],
+                          groups=np.arange(len(leaves), dtype=np.int64), ngroups=len(leaves))
+    counts = write.store.scan(write.ds, request).aggs.count
+    return [g for g, n in zip(leaves, counts.tolist()) if n]
 
 
 def _leaves_meeting(tree: TreeState, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
