@@ -16,16 +16,20 @@ from .log import log
 WEATHER = Path(__file__).resolve().parents[3] / "shared" / "data" / "weather"
 
 
-def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations: int | None = None) -> Path:
+def build_archive(spark, rows: int, seed: int, workdir: Path, cfg=None, stations: int | None = None,
+                  generated=None) -> Path:
     """Generate `rows` rows (of `stations` stations; default the generator's) under
     workdir and encode them for the data space of ingest config `cfg` (default: the
     paper's): returns a Parquet directory of encoded rows (`_eid`, c0..), what
-    ingest.job.load_encoded reads. Raises when a row is quarantined: every system must
-    get every row."""
+    ingest.job.load_encoded reads. generated(files), when given, is called with the
+    generated Parquet files before they are encoded and removed. Raises when a row is
+    quarantined: every system must get every row."""
     from gridagg_ingest.generate import generate
 
     files = generate([str(WEATHER)], rows, str(workdir / "generated"), "parquet", seed, stations=stations,
                      progress=lambda m: log(f"  generate: {m}"))
+    if generated is not None:
+        generated(files)
     path = encode_archive(spark, files, workdir, cfg or workload.paper_config("archive", 1000))
     shutil.rmtree(workdir / "generated")
     return path

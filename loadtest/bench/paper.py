@@ -81,7 +81,7 @@ def load_all(settings: Settings, args) -> tuple[list[System], int]:
             log(f"generating and encoding the archive: {args.rows:,} rows")
             encoded = build_archive(spark, args.rows, args.seed, workdir, stations=args.stations)
             for store in args.stores:
-                for n in args.nsize:
+                for n in args.nsize or PAPER_SWEEP:
                     log(f"loading gridagg ({store} store) N_size={n}, N_threshold={10 * n}, L_time=360d")
                     s = load_gridagg(settings, spark, store,
                                      workload.definition(dataset_name(args.prefix, store, n), n), encoded)
@@ -164,13 +164,19 @@ def shape(text: str) -> Shape:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# The N_size sweep by default: the paper's sizes and two larger ones.
+PAPER_SWEEP = [50, 125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"rows of the generated archive (default {DEFAULT_ROWS:,})")
     p.add_argument("--stations", type=int,
                    help="stations of the generated archive (default the generator's: about three years of hours each)")
-    p.add_argument("--nsize", type=int, nargs="+", default=[50, 125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000],
+    p.add_argument("--nsize", type=int, nargs="+",
                    help="N_size sweep (N_threshold = 10 x N_size, L_time = 360 days; default: the paper's "
-                        f"50..{PAPER_MAX_NSIZE} and two larger sizes, which answer faster on few cores)")
+                        f"50..{PAPER_MAX_NSIZE} and two larger sizes, which answer faster on few cores; with "
+                        "--dashboard, the first alone, by default the one gridagg chooses for the archive as "
+                        "`gridagg ingest` does)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 96], help="concurrent clients per run")
     p.add_argument("--aggs", nargs="+", default=["min", "sum"], choices=["min", "sum"])
     p.add_argument("--stores", nargs="+", default=["embedded"], choices=["embedded", "hbase"],
@@ -215,6 +221,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="keep the loaded datasets afterwards")
     p.add_argument("--dashboard", action="store_true",
                    help="instead of the paper's workload: ask the dashboard questions of loadtest/bench/dashboard.py "
-                        "of gridagg (the first --nsize) and the in-process peers, side by side")
+                        "of gridagg (freshly loaded, N_size as --nsize says) and the in-process peers, side by side")
     p.add_argument("--repeat", type=int, default=11,
                    help="runs per question in-process with --dashboard (p50 is reported; default 11)")
