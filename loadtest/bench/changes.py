@@ -297,8 +297,8 @@ def report(run: dict) -> list[str]:
             lines.append(f"| {s['step']} | {what} | {s['seconds']:g} | {verdict} | {s.get('leaves', '')} |")
         if r["store"] == "hbase":
             lines += ["", "HBase deletes a dropped table's files from its archive at its cleaner's round after their "
-                          "time to live (the local HBase: `hbase.master.hfilecleaner.ttl` 60 s, a round a minute): the "
-                          "disk comes back one to two minutes after the drop, whatever the table's size."]
+                          "time to live (the local HBase: `hbase.master.hfilecleaner.ttl` and the cleaner's interval, 15 s "
+                          "each): the disk comes back within half a minute of the drop, whatever the table's size."]
         lines.append("")
     return lines
 
