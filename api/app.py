@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None, engine: GridEngine | None = Non
 
 class JsonProvider(DefaultJSONProvider):
     """Flask's JSON answers written by pydantic-core (here for the models already): a
-    query's answer in a fifth of the json module's time; keys stay in their order, and
+    query's answer in a fraction of the json module's time; keys stay in their order, and
     integers of any size stay exact."""
 
     def dumps(self, obj, **kwargs) -> str:

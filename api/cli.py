@@ -28,12 +28,11 @@ def default_workers() -> int:
 
 def default_threads(store: str) -> int:
     """Requests one worker answers at once, by cell store. Embedded-store queries are CPU
-    work inside the worker, where more threads only take turns on the GIL (2 workers x 1
-    thread answered about a fifth more queries per second than 2 x 4 on the 10M-row
-    benchmark data), but an answer streamed as it improves holds its thread until exact:
-    with one thread, the page's second request of a change (it asks /query and /series at
-    once) waited for the first's whole scan whenever both came to one worker (25 of 40
-    changes, a median 36 ms at 10M rows): two. HBase
+    work inside the worker, where more threads only take turns on the GIL (a thread per
+    worker answered more queries per second than four), but an answer streamed as it
+    improves holds its thread until exact: with one thread, the page's second request of
+    a change (it asks /query and /series at once) waited for the first's whole scan
+    whenever both came to one worker, as they often did: two. HBase
     queries mostly wait on Thrift round trips, which threads overlap: four."""
     return 2 if store == "embedded" else 4
 
@@ -57,9 +56,8 @@ def server_argv(host: str, port: int, workers: int, threads: int, log_level: str
 
 def _warm_up() -> None:
     """Compile the query kernels into numba's on-disk cache (a machine's first start), or
-    check they are there, before the workers start: each then loads them in a few tenths
-    of a second while its /healthz says "warming" (api.warming), rather than all
-    compiling at once."""
+    check they are there, before the workers start: each then only loads them while its
+    /healthz says "warming" (api.warming), rather than all compiling at once."""
     from gridagg.warmup import warm
 
     print("gridagg serve: warming up (a machine's first start compiles the query kernels: 15 s to a "
@@ -126,7 +124,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Serve the gridagg HTTP API for dashboards with granian: several worker "
                     "processes, each with pooled connections to PostgreSQL and the cell store "
                     "(embedded LMDB or HBase). Metrics of all workers are merged at /metrics. "
-                    "It first compiles the query kernels (a machine's first start: 15 s to a minute) or "
+                    "It first compiles the query kernels (a machine's first start, the slow one) or "
                     "loads them from numba's cache; each worker loads them as it starts, and its "
                     "/healthz answers 503 \"warming\" until then.",
         epilog=config.help_text("http", "store") + "\n" + ENDPOINTS)

@@ -1,9 +1,8 @@
 """Questions answered without Flask's per-request machinery.
 
 A dashboard's question (POST /v1/datasets/NAME/query or /series with a JSON body) is
-the API's hot path: on a warm tree the engine answers it in a tenth of a millisecond,
-and Flask's request context, URL routing, hooks and response objects cost more than
-that. QuestionPaths, the app's WSGI middleware, answers such a request itself with the
+the API's hot path: on a warm tree the engine answers it quickly enough that Flask's
+request context, URL routing, hooks and response objects cost more than the answer. QuestionPaths, the app's WSGI middleware, answers such a request itself with the
 same steps the route takes (api.blueprints.queries.answer_query, answer_series: the one
 place they are written), the same authorization, body limit and metrics. Everything
 else goes to Flask, and so does a question the fast path does not answer plainly: one

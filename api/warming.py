@@ -7,8 +7,8 @@ full speed.
 A server's workers share a directory (SHARED_DIR_ENV: `gridagg serve` and the bench make
 one per server, for the metrics too), where each warming worker keeps a marker file: a
 worker says it is warm only when no other live worker of its server is warming, since
-the server hands a query to any of them (a worker that lagged another by 0.7 s answered
-its first 10M-row query 0.7 s late).
+the server hands a query to any of them (one handed to a worker still warming waits
+for that worker's warm-up, however warm the others are).
 
 A query that arrives meanwhile is answered anyway: numba compiles one function at a time
 for the whole process, and one thread reads a tree while the others wait for it, so

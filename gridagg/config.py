@@ -234,8 +234,8 @@ class Settings:
              "at the rate of that tree's last whole load in the process: tuning (`gridagg tune`, the "
              "online tuner) splits no leaf past it, merges still shrink the tree; `0`: no limit. A process "
              "loads a tree whole only where its host keeps no current tree file; it also imports, opens its "
-             "stores and answers a first question (about 0.6 s at 100M rows), and a fresh process loads up to "
-             "a fifth slower than the tuning one measured: 3.5 keeps it ready within 5 s", _seconds_or_off,
+             "stores and answers a first question, and a fresh process loads slower than the tuning one "
+             "measured: 3.5 leaves room for both within 5 s", _seconds_or_off,
         topic="store")
     spark_master: str = _setting(
         "local[*]", "Spark master of the ingest job when `--master` is not given", topic="spark")

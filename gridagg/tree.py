@@ -180,8 +180,8 @@ class TreeState:
             hi[i] = np.maximum(hi[left[i]], hi[right[i]])
             leaves_below[i] = leaves_below[left[i]] + leaves_below[right[i]]
         # Kept in preorder (a grid, its left subtree, its right): the walk, depth first, then
-        # reads the arrays nearly in order. In heap order it took twice as long (16 ms against
-        # 8 for a 100M-row dataset's 173k leaves), mostly waiting on memory.
+        # reads the arrays nearly in order. In heap order it was slower on a large tree,
+        # mostly waiting on memory.
         order = np.lexsort((level, nodes << (int(level.max()) - level)))
         new_at = np.empty(n + 1, np.int64)  # old position -> new; slot n stands for -1
         new_at[order], new_at[n] = np.arange(n), -1
@@ -233,8 +233,8 @@ class TreeState:
     def in_preorder(self) -> "TreeState":
         """This tree with its grids in preorder, as a whole load keeps them (see build),
         or itself when they are. A refresh appends the grids it adds, out of the walk's
-        order: on a 100M-row tree tuned in place (378k grids) the polygon over most
-        stations took 139 ms in that order, 115 in preorder."""
+        order: on a large tree tuned in place a broad polygon question walked it slower in
+        that order than in preorder."""
         n = self.n
         # A grid's place: its parent's, plus one, plus (a right child) its left sibling's
         # subtree, 2 * leaves - 1 grids in a tree where every inner grid has two children.
@@ -368,8 +368,8 @@ def _inner_nodes(heap: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """The inner grids of a tree whose leaves are `heap` (heap indices at `depth`), every
     inner grid having two children: in the leaves' left-to-right order, the grid between
     two neighbours is their lowest common ancestor, the longest common prefix of their
-    paths. (The ancestors of each leaf, one level at a time, took a 100M-row dataset's
-    173k leaves 0.5-1.1 s to sort out; this is one sort of the leaves.)"""
+    paths. (The ancestors of each leaf, one level at a time, were slow to sort out for a
+    large tree; this is one sort of the leaves.)"""
     order = np.argsort(heap << (int(depth.max()) - depth))  # left-aligned paths sort as the leaves lie
     a, b = heap[order[:-1]], heap[order[1:]]
     da, db = depth[order[:-1]], depth[order[1:]]
@@ -389,8 +389,8 @@ def _top_bit(x: np.ndarray) -> np.ndarray:
 
 def _prefixes(ids: list[str], store) -> list[bytes] | None:
     """grid_prefix of every grid of a tree, made past grid_prefix's cache (each tree
-    holds its own), for a `store` that reads by key; None for one that does not (77 ms
-    and 10 MB a process at 100M rows, for nothing)."""
+    holds its own), for a `store` that reads by key; None for one that does not (time
+    and memory in every process, for nothing)."""
     return list(map(grid_prefix.__wrapped__, ids)) if store.reads_by_key else None
 
 
@@ -449,8 +449,8 @@ class TreeCache:
     Tree files. Beside the board, in its "trees" folder, each dataset's tree is kept as a
     file, for every process of the host: a new process starts from it and catches up
     through the change log like any holder of the tree, instead of a whole load (every
-    leaf from PostgreSQL, every aggregate from the store: 4.6-6.0 s for 173k leaves at
-    100M rows, against 0.5-1.1 s from the file). A process writes it after a whole load
+    leaf from PostgreSQL, every aggregate from the store: several times slower than from
+    the file). A process writes it after a whole load
     (a bulk load ends with one, for this), at the end of a tuning (keep), and again at a
     change once it is TREE_FILE_SECONDS old, while the change log still reaches back to
     it; always with the grids in preorder, the walk's order (a process also puts the
@@ -602,8 +602,7 @@ class TreeCache:
     def leaves_loadable(self, ds: Dataset, seconds: float) -> int | None:
         """How many leaves a whole load of dataset `ds`'s tree could hold and take at most
         `seconds`, at the rate of its last whole load in this process (a load's time grows
-        with the grids: 3.0-3.2 s for 64k leaves on HBase at 100M rows, 4.6-6.0 s for 173k
-        embedded). A process that has not loaded the tree whole (it started from the tree
+        with the grids, at a rate that differs by store and machine). A process that has not loaded the tree whole (it started from the tree
         file), or whose tree has more than doubled since, loads it now. None when `seconds`
         is 0 (no limit), when the dataset has no leaves, or when the load took under a
         tenth of `seconds`: so short a load is mostly its fixed costs (the calls to the

@@ -12,10 +12,10 @@ region servers lack the observer). Numba compiles a function once per argument t
 so these are the types real queries pass (tests/test_warmup.py checks that a query of
 every kind on both stores compiles nothing afterwards).
 
-A machine's first warm-up compiles (14 s to a minute on 2 cores, as busy as they are)
+A machine's first warm-up compiles (slow, the more so the busier the cores are)
 and writes numba's cache: next to the modules (`gridagg/__pycache__`), or in
 NUMBA_CACHE_DIR when that is set, or in the user's cache directory when the package's
-directory is read-only. Later processes load it (a few tenths of a second). `gridagg services up` and `gridagg serve` warm up
+directory is read-only. Later processes load it, in a fraction of that time. `gridagg services up` and `gridagg serve` warm up
 before they return or serve, and each API worker before its /healthz says ready; a
 worker also reads every dataset's tree then (load_trees), which its first query of a
 dataset would otherwise wait for.
@@ -130,7 +130,7 @@ def drop_unreadable_cache(cache: Path) -> list[Path]:
 
 def load_trees(engine) -> int:
     """Read every dataset's tree into `engine` (a GridEngine), as the first query of each
-    would (1.4 s for the 15,711 leaves of 10M rows); returns how many it read. A dataset
+    would (a wait that grows with the tree's leaves); returns how many it read. A dataset
     dropped meanwhile is passed over."""
     loaded = 0
     for ds in engine.directory.datasets():

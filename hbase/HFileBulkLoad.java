@@ -56,7 +56,7 @@ public class HFileBulkLoad {
 
   private static Configuration base;
 
-  /** HBase's configuration, read once per JVM (reading its XML files took tens of ms a time). */
+  /** HBase's configuration, read once per JVM (reading its XML files each time was slow). */
   static synchronized Configuration base() {
     if (base == null) {
       base = HBaseConfiguration.create();
@@ -125,7 +125,7 @@ public class HFileBulkLoad {
    * Writes the cells of the local file `cells` (a URI), already in order, into the HFile
    * dir/family/name. The file holds, per cell: a 2-byte row length, the row, a 2-byte
    * qualifier length, the qualifier, a 4-byte value length and the value (big-endian
-   * lengths). A file, because py4j sends a byte array as text: 0.45 s for 9 MB. Every
+   * lengths). A file, because py4j sends a byte array as text, slowly. Every
    * cell is stamped `ts`; blocks hold `blockBytes`, encoded as `encoding`.
    */
   public static void writeCells(String cells, String dir, String family, int blockBytes, String encoding,

@@ -95,7 +95,7 @@ def create_presplit_table(settings, name: str, families, split_keys) -> None:
 
 
 # Longest a major compaction is waited for: HBase throttles it to 50-100 MB/s, and a
-# 100M-row table of gridagg's is about 6.4 GB.
+# table of gridagg's largest benchmark data is rewritten well within this at that rate.
 COMPACT_SECONDS = 3600
 
 

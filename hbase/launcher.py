@@ -388,7 +388,7 @@ def _request_cluster_shutdown(settings, pid: int, timeout: float = 90) -> None:
     and wait until the master and every region server have exited.
 
     Plain SIGTERM also works but, standalone, its shutdown hooks stop the in-process
-    ZooKeeper before the region server has finished, which then spends ~20 s retrying
+    ZooKeeper before the region server has finished, which then spends a long while retrying
     ZooKeeper. Best effort: whatever is still running afterwards gets SIGTERM/SIGKILL
     from the caller.
     """

@@ -4,10 +4,9 @@ A pass packs its rows into Arrow IPC streams, one per bucket they go to (a few p
 and Spark shuffles those streams as single values of a (bucket, bad, blob) row. Spark
 then moves a few thousand values instead of millions of rows: its JVM has next to no
 per-row work left, and none to warm up for (on two cores the JIT compiling Spark's row
-paths cost more CPU than the rows themselves in a session's first 1M-row job). What it
-has left is per byte (copies to and from the workers, the sort, LZ4): integer columns
-travel in the narrowest type that holds them, which took a 10M-row load from 48-55 s of
-machine CPU to 38-39.
+paths cost more CPU than the rows themselves in a session's first job). What it has
+left is per byte (copies to and from the workers, the sort, LZ4): integer columns
+travel in the narrowest type that holds them, which cut a load's machine CPU markedly.
 
 `bad` counts bad rows, which travel only as that count, in bucket -1.
 """
@@ -80,12 +79,12 @@ def split(table, keys: np.ndarray, bad: int = 0):
     buckets: list[int] = []
     ends = [0]
     # Every stream goes into one buffer, which becomes the blob column as it is: a list
-    # of bytes turned into a binary array cost a copy into fresh memory, 0.8 s of worker
-    # CPU per 1M-row job (first touches of memory are dear on this machine).
+    # of bytes turned into a binary array cost a copy into fresh memory, a noticeable share
+    # of a job's worker CPU (first touches of memory are dear).
     sink = pa.BufferOutputStream()
     if table.num_rows:
-        # Bucket numbers fit 16 bits, and numpy sorts those stably by radix: 19x as fast
-        # as the timsort of 64-bit keys (262k keys: 0.8 ms against 15.6).
+        # Bucket numbers fit 16 bits, and numpy sorts those stably by radix: many times as
+        # fast as the timsort of 64-bit keys.
         small = 0 <= keys.min() and keys.max() < 1 << 16
         order = np.argsort(keys.astype(np.uint16) if small else keys, kind="stable")
         ordered, rows = keys[order], _narrowed(table).take(pa.array(order))

@@ -353,7 +353,7 @@ def _plain_integers(text, scale: int, point: bool = True, max_digits: int = 18,
     ones; leading zeros do not count) with at most one decimal point among or around
     them (none unless `point`). Anything else, and non-zero decimals beyond the scale
     under the "refuse" policy, is left undecided. (Checked without a regex: matching one
-    took a third of the time.)"""
+    took a large share of the time.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -151,8 +151,8 @@ def open_bulk_load(spark, settings, ds, stamp: int, new_table=None) -> BulkLoad 
 def warm_up(spark, settings) -> None:
     """Start, in a thread of its own, what a session's first bulk load would otherwise
     start cold in Spark's JVM: HBase's connection, the HFile writer and the bulk-load tool
-    (HFileBulkLoad.warmUp). A session's first 1M-row job into HBase took about 0.5 s less.
-    Best effort: a failure here only leaves them cold."""
+    (HFileBulkLoad.warmUp), so that a session's first job into HBase ends sooner. Best
+    effort: a failure here only leaves them cold."""
     from gridagg_hbase.jvm import paths
     from gridagg_hbase.launcher import running_pid
 
@@ -173,7 +173,7 @@ def warm_up(spark, settings) -> None:
 
 def create_table(spark, settings, ds) -> None:
     """Create ds's table as the store's create_dataset does, but in Spark's JVM, which has
-    HBase's client already: no JVM to start (2 s). Nothing when it exists."""
+    HBase's client already: no JVM to start. Nothing when it exists."""
     from gridagg.store import bulk_format
 
     fmt = bulk_format(settings)

@@ -30,7 +30,7 @@ per-leaf summaries, never raw rows; the executors' side of steps 1-4 is ingest.t
    need them (gridagg.write.protocol.purge_retired), this job's included;
 8. only if step 1 counted bad rows: read and encode the inputs again, keeping the bad
    rows, and write them with their reasons to the quarantine output. A clean input is
-   read once: caching every raw row in case some were bad cost about 3 s per 1M rows.
+   read once: caching every raw row in case some were bad cost time in every load.
 
 Crash safety: the driver runs steps 2-7 as one Write of gridagg.write.protocol, the protocol
 inserts follow too: its intent names every leaf the dataset has before any row is
@@ -147,10 +147,9 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
         builder = builder.config("spark.driver.extraClassPath", bulk_cp).config("spark.executor.extraClassPath", bulk_cp)
     # The driver JVM runs C1-compiled code only. Its per-row work is small (packed rows,
     # HFile cells), and on two cores the C2 compiler's CPU cost more than its faster code
-    # saved: 1M rows, a session's first job 8.2 s against 9.2 s; 10M rows 56.9 s against
-    # 60.3 s, with the same 19.3 s of task CPU in the JVM. Its heap starts at full size:
-    # growing it from the default kept G1 busy in a session's first job (1M rows, 4.56-4.70 s
-    # against 4.67-5.80 s). Its classes come from an archive (ingest.class_archive).
+    # saved, in small jobs and large ones alike. Its heap starts at full size: growing it
+    # from the default kept G1 busy in a session's first job. Its classes come from an
+    # archive (ingest.class_archive).
     memory = spark_settings.spark_driver_memory
     java_options = f"-XX:TieredStopAtLevel=1 -Xms{memory}"
     if SparkContext._gateway is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM starts now
@@ -162,12 +161,12 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                # Python workers over a Unix socket, not loopback TCP: a task's input sent
                # ahead while its worker wrote a large output filled the worker's receive
-               # buffer, the kernel dropped segments both ways, and a 100M-row load stalled
-               # in TCP's retransmit backoff (the timeout grew past 100 s).
+               # buffer, the kernel dropped segments both ways, and a large load stalled
+               # in TCP's retransmit backoff, its timeout growing with every retry.
                .config("spark.python.unix.domain.socket.enabled", "true")
                # The driver has expanded local inputs to files already; above this many
-               # paths Spark lists them again in a job of one task per file (7-10 s for
-               # 1142 files, against 0.7-2 s listed on the driver).
+               # paths Spark lists them again in a job of one task per file, far slower
+               # than the driver's own listing.
                .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
                .config("spark.driver.memory", memory))
     if shuffle_partitions:
@@ -176,12 +175,13 @@ def spark_session(master: str | None = None, app: str = "gridagg-ingest", shuffl
     spark.sparkContext.setLogLevel("WARN")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     # The job's JVM operators see a few thousand packed rows (ingest.buckets): compiling
-    # whole-stage code for them cost more than it saved (a session's first 1M-row job
-    # 12.5 s against 13.9-14.4 s, later ones the same).
+    # whole-stage code for them cost more than it saved, in a session's first job and
+    # later ones alike.
     spark.conf.set("spark.sql.codegen.wholeStage", "false")
     if not shuffle_partitions and spark.conf.get("spark.sql.shuffle.partitions") == "200":
         # Leaf groups differ in size: 8 tasks per core keep every core busy to the end
-        # (10M rows: 50-57 s against 54-60 s with 2 per core); Spark merges small ones.
+        # (with 2 per core some cores sat idle while the largest finished); Spark merges
+        # small ones.
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism * 8))
     if bulk_cp:
         hfiles.warm_up(spark, settings)
@@ -192,8 +192,8 @@ def stop_spark(spark) -> None:
     """Stop the session, and end the JVM this process launched for it (not one that
     spark-submit made). A process that goes on to serve or measure gets the JVM's heap
     back: it starts at full size (a quarter of the memory), and an idle JVM holding it
-    left the page cache that much smaller (a 9 GB idle allocation made 100M-row answers
-    1.8x slower)."""
+    left the page cache that much smaller, and answers of a large dataset markedly
+    slower."""
     from pyspark import SparkContext
 
     spark.stop()
@@ -366,7 +366,7 @@ def load_encoded(spark, settings, ds: Dataset, rows, progress=None) -> Summary:
 def _keep_tree(engine: GridEngine, ds: Dataset, progress) -> None:
     """After a load: the dataset's tree as it now is, in this host's tree file, so that
     the serving processes start from it (gridagg.tree) instead of each loading it whole
-    (4.6-6.0 s at 100M rows)."""
+    (slow for a large tree)."""
     t0 = time.perf_counter()
     engine.trees.tree(engine.dataset(ds.name))
     progress(f"tree of {ds.name} kept for serving processes in {time.perf_counter() - t0:.1f} s")
@@ -399,7 +399,7 @@ def _ensure_dataset(spark, settings, engine: GridEngine, ds: Dataset):
     """ensure_dataset, with the HBase table made in Spark's JVM when the job can
     bulk-load. Returns (created, new_table): new_table is None, or, when neither the
     dataset nor its table exist, a Future of the table being made meanwhile (its first
-    use of HBase's client in a session took 1.7-2.4 s). Nothing of such a job touches
+    use of HBase's client in a session is slow). Nothing of such a job touches
     HBase before it waits for the table (hfiles.BulkLoad)."""
     if not hfiles.available(spark, settings):
         return ensure_dataset(engine, ds), None
@@ -447,7 +447,8 @@ def _bucket_count(spark) -> int:
 
 
 # Rows of a bucket: a Python worker holds one bucket at a time, Spark's JVM sorts a few.
-# 100M rows in the default 16 buckets ran the JVM out of heap (6g); in 200 they loaded.
+# A large load in the default buckets (8 per core) ran the JVM out of heap; in buckets of
+# this size it loaded.
 ROWS_PER_BUCKET = 500_000
 # Input bytes a row takes, about: the generated archives' Parquet 8.3, CSV 60, TMY3 files 140.
 @contextmanager

@@ -8,17 +8,16 @@ known) and `_reason` (why the record is unusable as a whole, else null).
 parsed in Python: TMY3 by `parse_tmy3`, CSV by pyarrow's C++ parser, which is several
 times faster than Spark's. Spark's `binaryFile` source lists them; the executors read
 local files themselves, and files on other file systems (hdfs://, s3a://: any Spark
-reads) come through Spark, which costs a copy of every byte into Python (1M rows of CSV
-read and parsed in 1.0-1.65 s, against 0.7-1.0 s read locally). The parsing runs in the
-same Python pass as the encoding (ingest.encode), so the raw text never travels back to
-Spark. Local Parquet files are read the same way, by pyarrow in the executors, a whole
-file per task item: Spark's reader turned every value into a JVM row and back into Arrow,
-which cost its JVM more CPU than the whole Python pass (a 100M-row load: the JVM at 78%
-of a core against 60% for the Python worker). Parquet on other file systems, and
-zone-less timestamps or dates read in a zone other than UTC (Spark's rules for local
-times in a gap or an overlap of the zone are its own), go through Spark's reader. Either
-way numbers become the raw fields in the same Python pass (`typed_raw`: a float its
-shortest decimal, as Python's repr writes it), timestamps and dates epoch seconds.
+reads) come through Spark, which costs a copy of every byte into Python (slower than
+reading locally). The parsing runs in the same Python pass as the encoding
+(ingest.encode), so the raw text never travels back to Spark. Local Parquet files are
+read the same way, by pyarrow in the executors, a whole file per task item: Spark's
+reader turned every value into a JVM row and back into Arrow, which cost its JVM more
+CPU than the whole Python pass. Parquet on other file systems, and zone-less timestamps
+or dates read in a zone other than UTC (Spark's rules for local times in a gap or an
+overlap of the zone are its own), go through Spark's reader. Either way numbers become
+the raw fields in the same Python pass (`typed_raw`: a float its shortest decimal, as
+Python's repr writes it), timestamps and dates epoch seconds.
 Nothing is read on the driver but the header of the first CSV file and the schema of
 the first Parquet file, when they are local.
 """
@@ -304,7 +303,7 @@ def read_parquet(spark, cfg: IngestConfig, paths: list[str]) -> Source:
 
 
 # Files per Spark task item of the local reader: enough tasks to keep every core busy to
-# the end, few enough that each reads a good share (a task's start costs its worker ~0.1 s).
+# the end, few enough that each reads a good share (each task's start costs its worker time).
 PARQUET_BYTES_PER_TASK = 64 << 20
 
 
@@ -340,7 +339,7 @@ def _read_parquet_local(spark, fields: list[str], micros: list[str], paths: list
     total = sum(os.path.getsize(p) for p in paths)
     cores = spark.sparkContext.defaultParallelism
     # A multiple of the cores, so that no last task runs alone while the others wait for
-    # the shuffle (13 tasks at 100M rows on two cores: one idle for a task's time).
+    # the shuffle (an odd number of tasks on two cores leaves one idle for a task's time).
     tasks = min(len(paths), -(-max(2 * cores, -(-total // PARQUET_BYTES_PER_TASK)) // cores) * cores)
     files = spark.range(0, len(paths), numPartitions=tasks).withColumnRenamed("id", "file")
 

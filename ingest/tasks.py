@@ -1,7 +1,7 @@
 """The job's Python passes, run in Spark's executors (steps 1-4 of ingest.job).
 
 Only what the tasks need is imported here: a Python worker imports this module on its
-first task, and the driver's modules (PostgreSQL's client among them) cost it 0.1 s.
+first task, and the driver's modules (PostgreSQL's client among them) would slow that.
 
 Counts travel in negative buckets, as a count in the `bad` field and no rows: bucket -1
 counts bad rows (ingest.buckets), bucket -2-i the good rows whose value of column i was
@@ -99,8 +99,8 @@ def build_leaf(stored: tuple, ds, grid: Grid, eids, new_values: np.ndarray, repl
 def write_grids(store, ds, leaf_rows: list, write_batch: int, stamps: WriteStamps) -> None:
     """Write build_leaf's rows (leaf key prefix, element IDs, values per resulting leaf)
     to the store, about `write_batch` rows per put_grids: a few writes per built leaf,
-    each one LMDB commit in the embedded store, where one per resulting leaf made 15,600
-    of them in a 10M-row load."""
+    each one LMDB commit in the embedded store, where one per resulting leaf made as many
+    commits as leaves, thousands in a large load."""
     batch, n = [], 0
     for prefix, eids, values in leaf_rows:
         batch.append((prefix, eids, values))

@@ -56,7 +56,7 @@ class SplitTree:
 @numba.njit(cache=True, nogil=True)
 def _walk(points, root, axis, cut, left, right, out):
     """Each point down the tree to its leaf, in one compiled pass: numpy's level-by-level
-    walk took a fifth of the read pass's CPU at 100M rows."""
+    walk took a large share of the read pass's CPU."""
     for i in range(points.shape[0]):
         node = root
         while axis[node] >= 0:

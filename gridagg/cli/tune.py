@@ -193,10 +193,10 @@ def add_tune(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="with a dataset: say what would be split and merged, change nothing")
     p.add_argument("--calibrate", action="store_true",
-                   help="measure the models now (scratch datasets per store: about 1.5 minutes each) and store them "
+                   help="measure the models now (scratch datasets per store, loaded and queried: it takes a while) and store them "
                         f"in the data dir ({costmodel.FILE})")
     p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
-                   help="rows of each scratch dataset (default 1,000,000, about 1.5 minutes a store). A cut grid "
+                   help="rows of each scratch dataset (default 1,000,000; more take longer). A cut grid "
                         "costs more as the data outgrows the CPU's caches, so calibrate on about the size you serve")
     p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
                    help="the stores to measure or show (default both; hbase needs the HBase of "

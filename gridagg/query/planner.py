@@ -178,7 +178,7 @@ class Planner:
         shown = None  # when the last answer was given (None: not yet)
         if every is not None and deadline > 0 and FRONTIER_GRIDS is not None:
             # The tree's answer at once from the walk within the budget, before the walk to
-            # every cut leaf (milliseconds at 10M rows): its bounds hold those of the cut
+            # every cut leaf (longer on a large tree): its bounds hold those of the cut
             # leaves, so the answers that follow only narrow them.
             yield from self.progress(ds, spec, series, limits, explain, 0)
             shown = time.monotonic()

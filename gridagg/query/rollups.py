@@ -63,8 +63,8 @@ log = logging.getLogger(__name__)
 DAY = 86_400
 # Groups of one position scan: every column's aggregate per group, 21 MB at 8 columns.
 POSITION_GROUPS = 65_536
-# Bytes of one process's month cells of a dataset (46 MB for 3,807 stations of about three
-# years each, 100M rows): a month rollup that would hold more is not made, the tree answers.
+# Bytes of one process's month cells of a dataset (thousands of stations over a few years
+# fit well within it): a month rollup that would hold more is not made, the tree answers.
 MONTH_CELLS_BYTES = 256 << 20
 # Rows of one store call of a rollup's scan, one call after another: short calls leave
 # the store free for questions meanwhile (HBase's region servers too).

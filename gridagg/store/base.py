@@ -78,8 +78,8 @@ class CellStore(ABC):
     names_unread = False
     # Whether a scan reads its grids by row key (grid_prefix): the planner then hands
     # them over in ScanRequest.keys from its tree, where they were made once; looked up
-    # per scan they cost a cache's scattered reads (a fifth of a millisecond per sum
-    # over 128 grids of a 100M-row tree under load).
+    # per scan they cost a cache's scattered reads, noticeable in a sum over many grids
+    # under load.
     reads_by_key = False
 
     def __init__(self):

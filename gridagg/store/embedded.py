@@ -6,8 +6,8 @@ holding many rows as int64 columns. A query's scan reads the segments where they
 the map with a compiled kernel (gridagg.store.kernels): no Python step per row, nor per
 segment. Scans read through a Snapshot, a read transaction kept open while no write
 has committed, which remembers the addresses of each grid's segments: finding them
-again for every scan took a third of a broad dashboard question's time, and a tenth of
-a paper query's. A write appends one
+again for every scan took a large share of a broad dashboard question's time, and a
+smaller one of a paper query's. A write appends one
 segment per grid it touches; a grid with too many segments, or a write that replaces
 stored rows, is rewritten as one segment.
 
@@ -58,8 +58,8 @@ class Snapshot:
     and this one ends when its last user is done. Until then LMDB keeps the pages it
     sees, so a process idle in scans holds pages that later writes freed until its next
     scan, unless its own write ends it (EmbeddedStore._write): a tuner that asked its
-    questions once and then split leaves for 24 minutes grew a 100M-row file from 4.3
-    to 21 GB, none of the pages its splits freed reused.
+    questions once and then split leaves for a long while grew a large dataset's file
+    several times over, none of the pages its splits freed reused.
     """
 
     def __init__(self, env: lmdb.Environment, dbs: int):
@@ -100,8 +100,8 @@ class Snapshot:
 class _Located:
     """Where the segments of a dataset's grids lie in the map, as found through one
     snapshot: grid g's are at addresses[start[slot[g]]:][:count[slot[g]]]. Held as arrays,
-    not an array per grid: for the 34k grids of one question, 4.2-5.7 ms against 9.6-11.8
-    to join their arrays. Threads read while one adds: the arrays are replaced, never
+    not an array per grid: for the many grids of a broad question, faster than joining
+    their arrays. Threads read while one adds: the arrays are replaced, never
     changed, and a grid gets its slot only after its addresses are in them."""
 
     def __init__(self):
@@ -357,7 +357,7 @@ class EmbeddedStore(CellStore):
         db = self._db(ds.name, "a")
         keys = [g.encode() for g in grid_ids]
         # In key order a lookup mostly finds its key on the page the last one ended on:
-        # half the time of the tree's own order for a 100M-row tree's 183k grids.
+        # much faster than the tree's own order for a large tree.
         ordered = sorted(keys)
         found: dict[bytes, bytes] = {}
         region = _mapped_region(self.env.path())
@@ -390,8 +390,8 @@ def _release(region: tuple[int, int] | None) -> None:
     """Drop the pages of the LMDB file's mapping `region` (_mapped_region) from this
     process (the page cache keeps them: a later read maps them again). A tree's
     aggregates lie on pages spread over the file, and the kernel maps up to 16 pages
-    around each one read: loading the tree of a 100M-row dataset (46k pages of
-    aggregates) left 1.4 GB of the file mapped, most of the process's RSS. None (not
+    around each one read: loading the tree of a large dataset left much of the file
+    mapped, most of the process's RSS. None (not
     Linux): nothing is dropped."""
     _advise(region, MADV_DONTNEED)
 

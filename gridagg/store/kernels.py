@@ -58,7 +58,7 @@ def _buffer_address(typingctx, buffer):
 
 @numba.njit(cache=True, nogil=True)
 def address_of(buffer):
-    """The address of a bytes-like object's first byte (a quarter of the cost of
+    """The address of a bytes-like object's first byte (a fraction of the cost of
     numpy's .ctypes.data: a query takes one per segment)."""
     return _buffer_address(buffer)
 
@@ -262,7 +262,7 @@ def _add_run(at, width, base, a, start, end, mask, agg_col, group, sums):
         c = agg_col[j]
         w = width[c]
         # A view from the run's first row, indexed from 0: an offset in the index keeps
-        # the compiler from vectorizing, three times slower.
+        # the compiler from vectorizing, several times slower.
         p = at[c] + w * (a + start)
         if w == 8:
             npres, vmin, vmax, shi, slo = _fold(numba.carray(_pointer(p), (m,), np.int64), run, NULL)

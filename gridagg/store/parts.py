@@ -117,7 +117,7 @@ class Lead:
     """How much sooner than a caller's deadline reading stops, learned from the answers
     given against one: making the answer from what was read (merging, bounding the rest)
     takes time after reading stops, and a store's answer can arrive after the time it
-    was told to stop (HBase's region servers: 1.3-1.8 ms at the median). An answer is
+    was told to stop (as HBase's region servers' answers do). An answer is
     aimed to be made AIM of its deadline early, for the caller's own work after it (the
     result's values, its JSON). One later than that sets the lead to the one it ran with
     plus its lateness; one that came earlier gives back RELAX of its spare time, so a

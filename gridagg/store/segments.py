@@ -226,7 +226,7 @@ def id_hashes(eids) -> np.ndarray:
     not; none null), the same in every process (Python's own hash() is salted per
     process). All 64 bits are mixed: the ingest job's dedupe pass tells rows apart by
     hash within a bucket, which its low bits name, so the rest must not repeat by chance
-    (a 35-bit hash did, at 100M rows, and every bucket took the slow path)."""
+    (a 35-bit hash did in a large load, and every bucket took the slow path)."""
     import pyarrow as pa
 
     arr = eids.combine_chunks() if isinstance(eids, pa.ChunkedArray) else eids
@@ -238,8 +238,8 @@ def id_hashes(eids) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def _hash_runs(offsets, data):
-    """One pass over the bytes (numpy's vectorized form took a third of the ingest job's
-    read pass's CPU at 100M rows): a polynomial of each run's bytes, then splitmix64's finalizer."""
+    """One pass over the bytes (numpy's vectorized form took a large share of the ingest
+    job's read pass's CPU): a polynomial of each run's bytes, then splitmix64's finalizer."""
     out = np.empty(len(offsets) - 1, dtype=np.uint64)
     prime, s1, s2 = np.uint64(1099511628211), np.uint64(30), np.uint64(27)
     m1, m2, s3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(31)
@@ -257,8 +257,8 @@ def _hash_runs(offsets, data):
 @numba.njit(cache=True, nogil=True)
 def repeats(hashes) -> bool:
     """Whether any of `hashes` (uint64, well mixed: id_hashes) occurs twice, by one pass
-    over an open-addressing table indexed by their high bits: sorting them took 5x as
-    long (500k hashes, a bucket of the ingest job's dedupe pass: 38 ms against 7)."""
+    over an open-addressing table indexed by their high bits: sorting them took several
+    times as long (a bucket of the ingest job's dedupe pass)."""
     bits = 1
     while (1 << bits) < 2 * len(hashes):
         bits += 1
@@ -280,7 +280,7 @@ def last_of_each(eids, values: np.ndarray):
     last of them."""
     import pyarrow as pa
 
-    if not repeats(id_hashes(eids)):  # distinct hashes: distinct IDs (pc.count_distinct took 3x as long)
+    if not repeats(id_hashes(eids)):  # distinct hashes: distinct IDs (pc.count_distinct took longer)
         return eids, values
     keep = pa.array(list(dict(zip(eids.to_pylist(), range(len(eids)))).values()), pa.int64())
     return eids.take(keep), values[keep.to_numpy()]

@@ -230,7 +230,7 @@ def _plan_splits(engine, ds, tree: TreeState, model: CostModel, questions: list[
     children's IDs would take keys that still hold those rows."""
     count = tree.aggs.count
     # Every prefix of a retired ID, at once: testing each leaf against each retired ID took
-    # 40% of a round over a 100M-row tree.
+    # a large share of a round over a large tree.
     above_retired = {r[:k] for r in retired for k in range(1, len(r) + 1)}
     leaves = [i for i in readers if count[i] >= 2 and (tree.ids[i], int(count[i])) not in settled]
     leaves.sort(key=lambda i: -paid[i])

@@ -8,9 +8,9 @@ fitted to (cut grids, rows in them, reused aggregates, ms) of every box. The scr
 datasets are dropped afterwards.
 
 A cut grid costs more once the data outgrows the CPU's caches, and a JVM still warming
-up prices rows too dear: so both stores are calibrated on 1,000,000 rows (a minute or
-two each), where a model fitted on 100,000 rows misjudged a 100M-row tree's cut grids
-and the trees tuned with it read about twice the leaves.
+up prices rows too dear: so both stores are calibrated on 1,000,000 rows, where a model
+fitted on 100,000 rows misjudged a large tree's cut grids and the trees tuned with it
+read many more leaves.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ BOXES = 40  # per dataset
 REPEAT = 5  # timed runs per box (the median kept), after one warm-up run
 SPAN = 1_000_000  # each dimension's domain: 0 .. SPAN
 PREFIX = "gridagg_calibration_n"
-# Rows per insert: each insert splits its full leaves once, so 10,000 at a time took the
-# small-leaf dataset's 1,000,000 rows about 290 s on a fresh machine, 100,000 about 80 s.
+# Rows per insert: each insert splits its full leaves once, so smaller batches split the
+# small-leaf dataset's leaves over and over, and its inserts took several times longer.
 BATCH = 100_000
 
 

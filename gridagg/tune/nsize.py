@@ -9,10 +9,9 @@ bounds as the planner walks them: leaves inside are answered from aggregates (fo
 into the highest grid inside), leaves cut are read. The model prices each question
 (cut grids, rows in them scaled to the whole data, reused aggregates); the largest
 candidate whose questions cost on average at most the model's median misfit (at least
-NEAR) times the least is chosen: a finer tree loads slower (at 100M rows N_size 8000
-took 1.35x N_size 16000's time) and holds more leaves, for a gain the model cannot tell
-from its own error (a calibration of this machine predicted 8000 11% faster than 16000
-at 100M rows, with a median misfit of x1.16).
+NEAR) times the least is chosen: a finer tree loads slower and holds more leaves, for a
+gain the model cannot tell from its own error (a calibration may predict a smaller
+N_size faster than a larger one by less than its median misfit).
 
 The default workload is shaped after the questions a dashboard asks of a sensor archive
 (the bench's paper boxes and dashboard, and the families of its held-out mode), over any
@@ -159,7 +158,7 @@ def estimate(ds: Dataset, sample: np.ndarray, total_rows: int, n_size: int,
     weight = total_rows / m if total_rows > m else 1.0
     ndim = ds.ndim
     # The pre-split leaves differ in time alone: each one's rows are a run of the sample
-    # ordered by time (filtering the whole sample per leaf took a fifth of a choice).
+    # ordered by time (filtering the whole sample per leaf took a large share of a choice).
     t = ds.time_axis if ds.time_axis is not None else 0
     by_time = sample[np.argsort(sample[:, t], kind="stable")]
     times = by_time[:, t]

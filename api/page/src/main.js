@@ -316,9 +316,8 @@ function markerOf(marks) {
 
 let leafMarks = null; // the grid marks of the last query, for a view drawn later
 
-/** Draw the leaves in the view on show (the other is drawn when it is chosen: on 10M rows
- * the data and grid of every leaf took the page 0.3-2.5 s, holding up the next change's
- * answers), with the query's grid marks, and say in the legend what is in view. */
+/** Draw the leaves in the view on show (the other is drawn when it is chosen: drawing the
+ * data and grid of every leaf of a large dataset held up the next change's answers), with the query's grid marks, and say in the legend what is in view. */
 function drawLeaves(marks) {
   leafMarks = marks;
   const markOf = markerOf(marks);

@@ -5,8 +5,8 @@
 // max's upper), darker where it surely reaches (min's upper bound to max's lower), a
 // dashed band where its avg lies (its title says all three), and the range its count
 // lies in. The page draws a series twice a change or more (bounds, then exact): a
-// plotting library's general machinery took 7-10 ms a drawing at 183 points on this
-// machine, holding up the answer table's frame too; setting this text takes 1-2 ms.
+// plotting library's general machinery made each drawing several times slower than
+// setting this text, holding up the answer table's frame too.
 import { scaleLinear, scaleUtc } from "d3-scale";
 import { formatAggregate, formatBounds } from "./numbers.js";
 

@@ -4,8 +4,8 @@ A pool of happybase connections whose sockets get timeouts. Connecting gets
 CONNECT_SECONDS: a gateway that is down refuses or never answers a connection, that is
 known at once. A call waits settings.hbase_call_timeout seconds for its answer: any
 call takes milliseconds when HBase is up, but when HBase is away the gateway's client
-may spend seconds per row locating its region before giving up (a multi-get of 180
-partial aggregates took 20 s), and the caller hears "unavailable" within seconds
+may spend seconds per row locating its region before giving up (a multi-get of many
+partial aggregates then takes far longer), and the caller hears "unavailable" within seconds
 instead. A call whose work grows with the rows it reads or writes (scans on the region
 servers, grid rows; creating or dropping tables) waits longer, up to
 settings.hbase_timeout, but only while HBase answers a probe (a one-row read of the

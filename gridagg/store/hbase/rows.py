@@ -34,7 +34,7 @@ MAX_SEGMENTS = 8  # live segments per grid; a write that would make more rewrite
 BLOCK_BYTES = 64 << 10
 # Data block encoding of family "r". A query reads a few grids here and there, and in a
 # block that big HBase found each by stepping over the cells before it (decoding every
-# cell's lengths and MVCC number): at 100M rows, 15% of the region server's CPU on the
+# cell's lengths and MVCC number): a large share of the region server's CPU on the
 # paper's sums. ROW_INDEX_V1 keeps cells as they are and adds a row index to each block.
 ROW_ENCODING = "ROW_INDEX_V1"
 NUMBER = struct.Struct(">Q")

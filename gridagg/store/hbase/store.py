@@ -142,8 +142,8 @@ class HBaseStore(CellStore):
         rewrites replaced (HBase keeps them, and every scan passes through them, until a
         major compaction: by default a week later), and in the families' data block
         encodings of FAMILIES (set first where the table has another, as a table made by
-        an older gridagg does). After tuning net100th (100M rows) the replaced cells were
-        a fifth of its bytes and of the polygon question's time. An external HBase is
+        an older gridagg does). After tuning a large dataset the replaced cells were a
+        sizeable share of its bytes and of a polygon question's time. An external HBase is
         left to its own schedule."""
         table = table_name(ds.name)
         if self.settings.hbase is not None:
@@ -424,10 +424,10 @@ class HBaseStore(CellStore):
 
     def get_aggregate_arrays(self, ds, grid_ids):
         """get_aggregates, unpacked all at once (how a process reads a whole tree). The
-        parts are asked on AGGREGATE_READERS connections at once: a 100M-row tree's 138k
-        aggregates took 3 s of waiting for one call after another. Gets of CHUNK grids
-        each; from SCAN_AGGREGATES_FROM grids on, a scan of the aggregates' own family
-        per salt range instead (127k aggregates: 2.0-2.1 s against 3.2-3.4 by gets)."""
+        parts are asked on AGGREGATE_READERS connections at once: one call after another, a
+        large tree's load was mostly waiting. Gets of CHUNK grids each; from
+        SCAN_AGGREGATES_FROM grids on, a scan of the aggregates' own family per salt range
+        instead (faster than gets for that many)."""
         keys = [grid_prefix(g) for g in grid_ids]
 
         def get(start: int) -> list[tuple[bytes, bytes]]:
@@ -437,8 +437,8 @@ class HBaseStore(CellStore):
                         for row in client.getRowsWithColumns(table, keys[start : start + CHUNK], [self.AGG], {})]
 
         def scan(salts: tuple[bytes | None, bytes | None]) -> list[tuple[bytes, bytes]]:
-            # The raw Thrift scanner: happybase's Table.scan makes each row a dict, a fifth
-            # of the time a 100M-row tree's whole load spent here.
+            # The raw Thrift scanner: happybase's Table.scan makes each row a dict, a
+            # sizeable share of the time a large tree's whole load spent here.
             with self._client(ds.name, slow=True) as (client, table):
                 self.round_trips.add(2)  # opening and closing the scanner
                 spec = TScan(startRow=salts[0], stopRow=salts[1], columns=[self.AGG], caching=AGGREGATES_PER_SCAN_BATCH)
