@@ -15,7 +15,7 @@ process does, and then times, one after another:
 4. the changes' leftovers purged and the store compacted (HBase: a major compaction
    drops the deleted cells; the embedded store reuses the pages in place): measured;
 5. the dataset dropped, and its disk back (HBase: until its table's files and their
-   archive are gone, the cleaner's minute included; the embedded store: the dataset's
+   archive are gone, the cleaner's round included; the embedded store: the dataset's
    pages freed for reuse, the file keeping its size): target 60 s.
 
 Every step's rows are counted before it (an exact query) and after it: the dataset
