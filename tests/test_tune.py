@@ -71,10 +71,10 @@ def test_calibrate_refuses_scratch_datasets_too_small_to_time(settings):
     env = settings.environ()
     out = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--calibrate", "--rows", "500"],
                          capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 2 and "--rows must be at least 1000, not 500" in out.stderr
+    assert out.returncode == 2 and "--rows: must be at least 1000 rows, not 500" in out.stderr
     out = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--calibrate", "--rows", "1e6"],
                          capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 2 and "--rows must be a whole number, not '1e6'" in out.stderr
+    assert out.returncode == 2 and "--rows: must be a whole number of rows, not '1e6'" in out.stderr
     shown = subprocess.run([sys.executable, "-m", "gridagg.cli.main", "tune", "--help"], capture_output=True, text=True,
                            env=env, timeout=60)
     assert "--rows N" in shown.stdout and "1,000,000" in shown.stdout

@@ -30,21 +30,22 @@ def _services_up(settings: Settings, args: argparse.Namespace) -> int:
     from gridagg.warmup import warm
 
     print(f"{'kernels':<11} {warm()}")
-    _calibrate_once(settings, ["embedded"] if args.no_hbase else ["embedded", "hbase"])
+    _calibrate_once(settings, ["embedded"] if args.no_hbase else ["embedded", "hbase"], args.calibration_rows)
     if not args.no_hbase and settings.store != "hbase":
         print("to use this HBase instead of the embedded store: export GRIDAGG_STORE=hbase")
     return 0
 
 
-def _calibrate_once(settings: Settings, stores: list[str]) -> None:
+def _calibrate_once(settings: Settings, stores: list[str], rows: int | None) -> None:
     """Measure the cost model of each of `stores` that has none stored on this machine
-    (gridagg tune --calibrate; datasets created without an n_size need it)."""
+    (gridagg tune --calibrate, on scratch datasets of `rows` rows, None: the store's
+    default; datasets created without an n_size need it)."""
     from gridagg.cli.tune import calibrate_stores
     from gridagg.tune import costmodel
 
     missing = [s for s in stores if costmodel.load(settings.data_dir, s) is None]
     if missing:
-        calibrate_stores(settings, missing, out=lambda m: print(f"{'cost model':<11} {m}"))
+        calibrate_stores(settings, missing, out=lambda m: print(f"{'cost model':<11} {m}"), rows=rows)
 
 
 def _services_status(settings: Settings, args: argparse.Namespace) -> int:
@@ -78,6 +79,12 @@ def add_services(sub) -> None:
                          "a master and N region servers, each a JVM of its own (default "
                          "GRIDAGG_HBASE_REGION_SERVERS, else the layout last started in the data dir, else "
                          "standalone). Changing it needs `gridagg services down` first; the data is kept")
+    from gridagg.cli.tune import calibration_rows
+
+    up.add_argument("--calibration-rows", type=calibration_rows, metavar="N",
+                    help="rows of each scratch dataset when a store's cost model is measured (the first `up` of "
+                         "a data dir; default the store's own, gridagg tune --calibrate's): fewer is quicker and "
+                         "coarser, as a test machine's throwaway data dir may want")
     up.set_defaults(func=_services_up)
     actions.add_parser("status", help="show what runs and where").set_defaults(func=_services_status)
     actions.add_parser("down", help="stop the local servers (data is kept)").set_defaults(

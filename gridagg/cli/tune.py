@@ -163,14 +163,15 @@ def _print_merges(name: str, model, merges, target: int, apply: bool) -> None:
           "single old leaf reads the rest of its merged grid's rows too")
 
 
-def _calibration_rows(text: str) -> int:
-    """--rows: a whole number of at least 1,000 (fewer rows time nothing but the call)."""
+def calibration_rows(text: str) -> int:
+    """Rows of a calibration's scratch datasets: a whole number of at least 1,000 (fewer
+    rows time nothing but the call). argparse names the option in its error."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--rows must be a whole number, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number of rows, not {text!r}") from None
     if value < 1000:
-        raise argparse.ArgumentTypeError(f"--rows must be at least 1000, not {text}")
+        raise argparse.ArgumentTypeError(f"must be at least 1000 rows, not {text}")
     return value
 
 
@@ -195,7 +196,7 @@ def add_tune(sub) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="measure the models now (scratch datasets per store, loaded and queried: it takes a while) and store them "
                         f"in the data dir ({costmodel.FILE})")
-    p.add_argument("--rows", type=_calibration_rows, default=None, metavar="N",
+    p.add_argument("--rows", type=calibration_rows, default=None, metavar="N",
                    help="rows of each scratch dataset (default 1,000,000; more take longer). A cut grid "
                         "costs more as the data outgrows the CPU's caches, so calibrate on about the size you serve")
     p.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),

@@ -21,6 +21,7 @@ What each fault cost the clients is availability.py's.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -172,6 +173,12 @@ def _seen_by(change: Change, start: float, machine: int) -> bool:
     return change.acked is not None and change.acked < (start if change.machine == machine else start - VISIBLE_AFTER)
 
 
+@functools.lru_cache(maxsize=None)
+def _corrected_values(key: tuple[str, int], corrector: str, n: int) -> np.ndarray:
+    """The values column of corrected_rows, made once for the many answers judged."""
+    return corrected_rows(key, corrector, n)[:, 2]
+
+
 def _values_between(history: History, rows: Rows, corrected: set[int], box: np.ndarray, start: float, end: float,
                     machine: int) -> tuple[np.ndarray, np.ndarray]:
     """(low, high): per row the least and greatest values it may hold during a query of
@@ -186,25 +193,48 @@ def _values_between(history: History, rows: Rows, corrected: set[int], box: np.n
         changes = history.corrections[rows.keys[i]]
         last = max((j for j, c in enumerate(changes) if _seen_by(c, start, machine)), default=-1)
         may = [c for j, c in enumerate(changes) if j > last and c.begun < end]
+        if last < 0 and not may:
+            continue  # as written
         candidates = [rows.values[i * BATCH:(i + 1) * BATCH, 2] if last < 0
-                      else corrected_rows(rows.keys[i], changes[last].corrector, changes[last].n)[:, 2]]
-        candidates += [corrected_rows(rows.keys[i], c.corrector, c.n)[:, 2] for c in may]
+                      else _corrected_values(rows.keys[i], changes[last].corrector, changes[last].n)]
+        candidates += [_corrected_values(rows.keys[i], c.corrector, c.n) for c in may]
+        if len(candidates) == 1:
+            low[i * BATCH:(i + 1) * BATCH, 2] = high[i * BATCH:(i + 1) * BATCH, 2] = candidates[0]
+            continue
         stacked = np.stack(candidates)
         low[i * BATCH:(i + 1) * BATCH, 2], high[i * BATCH:(i + 1) * BATCH, 2] = stacked.min(0), stacked.max(0)
     return low, high
 
 
-def _deleted(history: History, rows: Rows, start: float, end: float, machine: int) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class Deletes:
+    """Every delete of a batch the history holds, as arrays (one entry a delete): the
+    batch's index into rows.keys, when it began, when it was acknowledged (NaN: a maybe)
+    and its client's host."""
+
+    batch: np.ndarray
+    begun: np.ndarray
+    acked: np.ndarray
+    machine: np.ndarray
+
+    @classmethod
+    def of(cls, history: History, rows: Rows) -> "Deletes":
+        at = {k: i for i, k in enumerate(rows.keys)}
+        each = [(at[key], c.begun, np.nan if c.acked is None else c.acked, c.machine)
+                for key, changes in history.deletes.items() if key in at for c in changes]
+        batch, begun, acked, machine = (np.array(a) for a in zip(*each)) if each else ([],) * 4
+        return cls(np.asarray(batch, np.int64), np.asarray(begun, float), np.asarray(acked, float),
+                   np.asarray(machine, np.int64))
+
+
+def _deleted(deletes: Deletes, rows: Rows, start: float, end: float, machine: int) -> tuple[np.ndarray, np.ndarray]:
     """(surely, perhaps): per row whether a delete of its batch must be seen by a query
-    of host `machine` from `start` to `end`, and whether one may be."""
+    of host `machine` from `start` to `end` (acknowledged before, as _seen_by says), and
+    whether one may be."""
     surely, perhaps = np.zeros(len(rows.keys), bool), np.zeros(len(rows.keys), bool)
-    at = {k: i for i, k in enumerate(rows.keys)}
-    for key, changes in history.deletes.items():
-        i = at.get(key)
-        if i is None:
-            continue
-        surely[i] = any(_seen_by(c, start, machine) for c in changes)
-        perhaps[i] = any(c.begun < end for c in changes)
+    seen = deletes.acked < np.where(deletes.machine == machine, start, start - VISIBLE_AFTER)  # NaN: never
+    surely[deletes.batch[seen]] = True
+    perhaps[deletes.batch[deletes.begun < end]] = True
     return surely[rows.batch], perhaps[rows.batch]
 
 
@@ -216,11 +246,12 @@ def check_answers(history: History, rows: Rows, at_most: int | None) -> tuple[in
         answers = [answers[i] for i in np.random.default_rng(3).choice(len(answers), at_most, replace=False)]
     wrong = []
     corrected = {i for i, k in enumerate(rows.keys) if k in history.corrections}
+    deletes = Deletes.of(history, rows)
     for start, end, where, aggs, values, machine in answers:
         box = oracle.selected(COLUMNS, rows.values, where)
         # A write acknowledged on another host must show from VISIBLE_AFTER on.
         acked_by = np.where(rows.machine == machine, start, start - VISIBLE_AFTER)
-        gone, going = _deleted(history, rows, start, end, machine)
+        gone, going = _deleted(deletes, rows, start, end, machine)
         surely = box & (rows.acked < acked_by) & ~going
         perhaps = box & (rows.begun < end) & ~gone
         low, high = _values_between(history, rows, corrected, box, start, end, machine)
