@@ -210,6 +210,13 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
                         + [pa.array([path] * n, pa.string()), pa.array(lines, pa.int64()), pa.array(reasons, pa.string())],
                         schema=schema)
 
+    # pyarrow drops a malformed row it cannot decode without a word (its handler never
+    # sees it): a file that is not UTF-8 text (a binary file, another encoding) is refused whole.
+    try:
+        str(memoryview(data), "utf-8")
+    except UnicodeDecodeError as exc:
+        return records([None], [f"csv: unreadable file: not UTF-8 text (byte {exc.start}); "
+                                "is the input's format right?"], 1)
     # Without a header pyarrow names columns f0, f1, ...; configs use Spark's names, _c0, _c1, ...
     own = [f"f{f[2:]}" if not header and re.fullmatch(r"_c[0-9]+", f) else f for f in fields]
     try:

@@ -13,6 +13,13 @@ def rows_of(data: bytes, fields=("a", "c"), header=True, sep=","):
     return parse_csv("f.csv", data, list(fields), header, sep).to_pylist()
 
 
+def test_a_file_that_is_not_text_is_one_record_with_its_reason():
+    # A malformed row pyarrow cannot decode would otherwise vanish.
+    out = rows_of(b"a,b,c\n1,2,3\n\xc0\x96,5\n")
+    assert [(r["_line"], r["_reason"]) for r in out] == [
+        (None, "csv: unreadable file: not UTF-8 text (byte 12); is the input's format right?")]
+
+
 def test_fields_are_text_as_written_and_lines_count_the_header():
     out = rows_of(b"a,b,c\n 1.50,x,NA\n-0,,7\n")
     assert [(r["a"], r["c"], r["_line"], r["_reason"]) for r in out] == [(" 1.50", "NA", 2, None), ("-0", "7", 3, None)]
