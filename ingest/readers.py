@@ -215,8 +215,8 @@ def parse_csv(path: str, data, fields: list[str], header: bool, sep: str):
     try:
         str(memoryview(data), "utf-8")
     except UnicodeDecodeError as exc:
-        return records([None], [f"csv: unreadable file: not UTF-8 text (byte {exc.start}); "
-                                "is the input's format right?"], 1)
+        reason = f"csv: unreadable file: not UTF-8 text (byte {exc.start}); is the input's format right?"
+        return records([None], [reason], 1)
     # Without a header pyarrow names columns f0, f1, ...; configs use Spark's names, _c0, _c1, ...
     own = [f"f{f[2:]}" if not header and re.fullmatch(r"_c[0-9]+", f) else f for f in fields]
     try:

@@ -173,7 +173,7 @@ def _seen_by(change: Change, start: float, machine: int) -> bool:
     return change.acked is not None and change.acked < (start if change.machine == machine else start - VISIBLE_AFTER)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _corrected_values(key: tuple[str, int], corrector: str, n: int) -> np.ndarray:
     """The values column of corrected_rows, made once for the many answers judged."""
     return corrected_rows(key, corrector, n)[:, 2]
@@ -218,7 +218,7 @@ class Deletes:
     machine: np.ndarray
 
     @classmethod
-    def of(cls, history: History, rows: Rows) -> "Deletes":
+    def of(cls, history: History, rows: Rows) -> Deletes:
         at = {k: i for i, k in enumerate(rows.keys)}
         each = [(at[key], c.begun, np.nan if c.acked is None else c.acked, c.machine)
                 for key, changes in history.deletes.items() if key in at for c in changes]
