@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -95,6 +96,31 @@ def unique_name() -> str:
 
 
 _FILE_SECONDS: dict[str, float] = {}
+_HBASE_DIED: list[str] = []
+
+
+def _memory_available_mb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    return -1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_hbase_outlives_the_module(request, settings):
+    """Not a test, a diagnosis: a dead local HBase fails every later HBase test with
+    ZooKeeper timeouts, so the first module after which its master, running before, is
+    gone is named in the summary with the memory left and the master's last words."""
+    from gridagg_hbase import launcher
+
+    ran = not settings.hbase and launcher.running_pid(settings, "master") is not None
+    yield
+    if ran and not _HBASE_DIED and launcher.running_pid(settings, "master") is None:
+        logs = launcher.paths(settings).logs
+        last = {name: (logs / name).read_text(errors="replace").splitlines()[-3:]
+                for name in ("master.out", "master.log") if (logs / name).exists()}
+        _HBASE_DIED.append(f"the local HBase master died during {request.node.nodeid} "
+                           f"(MemAvailable {_memory_available_mb()} MB); last lines: {last}")
 
 
 def pytest_runtest_logreport(report):
@@ -105,6 +131,9 @@ def pytest_runtest_logreport(report):
 
 def pytest_terminal_summary(terminalreporter):
     """The time of each test file, the dearest first: what CI's budget goes to."""
+    for line in _HBASE_DIED:
+        terminalreporter.write_sep("=", "local HBase")
+        terminalreporter.write_line(line)
     if not _FILE_SECONDS:
         return
     terminalreporter.write_sep("=", "seconds per test file")
