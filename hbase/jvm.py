@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -177,6 +179,10 @@ class Paths:
 
     def out_file(self, role: str) -> Path:
         return self.logs / f"{role}.out"
+
+    def gc_log_file(self, role: str) -> Path:
+        """The collector's log of a JVM that holds regions (heap_after_gc reads it)."""
+        return self.logs / f"{role}-gc.log"
 
 
 def paths(settings) -> Paths:
@@ -425,8 +431,13 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
     heap = f"-Xmx{region_server_heap(settings)}" if region_server else HEAPS[role]
     if role == "admin":
         extra = ADMIN_FLAGS
+    elif region_server:
+        # Each collection's heap before and after, with the wall time: what is live after
+        # GC is what the heap must hold (heap_after_gc). Two files of 8 MB at most.
+        gc_log = f"-Xlog:gc:file={p.gc_log_file(role)}:time:filecount=2,filesize=8m"
+        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS, gc_log]
     else:
-        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS] if region_server else SERVER_FLAGS
+        extra = SERVER_FLAGS
     return [
         java_bin(), heap, *JDK17_FLAGS, *extra,
         "-Djava.net.preferIPv4Stack=true",
@@ -450,12 +461,50 @@ def region_server_heap(settings) -> str:
     return f"{min(max(share, HEAP_MB[0]), HEAP_MB[1])}m"
 
 
+# A collection's line of -Xlog:gc: "[<time>][info][gc] GC(7) Pause Young ... 812M->301M(2048M) 4.2ms".
+_GC_LINE = re.compile(r"^\[([^\]]+)\].*\bGC\(\d+\) .* (\d+)M->(\d+)M\((\d+)M\)")
+
+
+@dataclass(frozen=True)
+class HeapAfterGC:
+    """What a region server's heap held after its collections (MB): the last, the most,
+    of how many collections, against the heap's maximum."""
+
+    last_mb: int
+    peak_mb: int
+    collections: int
+    max_mb: int
+
+    @property
+    def peak_share(self) -> float:
+        return self.peak_mb / self.max_mb
+
+
+def heap_after_gc(settings, role: str, since: float = 0.0) -> HeapAfterGC | None:
+    """The heap after the collections of `role` (a JVM that holds regions) logged at or
+    after `since` (time.time()), or None when none is logged."""
+    files = sorted(paths(settings).logs.glob(f"{role}-gc.log*"), key=lambda f: f.stat().st_mtime)
+    after = []
+    for f in files:
+        if f.stat().st_mtime < since:
+            continue
+        for line in f.read_text(errors="replace").splitlines():
+            m = _GC_LINE.match(line)
+            if m and datetime.fromisoformat(m.group(1)).timestamp() >= since:
+                after.append(int(m.group(3)))
+    if not after:
+        return None
+    return HeapAfterGC(after[-1], max(after), len(after), megabytes(region_server_heap(settings)))
+
+
+def megabytes(heap: str) -> int:
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1 << 20}
+    return int(int(heap[:-1]) * units[heap[-1].lower()]) if heap[-1].isalpha() else int(heap) >> 20
+
+
 def block_cache_bytes(settings) -> int:
     """The block cache of one region server, in bytes."""
-    heap = region_server_heap(settings)
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    number = int(heap[:-1]) * units[heap[-1].lower()] if heap[-1].isalpha() else int(heap)
-    return int(number * BLOCK_CACHE_SHARE)
+    return int(megabytes(region_server_heap(settings)) * BLOCK_CACHE_SHARE) << 20
 
 
 def table_bytes(settings, table: str) -> int:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from gridagg_hbase import admin, jvm, launcher
+
+from gridagg.cli import services as services_mod
 
 SPLITS = [b"\x40", b"\x80", b"\xc0"]  # first key byte: 4 regions
 
@@ -165,3 +170,21 @@ def test_region_servers_that_loaded_another_observer_are_named_for_a_restart(set
     finally:
         for r, f in recorded.items():
             f.write_text(kept[r])
+
+
+def test_the_heap_a_region_server_keeps_after_gc_is_read_from_its_gc_log(settings, services):
+    """What is live after a collection is what the heap must hold: `services status`
+    says it, and the soak reports its peak against the heap's maximum."""
+    if settings.hbase:
+        pytest.skip("the GC log is the local HBase's")
+    role = "master" if not jvm.layout(settings) else "rs1"
+    since = time.time() - 1  # the log's times are to the millisecond
+    jcmd = Path(jvm.java_bin()).with_name("jcmd")  # the JDK's own, beside java
+    subprocess.run([str(jcmd), str(launcher.running_pid(settings, role)), "GC.run"], check=True,
+                   capture_output=True, timeout=60)
+    heap = jvm.heap_after_gc(settings, role, since=since)
+    assert heap is not None and heap.collections >= 1
+    assert 0 < heap.last_mb <= heap.peak_mb <= heap.max_mb and heap.max_mb == jvm.megabytes(
+        jvm.region_server_heap(settings))
+    assert jvm.heap_after_gc(settings, role, since=time.time() + 60) is None
+    assert "heap after GC " in services_mod.hbase_status(settings).line()

@@ -352,6 +352,14 @@ def _memory_text(settings: Settings) -> str:
             f"block cache {jvm.block_cache_bytes(settings) / 2**30:.1f} GiB each")
 
 
+def _heap_text(settings: Settings, role: str) -> str:
+    """What the heap of a JVM holding regions kept after its last collection, and at most."""
+    heap = jvm.heap_after_gc(settings, role)
+    if heap is None:
+        return ""
+    return f", heap after GC {heap.last_mb} MB (at most {heap.peak_mb}) of {heap.max_mb}"
+
+
 def hbase_up(settings: Settings) -> Report:
     """Start (or check) the local HBase in its layout (jvm.layout: standalone, or
     distributed with settings.hbase_region_servers region servers)."""
@@ -401,7 +409,7 @@ def hbase_status(settings: Settings) -> Report:
     pids = ", ".join(f"{role} {pid}" for role, pid in running.items() if not role.startswith("rs"))
     state = "running" if list(running) == wanted and answers else "partly running"
     detail = f"{_layout_text(servers)}, {_memory_text(settings)}, pids {pids}" + (
-        "" if answers else ", gateway not answering")
+        "" if answers else ", gateway not answering") + ("" if servers else _heap_text(settings, "master"))
     if not servers:
         return Report("HBase", state, address, detail)
     regions = _regions_by_port(host, port) if answers else None
@@ -412,7 +420,8 @@ def hbase_status(settings: Settings) -> Report:
         held = ", ".join(f"{t} {n}" for t, n in sorted(tables.items())) or "no regions"
         pid = running.get(role)
         more.append(f"{role:<4} {'pid ' + str(pid) if pid else 'DOWN':<11} localhost:{rpc}  "
-                    + (f"regions: {held}" if regions is not None else "regions unknown (some in transition?)"))
+                    + (f"regions: {held}" if regions is not None else "regions unknown (some in transition?)")
+                    + _heap_text(settings, role))
     return Report("HBase", state, address, detail, tuple(more))
 
 
