@@ -461,8 +461,10 @@ def region_server_heap(settings) -> str:
     return f"{min(max(share, HEAP_MB[0]), HEAP_MB[1])}m"
 
 
-# A collection's line of -Xlog:gc: "[<time>][info][gc] GC(7) Pause Young ... 812M->301M(2048M) 4.2ms".
-_GC_LINE = re.compile(r"^\[([^\]]+)\].*\bGC\(\d+\) .* (\d+)M->(\d+)M\((\d+)M\)")
+# A collection's line of -Xlog:gc: "[<time>] GC(7) Pause Young (Normal) ... 812M->301M(2048M) 4.2ms":
+# young, mixed and full pauses free memory; a remark's or cleanup's "after" is what
+# marking found, not what a collection left.
+_GC_LINE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause (?:Young|Full)\b.* (\d+)M->(\d+)M\((\d+)M\)")
 
 
 @dataclass(frozen=True)
