@@ -349,8 +349,24 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         "hbase.thrift.maxWorkerThreads": "64",
         # gridagg's scans answered on the region server, for user tables (not hbase:meta).
         "hbase.coprocessor.user.region.classes": OBSERVER_CLASS,
-        **(_distributed_properties(settings) if servers else {}),
+        **(_distributed_properties(settings) if servers else STANDALONE_PROPERTIES),
     }
+
+
+# Standalone, the master's JVM holds ZooKeeper, the master and the region server, and
+# its ZooKeeper session lapses after 10 s by default: a JVM or machine that stalls that
+# long (a busy shared host, a disk flush) has the master abort, and with it the whole
+# HBase. No other server would take over, so a long session costs nothing; a JVM killed
+# with -9 holds no restart up, since each start has a ZooKeeper of its own
+# (launcher.start).
+STANDALONE_SESSION_MS = 60000
+STANDALONE_PROPERTIES = {
+    "zookeeper.session.timeout.localHBaseCluster": str(STANDALONE_SESSION_MS),
+    "hbase.zookeeper.property.maxSessionTimeout": str(STANDALONE_SESSION_MS),
+}
+# ZooKeeper's log, fresh at each standalone start, need not reach the disk: unsynced, a
+# slow disk never stalls its answers.
+STANDALONE_ZOOKEEPER_FLAGS = ["-Dzookeeper.forceSync=no"]
 
 
 def _distributed_properties(settings) -> dict[str, str]:
@@ -435,7 +451,8 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         # Each collection's heap before and after, with the wall time: what is live after
         # GC is what the heap must hold (heap_after_gc). Two files of 8 MB at most.
         gc_log = f"-Xlog:gc:file={p.gc_log_file(role)}:time:filecount=2,filesize=8m"
-        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS, gc_log]
+        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS, gc_log,
+                 *(STANDALONE_ZOOKEEPER_FLAGS if role == "master" else [])]
     else:
         extra = SERVER_FLAGS
     return [

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -266,6 +267,12 @@ def start(settings, timeout: float = START_TIMEOUT) -> None:
                                   "GRIDAGG_ZK_PORT: the master's and region servers' ports follow from it")
             raise _fail(settings, role, f"cannot start: port {port} is already taken by another process "
                                         f"(set {hint} to move it)", started)
+        if role == "master" and not servers:
+            # Its ZooKeeper holds nothing HBase 2 does not rebuild as it starts (where meta
+            # lives is kept in the master's own region too): a fresh one, so the sessions
+            # of a JVM killed with -9 are not waited out.
+            shutil.rmtree(p.zk, ignore_errors=True)
+            p.zk.mkdir()
         _spawn(settings, role, _command(settings, role, cp))
         if serves_regions(settings, role):  # what stale_observer compares with
             p.observer_file(role).write_text(tool_key(OBSERVER_CLASS, cp))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 import subprocess
 import time
@@ -188,3 +190,22 @@ def test_the_heap_a_region_server_keeps_after_gc_is_read_from_its_gc_log(setting
         jvm.region_server_heap(settings))
     assert jvm.heap_after_gc(settings, role, since=time.time() + 60) is None
     assert "heap after GC " in services_mod.hbase_status(settings).line()
+
+
+def test_a_standalone_hbase_outlives_a_stall_longer_than_zookeepers_default_session(settings, services,
+                                                                                  hbase_conn):
+    """A JVM stalled past its ZooKeeper session (10 s by default in standalone) had its
+    master abort and take the whole HBase down, as a busy shared machine or a slow disk
+    flush can do: its session is a minute now (jvm.STANDALONE_SESSION_MS)."""
+    if settings.hbase or jvm.layout(settings):
+        pytest.skip("the standalone layout's own JVM")
+    pid = launcher.running_pid(settings, "master")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(15)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(10)  # past the moment a lapsed session is told so, and an abort ends the JVM
+    assert launcher.running_pid(settings, "master") == pid
+    assert launcher.thrift_answers("127.0.0.1", settings.hbase_port)
+    hbase_conn.tables()  # answered through ZooKeeper and the master
