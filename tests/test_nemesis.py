@@ -30,8 +30,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from engine_support import open_engine
+from gridagg_ingest.generate import generate
+from gridagg_loadtest.bench.heldout_gridagg import config_without_n_size, ingest
 from gridagg_loadtest.soak import nemesis
 from gridagg_loadtest.soak import run as soak
+from gridagg_loadtest.soak.beside import Beside
 from gridagg_loadtest.soak.clients import BATCH, batch_rows, definition, element_ids
 from gridagg_loadtest.soak.report import SoakReport
 
@@ -39,6 +42,11 @@ from gridagg.cli import services
 from gridagg.model.aggregate import PartialAggregate
 from gridagg.model.grid import ancestors, row_key
 from gridagg.model.schema import Dataset
+
+
+ROOT = Path(__file__).resolve().parents[1]
+WEATHER = ROOT.parent / "shared" / "data" / "weather"
+HELDOUT_CONFIG = ROOT / "ingest" / "examples" / "weather_generated.toml"
 
 
 def _free_ports(n: int) -> list[int]:
@@ -103,13 +111,23 @@ def test_a_split_key_lies_inside_its_region():
         assert start < key and (not end or key < end), (start, end, key)
 
 
-def test_nemesis_on_the_embedded_store(own_servers):
+def test_nemesis_on_the_embedded_store(own_servers, tmp_path):
+    """With askers beside: a dataset nobody writes, read through the faults by held-out
+    questions, each answer the reference's (DuckDB over its archive)."""
     kinds = ("pg", "writer", "reader", "deleter", "corrector")
+    here = own_servers.with_(store="embedded")
+    generate([str(WEATHER)], 20000, str(tmp_path / "archive"), "parquet", seed=3, stations=12)
+    config = config_without_n_size(HELDOUT_CONFIG, "beside", tmp_path / "beside.toml")
+    ingest(here, "embedded", "beside", config, tmp_path / "archive", tmp_path / "logs")
     # Each kind comes in the first 25 s of the seeded schedule: 50 s gives each its
     # recovery and a second round (longer soaks: loadtest/soak, docs/soak/).
-    report = soak.run(own_servers.with_(store="embedded"), seconds=50, writers=2, readers=2,
-                      progress=lambda _: None, kinds=kinds, seed=3, every=(3, 6), deleters=1, correctors=1)
+    report = soak.run(here, seconds=50, writers=2, readers=2, progress=lambda _: None, kinds=kinds, seed=3,
+                      every=(3, 6), deleters=1, correctors=1, beside=Beside(config, tmp_path / "archive", 2))
     _assert_targets(report, kinds)
+    x = report.beside
+    assert x["answers"] > 0 and x["wrong"] == 0, x["wrong_examples"]
+    assert x["refused"] == 0 and x["region_servers"] == {}  # the embedded store has none
+    assert "askers beside, on beside" in "\n".join(report.markdown("soak", None, None))
 
 
 def test_nemesis_on_hbase(own_servers):

@@ -81,7 +81,7 @@ class History:
     answers: (start, end, where, aggs, values, the reader's host) of every reader
     answer; requests: every try of every request; armed: client tag ("d" + tag of a
     deleter, "c" + of a corrector) -> the fault point it was armed at; last: client tag
-    -> its last record."""
+    -> its last record; asked and refused: the askers' records of each."""
 
     batches: dict[tuple[str, int], list] = field(default_factory=dict)
     deletes: dict[tuple[str, int], list[Change]] = field(default_factory=dict)
@@ -90,12 +90,14 @@ class History:
     requests: list[Request] = field(default_factory=list)
     armed: dict[str, str] = field(default_factory=dict)
     last: dict[str, dict] = field(default_factory=dict)
+    asked: list[dict] = field(default_factory=list)  # the askers' answers (loadtest/soak/beside.py)
+    refused: list[dict] = field(default_factory=list)  # and the questions refused them
 
     def add_acked(self, tag: str, batch: int, begun: float, acked: float) -> None:
         self.batches[(tag, batch)] = [begun, acked]
 
 
-PREFIX = {"writer": "", "reader": "r", "deleter": "d", "corrector": "c"}  # of a client's tag in History
+PREFIX = {"writer": "", "reader": "r", "deleter": "d", "corrector": "c", "asker": "a"}  # of a client's tag in History
 
 
 def read_history(lives: list[Client]) -> History:
@@ -126,6 +128,11 @@ def read_history(lives: list[Client]) -> History:
             elif kind == "answer":
                 h.answers.append((r["start"], r["end"], r["where"], r["aggs"], r["values"], client.machine))
                 h.requests.append(Request(r["start"], r["end"], True, "reader", client.tag, calls=r.get("calls")))
+            elif kind == "asked":
+                h.asked.append(r)
+                h.requests.append(Request(r["start"], r["end"], True, "asker", client.tag))
+            elif kind == "refused":
+                h.refused.append(r)
             elif kind == "fail":
                 h.requests.append(Request(r["start"], r["end"], False, client.role, client.tag, r["error"], r["msg"]))
             elif kind == "armed":

@@ -139,6 +139,7 @@ class Client:
     machine: int = 0  # the host it stands for (its settings name that host's epoch board)
     deleters: int = 0  # the crew's deleters and correctors (who changes which batch: owner)
     correctors: int = 0
+    threads: int = 0  # of an asker process: its askers (loadtest/soak/beside.py)
 
     @property
     def tag(self) -> str:
@@ -362,12 +363,21 @@ def run_reader(client: Client) -> None:
                   calls=result.plan.store_calls)
 
 
+def run_askers(client: Client) -> None:
+    """Ask the big dataset's questions until the deadline (the body of an asker process)."""
+    from .beside import run_asker
+
+    started = _started(client, 5)
+    if started is not None:
+        run_asker(client, started)
+
+
 def _main(client: Client) -> None:
     # The pool's workers warn at every failed reconnection while PostgreSQL is down;
     # the client's log has each failed request already.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
-        {"writer": run_writer, "reader": run_reader}.get(client.role, run_changer)(client)
+        {"writer": run_writer, "reader": run_reader, "asker": run_askers}.get(client.role, run_changer)(client)
     except Exception:  # logged by call(); the exit code tells the crew
         os._exit(UNCLEAR_EXIT)
 
@@ -387,7 +397,8 @@ class Crew:
     only through PostgreSQL, as between API servers on separate hosts."""
 
     def __init__(self, settings: Settings, dataset: str, deadline: float, run_dir: Path, writers: int,
-                 readers: int, machines: int = 1, deleters: int = 0, correctors: int = 0):
+                 readers: int, machines: int = 1, deleters: int = 0, correctors: int = 0,
+                 askers: list[int] = ()):
         self.ctx = mp.get_context("spawn")
         self.dataset = dataset
         self.machines = machines
@@ -402,6 +413,8 @@ class Crew:
                 machine = machine_of(role, slot, machines)
                 here = settings.with_(epoch_dir=run_dir / f"board-{machine}") if machines > 1 else settings
                 self._start(replace(template, settings=here, role=role, slot=slot, machine=machine))
+        for slot, threads in enumerate(askers):  # each a process of `threads` askers, on the first host
+            self._start(replace(template, role="asker", slot=slot, threads=threads))
 
     def _start(self, client: Client) -> None:
         proc = self.ctx.Process(target=_main, args=(client,), daemon=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..reports import header
 from .availability import HUNG
+from .beside import holds
 
 
 @dataclass
@@ -44,6 +45,7 @@ class SoakReport:
     acked_changes_lost: int = 0  # acknowledged deletes or corrections not in the store after recovery
     half_changes: int = 0  # batches a delete or correction left half done
     changes_wrong: list = field(default_factory=list)  # what those were
+    beside: dict = field(default_factory=dict)  # the askers' figures, with --beside (beside.summary)
 
     @property
     def ok(self) -> bool:
@@ -53,7 +55,7 @@ class SoakReport:
         return bool(worked and self.wrong_answers == 0 and self.acked_writes_lost == 0 and self.half_batches == 0
                     and self.acked_changes_lost == 0 and self.half_changes == 0
                     and self.final_exact and not self.check_problems and not self.requests.get("unclear_errors")
-                    and not self.requests.get("hung_clients"))
+                    and not self.requests.get("hung_clients") and (not self.beside or holds(self.beside)))
 
     def missed(self) -> list[str]:
         """The targets a run missed, in words (none: every target held)."""
@@ -66,6 +68,9 @@ class SoakReport:
         out = [f"{what} {n}" for what, n in misses.items() if n]
         if not self.final_exact:
             out.append("final queries not exact")
+        if self.beside and not holds(self.beside):
+            out.append(f"beside {self.beside['dataset']}: {self.beside['wrong']} wrong, {self.beside['refused']} "
+                       f"refused, region servers: {_servers(self.beside)}")
         if not self.ok and not out:
             out.append("the clients got no work done")
         return out
@@ -100,6 +105,12 @@ class SoakReport:
                  f"| longest request | failed {r.get('longest_failed', 0)} s, answered {r.get('longest_ok', 0)} s; over "
                  f"5 s {r.get('over_5s', 0)}, over {HUNG:g} s (hung) {r.get('hung', 0)} |",
                  f"| load average at the end | {self.load or '-'} |"]
+        if self.beside:
+            x = self.beside
+            lines[-1:-1] = [
+                f"| askers beside, on {x['dataset']} | {x['askers']} asking held-out questions: {x['answers']:,} "
+                f"answers (p50 {x['p50_ms']} ms, p99 {x['p99_ms']} ms), wrong {x['wrong']}, refused {x['refused']} |",
+                f"| region servers | {_servers(x)} |"]
         if n.get("by_kind"):
             lines += ["", "What each kind of fault cost the clients, seconds (min / median / max): unavailable, from "
                           "the first request it failed or slowed to the first good answer once the server was back; "
@@ -134,6 +145,10 @@ class SoakReport:
                              f" s (min / median / max; never: {servers['regions_never_back']}); queries answered "
                              f"while they were away: {shares}")
         r = self.requests
+        if self.beside:
+            x = self.beside
+            lines.append(f"beside {x['dataset']}: {x['answers']} answers (p50 {x['p50_ms']} ms, p99 {x['p99_ms']} ms), "
+                         f"wrong {x['wrong']}, refused {x['refused']}; region servers: {_servers(x)}")
         lines += [
             f"answers {self.queries} ({self.answers_checked} checked), wrong {self.wrong_answers}; "
             f"acknowledged rows {self.inserts}, lost {self.acked_writes_lost}; splits {self.splits}",
@@ -149,6 +164,18 @@ class SoakReport:
             f"final queries exact: {self.final_exact}",
         ]
         return "\n".join(lines)
+
+
+def _servers(beside: dict) -> str:
+    """Each region server's heap after GC at its most, against its maximum, and whether
+    it gave up."""
+    parts = []
+    for role, r in beside.get("region_servers", {}).items():
+        heap = ("no collection logged" if r["heap_mb"] is None else
+                f"heap after GC at most {r['heap_after_gc_peak_mb']:,} of {r['heap_mb']:,} MB ({r['peak_share']:.0%}, "
+                f"{r['collections']:,} collections)")
+        parts.append(f"{role}: {heap}; " + (f"gave up: {r['fatal'][0]}" if r["fatal"] else "no OutOfMemoryError or abort"))
+    return "; ".join(parts) or "-"
 
 
 def _span(s: dict) -> str:

@@ -24,10 +24,12 @@ reported and left in place to be looked at.
     python -m gridagg_loadtest.soak --seconds 1800 --writers 2 --readers 2 --deleters 1 --correctors 1 [--store hbase]
     python -m gridagg_loadtest.soak --store hbase --nemesis all --seed 1 --seconds 1800 --every 20,40
     python -m gridagg_loadtest.soak --store hbase --nemesis all --machines 2 ...   # 2 hosts
+    python -m gridagg_loadtest.soak --store hbase --nemesis all --beside CONFIG --archive DIR ...  # and a big dataset read
 
 The JSON report goes to stdout, progress and a short table to stderr, and the soak's one
 current report to --report (by default docs/soak/<store>.md of the checkout, or
-docs/soak/hbase-<N>rs.md on a local HBase of N region servers), replacing the previous
+docs/soak/hbase-<N>rs.md on a local HBase of N region servers; -beside.md after it with
+--beside), replacing the previous
 run's; exit code 0 when every target holds. Logs of the clients are kept under <data dir>/soak/<dataset> when
 something failed (and the dataset is kept), removed otherwise.
 """
@@ -43,6 +45,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 from gridagg_hbase import jvm
@@ -52,6 +55,8 @@ from gridagg.model.errors import StoreUnavailable
 
 from ..reports import machine, soak_report, stamp, write
 from . import availability, check, nemesis, oracle
+from . import beside as beside_mod
+from .beside import Beside
 from .clients import (
     AGGS,
     BATCH,
@@ -70,12 +75,13 @@ JOIN_SECONDS = 60.0  # how long clients may take to stop after the deadline befo
 def run(settings: Settings, seconds: float, writers: int, readers: int, progress=print,
         check_at_most: int | None = None, kinds: tuple[str, ...] = (), seed: int = 0,
         every: tuple[float, float] = (20.0, 40.0), keep: bool = False, machines: int = 1, deleters: int = 0,
-        correctors: int = 0) -> SoakReport:
+        correctors: int = 0, beside: Beside | None = None) -> SoakReport:
     """Run the soak on settings.store for `seconds` with these clients; with `kinds`
     (loadtest/soak/nemesis.py: KINDS), faults of those kinds every `every` seconds (drawn from
     `seed`). Checks every answer, or a random sample of check_at_most of them. With
     `machines` > 1 the clients stand for that many hosts (soak_clients.Crew), each with
-    an epoch board of its own. The dataset and the clients' logs are dropped after a
+    an epoch board of its own. With `beside`, askers read that big dataset meanwhile
+    (loadtest/soak/beside.py). The dataset and the clients' logs are dropped after a
     run that holds, unless `keep`."""
     name = "soak_" + uuid.uuid4().hex[:8]
     engine = open_engine(settings)  # this process' own: creates, recovers, judges, drops
@@ -83,6 +89,9 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
         ds = engine.create_dataset(definition(name))
         run_dir = settings.data_dir / "soak" / name
         run_dir.mkdir(parents=True)
+        if beside is not None:
+            n = beside_mod.prepare(settings, beside, run_dir, seed, progress)
+            progress(f"{beside.askers} askers will ask {n} questions of {beside.space.name}")
         started = time.time()
         deadline = started + seconds
         plan = nemesis.schedule(kinds, seconds, seed, every, writers, readers, deleters, correctors) if kinds else []
@@ -93,7 +102,8 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
                     if kinds else ""))
         for fault in plan:
             progress(f"  planned: {fault.line()}")
-        crew = Crew(settings, name, deadline, run_dir, writers, readers, machines, deleters, correctors)
+        crew = Crew(settings, name, deadline, run_dir, writers, readers, machines, deleters, correctors,
+                    beside.processes() if beside else [])
         nem = nemesis.Nemesis(settings, plan, crew, until=deadline - min(QUIET, seconds / 5), progress=progress)
         nem.start()
         try:
@@ -110,6 +120,12 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
             raise nem.error
         report = _judge(engine, ds, crew, nem, hung, started, seconds, (writers, readers, deleters, correctors),
                         check_at_most, progress)
+        if beside is not None:
+            history = check.read_history(crew.lives)
+            local = settings.store == "hbase" and not settings.hbase  # a local HBase: its logs are here
+            servers = beside_mod.region_servers(settings, started) if local else {}
+            report.beside = {"dataset": beside.space.name, "askers": beside.askers,
+                             **beside_mod.summary(history.asked, history.refused, servers)}
         report.nemesis["schedule"] = [f.line() for f in plan]
         if report.ok and not keep:
             _retry(lambda: engine.drop_dataset(name))
@@ -240,6 +256,15 @@ def main(argv=None) -> int:
                     help="where the report goes, replacing the previous run's (default docs/soak/<store>.md of the "
                          "checkout, hbase-<N>rs.md with N region servers; installed without a checkout: "
                          "<data dir>/soak/)")
+    ap.add_argument("--beside", metavar="CONFIG",
+                    help="also read a big dataset of the store meanwhile, which nobody writes: the ingest config "
+                         "it was loaded with (its name and columns); needs --archive")
+    ap.add_argument("--archive", metavar="DIR",
+                    help="with --beside: the archive it was loaded from, which the reference answers are taken from "
+                         "(DuckDB; a copy the held-out bench left in the data dir is used as it is)")
+    ap.add_argument("--askers", type=int, default=32, metavar="N",
+                    help=f"with --beside: clients asking its held-out questions at once, {beside_mod.THREADS} "
+                         "threads to a process (default 32)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the dataset and the clients' logs (<data dir>/soak/<name>/*.jsonl) also "
                          "after a run that holds (one that does not keeps them anyway)")
@@ -258,6 +283,11 @@ def main(argv=None) -> int:
         low, high = (float(v) for v in args.every.split(","))
     except ValueError:
         ap.error(f"--every must be MIN,MAX seconds, not {args.every!r}")
+    if bool(args.beside) != bool(args.archive):
+        ap.error("--beside and --archive go together: the dataset's ingest config and its archive")
+    if args.askers < 1:
+        ap.error(f"--askers must be at least 1, not {args.askers}")
+    beside = Beside(Path(args.beside), Path(args.archive), args.askers) if args.beside else None
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # each reconnection while PostgreSQL is down
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     command = "python -m gridagg_loadtest.soak " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -265,11 +295,11 @@ def main(argv=None) -> int:
     meta = {"command": command, "machine": machine(), "started": stamp()}
     report = run(settings, args.seconds, args.writers, args.readers, progress=say, check_at_most=args.check,
                  kinds=kinds, seed=args.seed, every=(low, high), keep=args.keep, machines=args.machines,
-                 deleters=args.deleters, correctors=args.correctors)
+                 deleters=args.deleters, correctors=args.correctors, beside=beside)
     print(json.dumps({**meta, "ok": report.ok, **report.__dict__}, indent=2, default=str))
     say(report.table())
     servers = servers if settings.store == "hbase" and servers > 1 else 0  # what the report names
-    name = settings.store + (f"-{servers}rs" if servers else "")
+    name = settings.store + (f"-{servers}rs" if servers else "") + ("-beside" if beside else "")
     say(f"report: {write(soak_report(settings, args.report, name), report.markdown(**meta, servers=servers))}")
     return 0 if report.ok else 1
 
