@@ -122,7 +122,8 @@ def region_servers(settings, since: float) -> dict:
     """What each JVM holding regions went through from `since` on: its heap after GC
     (the most, against the heap's maximum) and the lines of its log that say it gave up."""
     out = {}
-    roles = ["master"] if not jvm.layout(settings) else [f"rs{i}" for i in range(1, jvm.layout(settings) + 1)]
+    servers = jvm.layout(settings)
+    roles = [f"rs{i}" for i in range(1, servers + 1)] if servers else ["master"]
     for role in roles:
         heap = jvm.heap_after_gc(settings, role, since)
         out[role] = {"heap_after_gc_peak_mb": heap and heap.peak_mb, "heap_mb": heap and heap.max_mb,

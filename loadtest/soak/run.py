@@ -118,10 +118,11 @@ def run(settings: Settings, seconds: float, writers: int, readers: int, progress
             nemesis.heal(settings, kinds)
         if nem.error is not None:
             raise nem.error
-        report = _judge(engine, ds, crew, nem, hung, started, seconds, (writers, readers, deleters, correctors),
-                        check_at_most, progress)
+        ended = time.time()
+        history = check.read_history(crew.lives)
+        report = _judge(engine, ds, crew, history, nem, hung, started, ended, seconds,
+                        (writers, readers, deleters, correctors), check_at_most, progress)
         if beside is not None:
-            history = check.read_history(crew.lives)
             local = settings.store == "hbase" and not settings.hbase  # a local HBase: its logs are here
             servers = beside_mod.region_servers(settings, started) if local else {}
             report.beside = {"dataset": beside.space.name, "askers": beside.askers,
@@ -150,10 +151,9 @@ def _retry(request, seconds: float = 120.0):
             time.sleep(0.5)
 
 
-def _judge(engine, ds, crew, nem, hung, started, seconds, clients, check_at_most, progress) -> SoakReport:
+def _judge(engine, ds, crew, history, nem, hung, started, ended, seconds, clients, check_at_most,
+           progress) -> SoakReport:
     writers, readers, deleters, correctors = clients
-    ended = time.time()
-    history = check.read_history(crew.lives)
     recovery = _recover(engine, ds, history, writers)
     progress(f"recovery: {recovery['by']}")
     rows = check.Rows.of(history, crew.machines)
