@@ -364,6 +364,38 @@ class TreeState:
                          aggs, (self.history + (step,))[-HISTORY:])
 
 
+def _follows(state: TreeState, leaves: list[tuple], merged: list[str], ndim: int) -> bool:
+    """Whether `state` becomes the directory's tree by merging the grids `merged` (known
+    IDs among the new `leaves`) and growing the other new leaves below its leaves
+    (TreeState.merged, TreeState.grown), or only a build from the directory shows it.
+
+    Splits only add grids below leaves, under IDs never seen before, and tile the leaf
+    they split; a merge makes a leaf of an inner grid, in its box. A leaf added under
+    any other known ID, below a merged one, or in a box other than the grid's it
+    replaces is a merged grid cut again elsewhere (a change cuts where the rows left
+    after it lie: gridagg.write.change): the boxes held would be wrong."""
+    box = {leaf[0]: np.asarray(leaf[2:2 + 2 * ndim], np.int64).reshape(ndim, 2) for leaf in leaves}
+    for g in merged:
+        i = state.index[g]
+        if state.left[i] < 0 or not ((state.lo[i] == box[g][:, 0]).all() and (state.hi[i] == box[g][:, 1]).all()):
+            return False
+    merged_ids = set(merged)
+    if any(g[:k] in merged_ids for g in box for k in range(1, len(g))):
+        return False
+    hulls: dict[int, np.ndarray] = {}  # held leaf -> hull of the new leaves below it
+    for g, b in box.items():
+        if g in state.index:
+            continue
+        above = next((g[:k] for k in range(len(g) - 1, 0, -1) if g[:k] in state.index), None)
+        i = -1 if above is None else state.index[above]
+        if i < 0 or state.left[i] >= 0:
+            return False
+        hull = hulls.get(i)
+        hulls[i] = b.copy() if hull is None else np.stack([np.minimum(hull[:, 0], b[:, 0]),
+                                                          np.maximum(hull[:, 1], b[:, 1])], 1)
+    return all((state.lo[i] == h[:, 0]).all() and (state.hi[i] == h[:, 1]).all() for i, h in hulls.items())
+
+
 def _inner_nodes(heap: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """The inner grids of a tree whose leaves are `heap` (heap indices at `depth`), every
     inner grid having two children: in the leaves' left-to-right order, the grid between
@@ -526,15 +558,9 @@ class TreeCache:
         if held is not None:
             state = held.state
             changes = self.directory.changes_since(ds, state.version)
-            # Splits only add grids below leaves, under IDs never seen before. A leaf added
-            # under the ID of an inner grid the held tree has is a merge (gridagg.tune.merge):
-            # the grids below it go. Any other known ID is a merged leaf split again, which
-            # only a build from the directory shows.
             merged = [leaf[0] for leaf in changes.leaves if leaf[0] in state.index]
-            merged_ids = set(merged)
-            rebuilt = any(state.left[state.index[g]] < 0 for g in merged) or \
-                any(leaf[0][:k] in merged_ids for leaf in changes.leaves for k in range(1, len(leaf[0])))
-            if changes.incarnation == state.incarnation and changes.complete and not rebuilt:
+            if changes.incarnation == state.incarnation and changes.complete and \
+                    _follows(state, changes.leaves, merged, ds.ndim):
                 if changes.version != state.version:
                     base = state.merged(merged) if merged else state
                     state = base.grown(ds, changes.version, state.incarnation,
@@ -613,8 +639,7 @@ class TreeCache:
         held = self._held.get(ds.name)
         measured = self._loads.get(ds.name)
         if measured is None or (held is not None and held.state.leaf_count > 2 * measured[1]):
-            self.forget(ds.name)
-            self._load_whole.add(ds.name)
+            self.start_over(ds.name)
             self.tree(ds)
         took, leaves = self._loads.get(ds.name, (0.0, 0))
         if not leaves or took < seconds / 10:
@@ -625,6 +650,12 @@ class TreeCache:
         """Let go of the dataset's tree in this process (the next query starts it anew)."""
         self._held.pop(name, None)
         self._loads.pop(name, None)
+
+    def start_over(self, name: str) -> None:
+        """Let go of the dataset's tree in this process; its next use loads it whole from
+        the directory (not from the tree file)."""
+        self.forget(name)
+        self._load_whole.add(name)
 
     def drop(self, name: str) -> None:
         """The dataset was dropped: let go of its tree, and of its tree file."""

@@ -1,6 +1,6 @@
 """The tree file (gridagg.tree.TreeCache): a new process on the host starts from the tree
 a process before it kept, catches up through the change log, and holds what a whole load
-would; a file the log no longer reaches back to, a damaged one, or one of a dataset
+would (so does a process holding the tree, whatever the changes); a file the log no longer reaches back to, a damaged one, or one of a dataset
 dropped and made again is passed over; one that cannot be written fails no query. On
 both stores."""
 
@@ -22,6 +22,7 @@ from tune_support import (
 
 from gridagg import tree as tree_module
 from gridagg.directory import changes
+from gridagg.model.grid import children
 from gridagg.model.schema import Dataset
 from gridagg.tree import TreeCache, TreeState
 from gridagg.tune.merge import tune
@@ -142,5 +143,34 @@ def test_a_tree_file_that_cannot_be_written_costs_the_query_nothing(engine, uniq
         process.files.write_bytes(b"")
         same_tree(process.tree(ds), whole_load(engine, ds))
         assert "tree file" in caplog.text and unique_name in caplog.text
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def switch(engine, ds, old: list[str], new: list) -> None:
+    """Replace leaves `old` by `new` (Grids) in one write, as a merge or a cut does (the
+    dataset holds no rows)."""
+    with engine.writing(ds, "tune") as write:
+        write.intend(old + [g.grid_id for g in new])
+        write.switch(old, new)
+        write.end([g.grid_id for g in new])
+
+
+def test_a_process_follows_a_merged_grid_cut_again_elsewhere(engine, unique_name):
+    """A change cuts a leaf where the rows left after it lie (gridagg.write.change), so a
+    grid merged into one leaf may come back under the IDs the held tree knows as its
+    inner grids, in other boxes: a process holding the tree from before takes the boxes
+    from the directory, not its own."""
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        root = engine.directory.grid(ds, "0")
+        low, high = children(root, 0, 500, 2)
+        switch(engine, ds, ["0"], [low, high])
+        switch(engine, ds, [low.grid_id, high.grid_id], [*children(low, 1, 500, 2), *children(high, 1, 500, 2)])
+        other = TreeCache(engine.directory, engine.store)
+        assert other.tree(ds).leaf_count == 4
+        switch(engine, ds, ["000", "001", "010", "011"], [root])  # merged into the root
+        switch(engine, ds, ["0"], list(children(root, 0, 700, 2)))  # and cut again elsewhere
+        same_tree(other.tree(ds), whole_load(engine, ds))
     finally:
         engine.drop_dataset(ds.name)
