@@ -14,10 +14,12 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 
 from gridagg.directory import GridDirectory
+from gridagg.directory.leaves import LeavesOverlap
 from gridagg.model.aggregate import PartialAggregate, ancestor_aggregates
 from gridagg.model.errors import (
     InvalidInput,
@@ -25,7 +27,7 @@ from gridagg.model.errors import (
     UnknownDataset,
     WorkLimitExceeded,
 )
-from gridagg.model.grid import Grid, ancestors, grid_of, presplit
+from gridagg.model.grid import Grid, ancestors, element_of, grid_of, presplit
 from gridagg.model.schema import REFUSE, Dataset
 from gridagg.query.planner import Planner, rollup_answers
 from gridagg.query.spec import Limits, QueryResult, QuerySpec, SeriesResult, SeriesSpec
@@ -230,11 +232,18 @@ class GridEngine:
             write.end(sorted(by_leaf))
         return result
 
+    @contextmanager
     def writing(self, ds: Dataset, kind: str, wait: float | None = None, healthy=None):
         """A Write of dataset `ds` (gridagg.write.protocol: the one protocol of every writer) for a
         `with` block: the writer lock taken, dead writers' leftovers recovered, retired
         rows purged."""
-        return writes.writing(self.directory, self.store, ds, kind, self.purge_after_seconds, wait, healthy)
+        try:
+            with writes.writing(self.directory, self.store, ds, kind, self.purge_after_seconds, wait,
+                                healthy) as write:
+                yield write
+        except LeavesOverlap:
+            self.trees.start_over(ds.name)  # the tree it was planned on was not the directory's
+            raise
 
     # -- Algorithm 2: split ------------------------------------------------------------
 
@@ -342,40 +351,62 @@ class GridEngine:
     # -- checks --------------------------------------------------------------------------
 
     def check(self, name: str) -> list[str]:
-        """Differences between the stored aggregates and the rows (a full scan): an empty
-        list means every leaf's and ancestor's aggregate is exact and every row lies
-        under a leaf (or under a split leaf awaiting its purge)."""
+        """Differences between the stored aggregates and the rows (a full scan), and
+        damage to the tree: an empty list means every leaf's and ancestor's aggregate is
+        exact, every row lies under a leaf (or under a split leaf awaiting its purge),
+        no two leaves overlap and no element ID is stored under two leaves."""
         ds = self.dataset(name)
         ncols = len(ds.columns)
         expected = {g.grid_id: PartialAggregate.empty(ncols) for g in self.directory.leaves(ds)}
         retired = set(self.directory.retired_before(name, 0))
         stray = 0
+        hashes = []  # of the element IDs stored under leaves, to find one stored twice
         for keys, rows in self.store.scan_rows(ds, b"", b"\xff" * 2):
             owners = np.array([grid_of(k) for k in keys])
             for owner in np.unique(owners):
+                mine = owners == owner
                 if owner in expected:
-                    expected[owner].merge(PartialAggregate.of_rows(rows[owners == owner], ncols))
+                    expected[owner].merge(PartialAggregate.of_rows(rows[mine], ncols))
+                    hashes.append(np.fromiter((hash(element_of(k)) for k in compress(keys, mine)), np.int64))
                 elif owner not in retired:
-                    stray += int((owners == owner).sum())
+                    stray += int(mine.sum())
         expected.update(ancestor_aggregates(expected, ncols))
         stored = self.store.get_aggregates(ds, list(expected))
         problems = [f"{stray} rows lie under no leaf"] if stray else []
+        problems += [f"leaves {a} and {b} overlap" for a, b in self.directory.overlapping_leaves(ds)]
+        problems += self._stored_twice(ds, set(expected), np.concatenate(hashes) if hashes else np.empty(0, np.int64))
         for g in sorted(expected, key=lambda x: (len(x), x)):
             have = stored.get(g, PartialAggregate.empty(ncols))
             if have != expected[g]:
                 problems.append(f"grid {g}: stored count {have.count}, its rows {expected[g].count}")
         return problems
 
+    def _stored_twice(self, ds: Dataset, leaves: set[str], hashes: np.ndarray) -> list[str]:
+        """The element IDs stored under two leaves (or twice), given the hashes of those
+        of every row under a leaf: a hash seen twice is looked into again, by element ID."""
+        seen, counts = np.unique(hashes, return_counts=True)
+        twice = set(seen[counts > 1].tolist())
+        if not twice:
+            return []
+        where: dict[bytes, list[str]] = {}
+        for keys, _ in self.store.scan_rows(ds, b"", b"\xff" * 2):
+            for k in keys:
+                g, e = grid_of(k), element_of(k)
+                if g in leaves and hash(e) in twice:
+                    where.setdefault(e, []).append(g)
+        return [f"element ID {e!r} stored under {len(gs)} leaves: {', '.join(gs)}"
+                for e, gs in sorted(where.items()) if len(gs) > 1]
+
     def repair(self, name: str) -> int:
         """Recompute every aggregate from the rows (under the writer lock) and clear
         leftover intents. Returns the number of leaves rebuilt."""
         ds = self.dataset(name)
-        with self.directory.writer_lock(name) as stamps:
-            writes.recover(self.directory, self.store, ds, stamps)
+        with self.directory.writer_lock(name) as lock:
+            writes.recover(self.directory, self.store, ds, lock)
             self.store.settle()
             leaves = [g.grid_id for g in self.directory.leaves(ds)]
-            writes.rebuild_aggregates(self.store, ds, leaves, stamps)
-            self.directory.record_change(ds, None)
+            writes.rebuild_aggregates(self.store, ds, leaves, lock.stamps)
+            self.directory.record_change(lock, ds, None)
         return len(leaves)
 
     # -- changes: deletes, corrections, retention (gridagg.write.change) -------------------

@@ -150,11 +150,12 @@ DYING_WRITER = textwrap.dedent("""
     store = EmbeddedStore(sys.argv[2])
     ds = directory.dataset(sys.argv[1])
     leaves = directory.leaves(ds)
-    directory.begin_intent(ds.name, [g.grid_id for g in leaves])
-    print("writing", flush=True)
-    for i in range(10**9):  # a commit a row, leaf after leaf, until killed: mostly inside a commit
-        g = leaves[i % len(leaves)]
-        store.put_rows(ds, [row_key(g.grid_id, f"{sys.argv[3]}.{i}".encode())], np.array([[g.box[0][0], 1]]))
+    with directory.writer_lock(ds.name) as lock:
+        directory.begin_intent(lock, [g.grid_id for g in leaves])
+        print("writing", flush=True)
+        for i in range(10**9):  # a commit a row, leaf after leaf, until killed: mostly inside a commit
+            g = leaves[i % len(leaves)]
+            store.put_rows(ds, [row_key(g.grid_id, f"{sys.argv[3]}.{i}".encode())], np.array([[g.box[0][0], 1]]))
 """)
 
 

@@ -33,8 +33,8 @@ def test_each_lock_holder_stamps_later_than_the_last(settings, services, unique_
     try:
         seen = []
         for _ in range(3):  # holders one after the other, each using few of its stamps
-            with directory.writer_lock(unique_name) as stamps:
-                seen.extend(stamps.next() for _ in range(3))
+            with directory.writer_lock(unique_name) as lock:
+                seen.extend(lock.stamps.next() for _ in range(3))
         assert seen == sorted(set(seen))
         assert seen[3] >= seen[0] + SPAN  # a new holder starts past the last span
         assert seen[0] > time.time_ns() - 60 * 10**9  # PostgreSQL's clock, in nanoseconds

@@ -28,8 +28,8 @@ from gridagg.directory.catalog import Catalog
 from gridagg.directory.changes import CHANGE_LOG_SECONDS, CHANNEL, ChangeLog
 from gridagg.directory.database import Database, check_pool
 from gridagg.directory.intents import Intent, Intents
-from gridagg.directory.leaves import Leaves, box_literals, parse_boxes
-from gridagg.directory.locks import LOCK_STEP_SECONDS, WriterLocks
+from gridagg.directory.leaves import Leaves, LeavesOverlap, box_literals, parse_boxes
+from gridagg.directory.locks import LOCK_STEP_SECONDS, WriterLock, WriterLocks
 from gridagg.directory.retired import Retired
 from gridagg.model.grid import Grid
 from gridagg.model.schema import Dataset
@@ -134,6 +134,10 @@ class GridDirectory:
         """Those of `grid_ids` that are leaves (one round trip)."""
         return {g.grid_id for g in self._leaves.among(ds, grid_ids)}
 
+    def overlapping_leaves(self, ds: Dataset) -> list[tuple[str, str]]:
+        """Pairs of leaves whose boxes overlap (a damaged directory; one round trip)."""
+        return self._leaves.overlapping(ds)
+
     def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
         """The leaf grid ID holding each point (rows of stored dimension values), in one
         round trip."""
@@ -144,21 +148,23 @@ class GridDirectory:
         gridagg.tree.TreeState is built from."""
         return self._leaves.tree(ds)
 
-    def replace_leaves(self, ds: Dataset, old: list[str], new_leaves: list[Grid],
+    def replace_leaves(self, lock: WriterLock, ds: Dataset, old: list[str], new_leaves: list[Grid],
                        changed: list[str] | None | bool = True) -> None:
         """The directory switch: in one transaction, delete the leaves `old` (each must
-        still be a leaf), insert new_leaves, adjust leaf_count, retire `old` (their rows
+        still be a leaf), insert new_leaves (none may overlap another leaf:
+        leaves.LeavesOverlap), adjust leaf_count, retire `old` (their rows
         are purged once no reader can need them) and log the change: the new leaves, and
         the grids `changed` when it is a list (None: any grid may have changed). The
-        caller holds the writer lock."""
+        caller holds the writer lock, `lock`."""
         logged = None if changed is None else [g.grid_id for g in new_leaves] + ([] if changed is True else changed)
-        with self._db.transaction() as conn:
+        with lock.transaction() as conn:
             version = self._changes.log(conn, ds, logged)
             if old:
                 self._leaves.delete(conn, ds, old)
                 self._retired.add(conn, ds.name, old)
             if new_leaves:
                 self._leaves.insert(conn, ds, new_leaves, version)
+                self._leaves.check_disjoint(conn, ds, [g.grid_id for g in new_leaves])
             self._catalog.count_leaves(conn, ds.name, len(new_leaves) - len(set(old)))
         self._changes.changed(ds.name)
 
@@ -169,10 +175,10 @@ class GridDirectory:
         round trip."""
         return self._changes.since(ds, version)
 
-    def record_change(self, ds: Dataset, grids: list[str] | None) -> None:
+    def record_change(self, lock: WriterLock, ds: Dataset, grids: list[str] | None) -> None:
         """Log that the rows (and aggregates) of these leaves changed; None: any leaf
-        may have (a bulk load, a repair). Readers re-read what they hold of them."""
-        with self._db.transaction() as conn:
+        may have (a repair, under `lock`). Readers re-read what they hold of them."""
+        with lock.transaction() as conn:
             self._changes.log(conn, ds, grids)
         self._changes.changed(ds.name)
 
@@ -190,24 +196,28 @@ class GridDirectory:
 
     def writer_lock(self, name: str, wait: float | None = None, healthy=None):
         """A `with` block holding the dataset's writer lock, giving the holder's
-        WriteStamps (wait, healthy: see locks.WriterLocks.hold)."""
+        locks.WriterLock (wait, healthy: see locks.WriterLocks.hold). What the holder
+        commits below goes through it: a holder that lost the lock commits nothing."""
         return self._locks.hold(name, wait, healthy)
 
-    def begin_intent(self, name: str, grid_ids: list[str], rows: bytes | None = None,
+    def begin_intent(self, lock: WriterLock, grid_ids: list[str], rows: bytes | None = None,
                      contents: bytes | None = None) -> int:
-        """Record that a write will touch these grids (and the rows an insert adds, or
-        the rows the leaves of a change applied in place hold after it, each packed as
-        one segment: gridagg.store.segments.pack); returns the intent's ID."""
-        return self._intents.begin(name, grid_ids, rows, contents)
+        """Record that a write under `lock` will touch these grids of its dataset (and
+        the rows an insert adds, or the rows the leaves of a change applied in place hold
+        after it, each packed as one segment: gridagg.store.segments.pack); returns the
+        intent's ID."""
+        with lock.transaction() as conn:
+            return self._intents.begin(conn, lock.name, grid_ids, rows, contents)
 
-    def extend_intent(self, intent_id: int, grid_ids: list[str]) -> None:
+    def extend_intent(self, lock: WriterLock, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
-        self._intents.extend(intent_id, grid_ids)
+        with lock.transaction() as conn:
+            self._intents.extend(conn, intent_id, grid_ids)
 
-    def end_intent(self, intent_id: int, ds: Dataset, changed: list[str] | None) -> None:
+    def end_intent(self, lock: WriterLock, intent_id: int, ds: Dataset, changed: list[str] | None) -> None:
         """End a write: clear its intent and log that the leaves `changed` changed (None:
         possibly all), in one transaction, then move the epoch on."""
-        with self._db.transaction() as conn:
+        with lock.transaction() as conn:
             self._intents.clear(conn, intent_id)
             self._changes.log(conn, ds, changed)
         self._changes.changed(ds.name)

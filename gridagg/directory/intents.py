@@ -23,17 +23,20 @@ class Intents:
     def __init__(self, db: Database):
         self.db = db
 
-    def begin(self, name: str, grid_ids: list[str], rows: bytes | None = None, contents: bytes | None = None) -> int:
-        """Record that a write will touch these grids (and, for an insert, the rows it
-        adds, as one segment: gridagg.store.segments.pack; for a change applied in
-        place, every row its leaves hold after it, the element IDs being row keys);
-        returns the intent's ID."""
-        return self.db.execute("INSERT INTO gridagg_intents (dataset, grids, rows, contents) VALUES (%s, %s, %s, %s) "
-                               "RETURNING id", (name, grid_ids, rows, contents))[0][0]
+    @staticmethod
+    def begin(conn, name: str, grid_ids: list[str], rows: bytes | None = None, contents: bytes | None = None) -> int:
+        """In the caller's transaction: record that a write will touch these grids (and,
+        for an insert, the rows it adds, as one segment: gridagg.store.segments.pack; for
+        a change applied in place, every row its leaves hold after it, the element IDs
+        being row keys); returns the intent's ID."""
+        return conn.execute("INSERT INTO gridagg_intents (dataset, grids, rows, contents) VALUES (%s, %s, %s, %s) "
+                            "RETURNING id", (name, grid_ids, rows, contents)).fetchone()[0]
 
-    def extend(self, intent_id: int, grid_ids: list[str]) -> None:
-        """Add grids a write is about to put rows under (a split's new grids)."""
-        self.db.execute("UPDATE gridagg_intents SET grids = grids || %s WHERE id = %s", (grid_ids, intent_id))
+    @staticmethod
+    def extend(conn, intent_id: int, grid_ids: list[str]) -> None:
+        """In the caller's transaction: add grids a write is about to put rows under (a
+        split's new grids)."""
+        conn.execute("UPDATE gridagg_intents SET grids = grids || %s WHERE id = %s", (grid_ids, intent_id))
 
     @staticmethod
     def clear(conn, intent_id: int) -> None:

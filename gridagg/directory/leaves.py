@@ -20,6 +20,10 @@ from gridagg.model.grid import Box, Grid
 from gridagg.model.schema import Dataset
 
 
+class LeavesOverlap(RuntimeError):
+    """A directory switch would make leaves that overlap (Leaves.check_disjoint)."""
+
+
 def box_columns(ndim: int) -> list[str]:
     return [f"c{j}" for j in range((ndim + 1) // 2)]
 
@@ -133,6 +137,30 @@ class Leaves:
 
     def among(self, ds: Dataset, grid_ids: list[str]) -> list[Grid]:
         return self._select(ds, sql.SQL("WHERE grid_id = ANY(%s)"), (grid_ids,))
+
+    @staticmethod
+    def check_disjoint(conn, ds: Dataset, grid_ids: list[str]) -> None:
+        """In the caller's transaction: LeavesOverlap when a leaf of `grid_ids` overlaps
+        another leaf (on the GiST index: a lookup per leaf)."""
+        cols = box_columns(ds.ndim)
+        stmt = sql.SQL("SELECT a.grid_id, b.grid_id FROM {t} a JOIN {t} b ON a.grid_id <> b.grid_id AND {conds} "
+                       "WHERE a.grid_id = ANY(%s) LIMIT 1").format(
+            t=table(ds.name),
+            conds=sql.SQL(" AND ").join(sql.SQL("a.{c} && b.{c}").format(c=sql.Identifier(c)) for c in cols))
+        found = conn.execute(stmt, (list(grid_ids),)).fetchone()
+        if found:
+            raise LeavesOverlap(f"leaf {found[0]} of dataset {ds.name!r} would overlap leaf {found[1]}: "
+                                "the writer's tree was not the directory's; nothing of the write was switched")
+
+    def overlapping(self, ds: Dataset) -> list[tuple[str, str]]:
+        """Pairs of leaves whose boxes share a point (none in a well-formed directory: a
+        grid's children part on its cut), each pair once, by grid ID."""
+        cols = box_columns(ds.ndim)
+        stmt = sql.SQL("SELECT a.grid_id, b.grid_id FROM {t} a JOIN {t} b ON a.grid_id < b.grid_id AND {conds} "
+                       "ORDER BY 1, 2").format(
+            t=table(ds.name),
+            conds=sql.SQL(" AND ").join(sql.SQL("a.{c} && b.{c}").format(c=sql.Identifier(c)) for c in cols))
+        return [(a, b) for a, b in self.db.execute(stmt)]
 
     def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
         """The leaf grid ID holding each point (rows of stored dimension values).

@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 
+from gridagg.directory.locks import WriterLock
 from gridagg.model.aggregate import PartialAggregate
 from gridagg.model.grid import (
     Grid,
@@ -65,9 +66,10 @@ class Write:
     """One write of dataset `ds` in progress, under its writer lock (see the module
     docstring). Made by `writing`; its methods are the protocol's steps 2-6."""
 
-    def __init__(self, directory, store, ds: Dataset, kind: str, stamps: WriteStamps):
+    def __init__(self, directory, store, ds: Dataset, kind: str, lock: WriterLock):
         self.directory, self.store, self.ds, self.kind = directory, store, ds, kind
-        self.stamps = stamps
+        self.lock = lock
+        self.stamps = lock.stamps
         self.intent: int | None = None
         self.ended = False
 
@@ -81,9 +83,9 @@ class Write:
         if self.intent is None:
             packed = None if rows is None else segments.pack(*rows)
             kept = None if contents is None else segments.pack(*contents)
-            self.intent = self.directory.begin_intent(self.ds.name, list(grid_ids), packed, kept)
+            self.intent = self.directory.begin_intent(self.lock, list(grid_ids), packed, kept)
         else:
-            self.directory.extend_intent(self.intent, list(grid_ids))
+            self.directory.extend_intent(self.lock, self.intent, list(grid_ids))
 
     def put_rows(self, keys: list[bytes], values: np.ndarray) -> None:
         """Write rows (row keys, an (m, ncols) int64 array) under grids intended before."""
@@ -128,14 +130,14 @@ class Write:
         self._check_intended()
         faults.hit(f"{self.kind}.switching")
         if old or new_leaves:  # a load that split nothing has nothing to switch
-            self.directory.replace_leaves(self.ds, old, new_leaves, changed)
+            self.directory.replace_leaves(self.lock, self.ds, old, new_leaves, changed)
         faults.hit(f"{self.kind}.switched")
 
     def end(self, changed: list[str] | None) -> None:
         """Clear the intent and log that the rows of the leaves `changed` changed (None:
         possibly any leaf), in one transaction: the write is done."""
         self._check_intended()
-        self.directory.end_intent(self.intent, self.ds, changed)
+        self.directory.end_intent(self.lock, self.intent, self.ds, changed)
         self.ended = True
 
     def abandon(self) -> None:
@@ -144,7 +146,7 @@ class Write:
         Best effort: if the store fails too, the intent stays for the next writer."""
         if self.intent is not None and not self.ended:
             try:
-                recover(self.directory, self.store, self.ds, self.stamps)
+                recover(self.directory, self.store, self.ds, self.lock)
                 self.ended = True
             except Exception:  # noqa: BLE001 - the next writer recovers it then
                 pass
@@ -164,16 +166,17 @@ def writing(directory, store, ds: Dataset, kind: str, purge_after: float, wait: 
     writer to recover, as a crash would."""
     if kind not in KINDS:
         raise ValueError(f"a write is one of {KINDS}, not {kind!r}")
-    with directory.writer_lock(ds.name, wait, healthy) as stamps:
-        recover(directory, store, ds, stamps)
-        purge_retired(directory, store, ds, stamps, purge_after)
-        yield Write(directory, store, ds, kind, stamps)
+    with directory.writer_lock(ds.name, wait, healthy) as lock:
+        recover(directory, store, ds, lock)
+        purge_retired(directory, store, ds, lock.stamps, purge_after)
+        yield Write(directory, store, ds, kind, lock)
 
 
-def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
+def recover(directory, store, ds: Dataset, lock: WriterLock) -> None:
     """Finish what dead writers left: seal the leaves their intents name and recompute
     their aggregates; clear the rows of grids they meant to make that never became leaves
-    (the caller holds the writer lock and its stamps)."""
+    (the caller holds the writer lock, `lock`)."""
+    stamps = lock.stamps
     pending = directory.pending_intents(ds.name)
     if not pending:
         return
@@ -191,7 +194,7 @@ def recover(directory, store, ds: Dataset, stamps: WriteStamps) -> None:
             rebuilt = sorted(set(rebuilt) | added)
         rebuild_aggregates(store, ds, rebuilt, stamps, keep=retired)
         # Rows may have left the data's edge: caches of them start over (gridagg.write.change).
-        directory.end_intent(intent.id, ds, None if intent.contents is not None else rebuilt)
+        directory.end_intent(lock, intent.id, ds, None if intent.contents is not None else rebuilt)
 
 
 def contents_of(packed: bytes, grid_ids: list[str]) -> list[tuple[bytes, object, np.ndarray]]:
