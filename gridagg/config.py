@@ -177,8 +177,9 @@ class Settings:
     zk_port: int = _setting(2181, "ZooKeeper port of the local HBase", _port, topic="servers")
     hbase_heap: str = _setting(
         "auto", "heap of each region server JVM of the local HBase (standalone: of its one JVM); `auto` = a "
-                "quarter of the machine's memory shared by its region servers (1g to 31g each); half of it "
-                "is the block cache: a dataset larger than the cache is read from disk, slower, not fatal "
+                "quarter of the machine's memory shared by its region servers (1g to 31g each); the block "
+                "cache takes as much again as half of it, off the heap: a dataset larger than the cache is "
+                "read from disk, slower, not fatal "
                 "(`gridagg services status` and `gridagg ingest` say the sizes)",
         _heap, topic="servers")
     hbase_region_servers: int | None = _setting(

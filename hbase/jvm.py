@@ -99,10 +99,22 @@ HEAP_SHARE, HEAP_MB = 0.25, (1024, 31 * 1024)
 # (hbase/observer/Lanes.java); a JVM without it folds them a row at a time. The JVM prints
 # one warning that it uses an incubator module.
 VECTOR_API = ["--add-modules", "jdk.incubator.vector"]
-# Of a region server's heap: the block cache, and the memstores. A table larger than the
-# cache is read through the page cache, slower; what is left of the heap (at least 30%)
-# keeps garbage collection short while the cache turns over.
-BLOCK_CACHE_SHARE = 0.5
+# The block cache of a region server keeps the tables' data blocks off the heap (HBase's
+# BucketCache, "offheap"), as large as this share of the heap: memory beside the heap, not
+# in it. On the heap, a cache turned over by large scans filled the old generation with
+# blocks the collector then had to copy and free (a 100M-row table on its default heap ran
+# to full collections, every one at the heap's maximum). The heap keeps the memstores and
+# the first level of the cache, which holds the files' index and bloom blocks; the rest
+# (70%) is for requests. A table larger than the cache is read through the page cache,
+# slower.
+DATA_CACHE_SHARE, INDEX_CACHE_SHARE, MEMSTORE_SHARE = 0.5, 0.1, 0.2
+# Direct memory beyond the cache: HBase's pooled RPC buffers and netty's.
+DIRECT_MB_BEYOND_CACHE = 512
+# The cache's bucket sizes (KB, each holds blocks up to its size): HBase's own up to 513 KB
+# and larger ones, since a block of the rows' family is a segment of up to a megabyte
+# (gridagg.store.hbase.rows) after what its block held before it; HBase leaves out of the
+# cache a block larger than its largest bucket.
+BUCKET_KB = (5, 9, 17, 33, 41, 49, 57, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1153, 2049)
 # The region servers' G1 regions: an object of half a region or more takes regions of
 # its own, which the collector frees only late; blocks of a table (a segment is about a
 # megabyte at most, gridagg.store.hbase.rows) stay far below half of these, whatever the
@@ -317,9 +329,13 @@ def site_properties(settings, servers: int = 0) -> dict[str, str]:
         "hbase.thrift.info.port": "-1",
         # Master and region server RPC on ephemeral ports: no clash with other HBases.
         "hbase.localcluster.assign.random.ports": "true",
-        # The block cache and the memstores (BLOCK_CACHE_SHARE says why their shares).
-        "hfile.block.cache.size": str(BLOCK_CACHE_SHARE),
-        "hbase.regionserver.global.memstore.size": "0.2",
+        # The block cache, off the heap but its index level, and the memstores
+        # (DATA_CACHE_SHARE says why).
+        "hfile.block.cache.size": str(INDEX_CACHE_SHARE),
+        "hbase.bucketcache.ioengine": "offheap",
+        "hbase.bucketcache.size": str(data_cache_mb(settings)),
+        "hbase.bucketcache.bucket.sizes": ",".join(str(kb << 10) for kb in BUCKET_KB),
+        "hbase.regionserver.global.memstore.size": str(MEMSTORE_SHARE),
         # Rolled WALs are kept for replication, which a local HBase does not do: drop them
         # after a minute, not HBase's ten (tuning a large tree writes gigabytes of WAL a
         # minute).
@@ -451,7 +467,8 @@ def java_cmd(settings, role: str, cp: str, main: list[str]) -> list[str]:
         # Each collection's heap before and after, with the wall time: what is live after
         # GC is what the heap must hold (heap_after_gc). Two files of 8 MB at most.
         gc_log = f"-Xlog:gc:file={p.gc_log_file(role)}:time:filecount=2,filesize=8m"
-        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS, gc_log,
+        direct = f"-XX:MaxDirectMemorySize={data_cache_mb(settings) + DIRECT_MB_BEYOND_CACHE}m"
+        extra = [*SERVER_FLAGS, *REGION_SERVER_FLAGS, gc_log, direct,
                  *(STANDALONE_ZOOKEEPER_FLAGS if role == "master" else [])]
     else:
         extra = SERVER_FLAGS
@@ -521,9 +538,14 @@ def megabytes(heap: str) -> int:
     return int(int(heap[:-1]) * units[heap[-1].lower()]) if heap[-1].isalpha() else int(heap) >> 20
 
 
+def data_cache_mb(settings) -> int:
+    """The data blocks' cache of one region server (off its heap), in MB."""
+    return int(megabytes(region_server_heap(settings)) * DATA_CACHE_SHARE)
+
+
 def block_cache_bytes(settings) -> int:
-    """The block cache of one region server, in bytes."""
-    return int(megabytes(region_server_heap(settings)) * BLOCK_CACHE_SHARE) << 20
+    """The data blocks' cache of one region server, in bytes."""
+    return data_cache_mb(settings) << 20
 
 
 def table_bytes(settings, table: str) -> int:

@@ -111,7 +111,7 @@ def _say_if_beyond_the_cache(settings: Settings, name: str) -> None:
     size, servers = jvm.table_bytes(settings, table_name(name)), max(1, jvm.layout(settings))
     cache = jvm.block_cache_bytes(settings) * servers
     if size > cache:
-        heap = -(-size // servers // int(jvm.BLOCK_CACHE_SHARE * (1 << 30)))
+        heap = -(-size // servers // int(jvm.DATA_CACHE_SHARE * (1 << 30)))
         print(f"gridagg ingest: dataset {name} takes {size / 2**30:.1f} GiB in HBase, more than its block "
               f"cache of {cache / 2**30:.1f} GiB: its queries read from disk, slower; GRIDAGG_HBASE_HEAP={heap}g "
               f"(then `gridagg services down` and `up`) or more region servers would cache it", file=sys.stderr)

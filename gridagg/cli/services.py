@@ -349,7 +349,7 @@ def _memory_text(settings: Settings) -> str:
     """A region server's heap and block cache (GRIDAGG_HBASE_HEAP)."""
     how = "sized from this machine's memory" if settings.hbase_heap == "auto" else "GRIDAGG_HBASE_HEAP"
     return (f"heap {jvm.region_server_heap(settings)} per region server ({how}), "
-            f"block cache {jvm.block_cache_bytes(settings) / 2**30:.1f} GiB each")
+            f"block cache {jvm.block_cache_bytes(settings) / 2**30:.1f} GiB each, off the heap")
 
 
 def _heap_text(settings: Settings, role: str) -> str:
