@@ -206,12 +206,12 @@ class GridDirectory:
         the rows an insert adds, or the rows the leaves of a change applied in place hold
         after it, each packed as one segment: gridagg.store.segments.pack); returns the
         intent's ID."""
-        with lock.transaction() as conn:
+        with lock.session() as conn:
             return self._intents.begin(conn, lock.name, grid_ids, rows, contents)
 
     def extend_intent(self, lock: WriterLock, intent_id: int, grid_ids: list[str]) -> None:
         """Add grids a write is about to put rows under (a split's new grids)."""
-        with lock.transaction() as conn:
+        with lock.session() as conn:
             self._intents.extend(conn, intent_id, grid_ids)
 
     def end_intent(self, lock: WriterLock, intent_id: int, ds: Dataset, changed: list[str] | None) -> None:

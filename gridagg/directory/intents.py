@@ -25,7 +25,7 @@ class Intents:
 
     @staticmethod
     def begin(conn, name: str, grid_ids: list[str], rows: bytes | None = None, contents: bytes | None = None) -> int:
-        """In the caller's transaction: record that a write will touch these grids (and,
+        """On the caller's connection: record that a write will touch these grids (and,
         for an insert, the rows it adds, as one segment: gridagg.store.segments.pack; for
         a change applied in place, every row its leaves hold after it, the element IDs
         being row keys); returns the intent's ID."""
@@ -34,7 +34,7 @@ class Intents:
 
     @staticmethod
     def extend(conn, intent_id: int, grid_ids: list[str]) -> None:
-        """In the caller's transaction: add grids a write is about to put rows under (a
+        """On the caller's connection: add grids a write is about to put rows under (a
         split's new grids)."""
         conn.execute("UPDATE gridagg_intents SET grids = grids || %s WHERE id = %s", (grid_ids, intent_id))
 

@@ -8,7 +8,7 @@ A holder can lose the lock while it runs: when PostgreSQL restarts or the connec
 breaks, the session ends and the lock with it, and another writer may take it at once.
 So whatever a holder commits to PostgreSQL under the lock (its intents, the directory
 switch, the change log; its stamp spans) goes through the session that holds it
-(WriterLock.transaction): a holder that lost the lock commits nothing more, and reserves
+(WriterLock.session): a holder that lost the lock commits nothing more, and reserves
 no stamp later than the next holder's, so its late store writes stay masked.
 """
 
@@ -29,27 +29,33 @@ LOCK_STEP_SECONDS = 1.0
 
 class WriterLock:
     """The writer lock of dataset `name`, held on connection `conn` (WriterLocks.hold):
-    `stamps`, the holder's WriteStamps, and transaction(), for what it commits under the
-    lock."""
+    `stamps`, the holder's WriteStamps, and session() and transaction(), for what it
+    commits under the lock."""
 
     def __init__(self, name: str, conn):
         self.name, self._conn = name, conn
         self.stamps = WriteStamps(self._reserve_stamps)
 
     @contextmanager
-    def transaction(self):
-        """A transaction on the session holding the lock, for the block: committed when it
-        ends, rolled back when it raises. StoreUnavailable when the session has ended
-        (the lock is lost: nothing of the block is committed)."""
+    def session(self):
+        """The session holding the lock (an autocommit connection: each statement commits
+        by itself), for the block. StoreUnavailable when it has ended: the lock is lost,
+        and nothing more is committed."""
         try:
-            with self._conn.transaction():
-                yield self._conn
+            yield self._conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"the writer lock of dataset {self.name!r} was lost ({exc}); "
                                    "nothing more of this write is committed: retry it") from exc
 
+    @contextmanager
+    def transaction(self):
+        """A transaction on the session holding the lock, for the block: committed when it
+        ends, rolled back when it raises (StoreUnavailable as for session)."""
+        with self.session() as conn, conn.transaction():
+            yield conn
+
     def _reserve_stamps(self) -> tuple[int, int]:
-        with self.transaction() as conn:
+        with self.session() as conn:
             end = conn.execute(
                 "WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::bigint AS ns) "
                 "INSERT INTO gridagg_stamps AS s (dataset, reserved) SELECT %(n)s, ns + %(span)s FROM now "
