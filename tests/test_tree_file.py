@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 from tune_support import (
     BOXES,
     DIMENSIONS,
@@ -22,7 +23,8 @@ from tune_support import (
 
 from gridagg import tree as tree_module
 from gridagg.directory import changes
-from gridagg.model.grid import children
+from gridagg.directory.leaves import LeavesOverlap
+from gridagg.model.grid import Grid, children
 from gridagg.model.schema import Dataset
 from gridagg.tree import TreeCache, TreeState
 from gridagg.tune.merge import tune
@@ -172,5 +174,28 @@ def test_a_process_follows_a_merged_grid_cut_again_elsewhere(engine, unique_name
         switch(engine, ds, ["000", "001", "010", "011"], [root])  # merged into the root
         switch(engine, ds, ["0"], list(children(root, 0, 700, 2)))  # and cut again elsewhere
         same_tree(other.tree(ds), whole_load(engine, ds))
+    finally:
+        engine.drop_dataset(ds.name)
+
+
+def test_a_switch_to_leaves_that_overlap_is_refused(engine, unique_name):
+    """The directory switch checks its new leaves against the others on the GiST index: a
+    writer whose tree was not the directory's switches nothing, and its process loads the
+    tree whole at its next use."""
+    ds = engine.create_dataset(Dataset.from_json({"name": unique_name, **SPEC}))
+    try:
+        root = engine.directory.grid(ds, "0")
+        low, high = children(root, 0, 500, 2)
+        switch(engine, ds, ["0"], [low, high])
+        engine.trees.tree(ds)
+        wider = Grid(low.grid_id, ((0, 700), low.box[1]), low.next_axis)  # reaches into the high child
+        with pytest.raises(LeavesOverlap, match=f"leaf 00 of dataset '{ds.name}' would overlap leaf 01"):
+            switch(engine, ds, [low.grid_id], [wider])
+        assert engine.directory.leaves(ds) == [low, high]
+        assert engine.directory.pending_intents(ds.name), "the refused write left its intent for the next writer"
+        assert ds.name not in engine.trees._held
+        switch(engine, ds, [high.grid_id], list(children(high, 1, 300, 2)))  # the next write recovers, and goes on
+        assert engine.check(ds.name) == []
+        same_tree(engine.trees.tree(ds), whole_load(engine, ds))
     finally:
         engine.drop_dataset(ds.name)
