@@ -123,6 +123,8 @@ BUCKET_KB = (5, 9, 17, 33, 41, 49, 57, 65, 97, 129, 193, 257, 385, 513, 769, 102
 REGION_SERVER_FLAGS = ["-XX:G1HeapRegionSize=16m", *VECTOR_API]
 # Short-lived admin JVMs: the C1 compiler only (starts faster).
 ADMIN_FLAGS = ["-XX:TieredStopAtLevel=1"]
+# The collectors' logs kept per role: its JVM's last lives (gc_log_file).
+GC_LOG_LIVES = 16
 # The long-lived JVMs (every role but admin) back their heaps with transparent huge pages.
 # Linux gives them only to memory that asks for them (THP mode "madvise", the common
 # default). A sum's scan steps to grids scattered over a block cache of gigabytes: with 4 KB
@@ -193,8 +195,14 @@ class Paths:
         return self.logs / f"{role}.out"
 
     def gc_log_file(self, role: str) -> Path:
-        """The collector's log of a JVM that holds regions (heap_after_gc reads it)."""
-        return self.logs / f"{role}-gc.log"
+        """The collector's log of a JVM that holds regions, one per life of the JVM (the
+        JVM puts its pid for %p), so that a restart keeps what the lives before it logged
+        (heap_after_gc reads them all; prune_gc_logs keeps the last GC_LOG_LIVES)."""
+        return self.logs / f"{role}-gc-%p.log"
+
+    def gc_logs(self, role: str) -> list[Path]:
+        """The collector's logs of `role`'s lives (and their rotated parts), oldest first."""
+        return sorted(self.logs.glob(f"{role}-gc-*.log*"), key=lambda f: f.stat().st_mtime)
 
 
 def paths(settings) -> Paths:
@@ -497,18 +505,24 @@ def region_server_heap(settings) -> str:
 
 # A collection's line of -Xlog:gc: "[<time>] GC(7) Pause Young (Normal) ... 812M->301M(2048M) 4.2ms":
 # young, mixed and full pauses free memory; a remark's or cleanup's "after" is what
-# marking found, not what a collection left.
-_GC_LINE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause (?:Young|Full)\b.* (\d+)M->(\d+)M\((\d+)M\)")
+# marking found, not what a collection left. A young pause leaves the old generation as
+# it is, garbage and all, until a marking cycle's mixed pauses collect it: after a young
+# pause the heap may stand near its maximum while a third of it is live. What the heap
+# must keep room for is what mixed and full pauses leave; a full pause is the collector
+# falling behind.
+_GC_LINE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause (Young \([^)]*\)|Full)\b.* (\d+)M->(\d+)M\((\d+)M\)")
 
 
 @dataclass(frozen=True)
 class HeapAfterGC:
-    """What a region server's heap held after its collections (MB): the last, the most,
-    of how many collections, against the heap's maximum."""
+    """What a region server's heap held after its collections (MB): after the last; at
+    most after a mixed or full one (after any, when the log has none); of how many
+    collections, how many full; against the heap's maximum."""
 
     last_mb: int
     peak_mb: int
     collections: int
+    full: int
     max_mb: int
 
     @property
@@ -519,18 +533,32 @@ class HeapAfterGC:
 def heap_after_gc(settings, role: str, since: float = 0.0) -> HeapAfterGC | None:
     """The heap after the collections of `role` (a JVM that holds regions) logged at or
     after `since` (time.time()), or None when none is logged."""
-    files = sorted(paths(settings).logs.glob(f"{role}-gc.log*"), key=lambda f: f.stat().st_mtime)
-    after = []
-    for f in files:
+    after, reclaimed, full = [], [], 0
+    for f in paths(settings).gc_logs(role):
         if f.stat().st_mtime < since:
             continue
         for line in f.read_text(errors="replace").splitlines():
             m = _GC_LINE.match(line)
             if m and datetime.fromisoformat(m.group(1)).timestamp() >= since:
-                after.append(int(m.group(3)))
+                after.append(int(m.group(4)))
+                if m.group(2) == "Full" or m.group(2) == "Young (Mixed)":
+                    reclaimed.append(after[-1])
+                full += m.group(2) == "Full"
     if not after:
         return None
-    return HeapAfterGC(after[-1], max(after), len(after), megabytes(region_server_heap(settings)))
+    return HeapAfterGC(after[-1], max(reclaimed or after), len(after), full, megabytes(region_server_heap(settings)))
+
+
+def prune_gc_logs(settings, role: str) -> None:
+    """Keep the collector's logs of `role`'s last GC_LOG_LIVES lives (a soak restarts a
+    JVM every few minutes; each life logs 16 MB at most)."""
+    logs = paths(settings).gc_logs(role)
+    lives = sorted({f.name.split(".log")[0] for f in logs}, key=lambda n: max(
+        f.stat().st_mtime for f in logs if f.name.startswith(n)))
+    for life in lives[:-GC_LOG_LIVES]:
+        for f in logs:
+            if f.name.split(".log")[0] == life:
+                f.unlink(missing_ok=True)
 
 
 def megabytes(heap: str) -> int:

@@ -51,6 +51,7 @@ from gridagg_hbase.jvm import (
     layout,
     main_class,
     paths,
+    prune_gc_logs,
     recorded_layout,
     resolve_classpath,
     roles,
@@ -215,6 +216,8 @@ def _command(settings, role: str, cp: str) -> list[str]:
                 "-D", f"hbase.tmp.dir={paths(settings).tmp / role}", "start"]
     else:
         main = [MASTER_CLASS, "start"]
+    if serves_regions(settings, role):
+        prune_gc_logs(settings, role)
     return java_cmd(settings, role, cp, main)
 
 

@@ -192,6 +192,25 @@ def test_the_heap_a_region_server_keeps_after_gc_is_read_from_its_gc_log(setting
     assert "heap after GC " in services_mod.hbase_status(settings).line()
 
 
+def test_the_gc_logs_of_a_jvms_last_lives_are_kept(settings, tmp_path):
+    """Each life of a JVM logs its collections to a file of its own (a restart keeps what
+    the lives before it logged); a start keeps those of the last GC_LOG_LIVES lives."""
+    here = settings.with_(data_dir=str(tmp_path))
+    logs = jvm.paths(here).logs
+    logs.mkdir(parents=True)
+    for pid in range(jvm.GC_LOG_LIVES + 3):
+        for part in ("", ".0"):
+            f = logs / f"master-gc-{1000 + pid}.log{part}"
+            f.write_text("")
+            os.utime(f, (pid, pid))
+    (logs / "rs1-gc-5.log").write_text("")
+    jvm.prune_gc_logs(here, "master")
+    kept = sorted(f.name for f in jvm.paths(here).gc_logs("master"))
+    assert kept == sorted(f"master-gc-{1000 + pid}.log{part}" for pid in range(3, jvm.GC_LOG_LIVES + 3)
+                          for part in ("", ".0"))
+    assert (logs / "rs1-gc-5.log").exists()
+
+
 def test_a_standalone_hbase_outlives_a_stall_longer_than_zookeepers_default_session(settings, services,
                                                                                   hbase_conn):
     """A JVM stalled past its ZooKeeper session (10 s by default in standalone) had its

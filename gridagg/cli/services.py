@@ -353,11 +353,13 @@ def _memory_text(settings: Settings) -> str:
 
 
 def _heap_text(settings: Settings, role: str) -> str:
-    """What the heap of a JVM holding regions kept after its last collection, and at most."""
+    """What the heap of a JVM holding regions kept after its last collection, and at most
+    after a mixed or full one (jvm.HeapAfterGC)."""
     heap = jvm.heap_after_gc(settings, role)
     if heap is None:
         return ""
-    return f", heap after GC {heap.last_mb} MB (at most {heap.peak_mb}) of {heap.max_mb}"
+    return (f", heap after GC {heap.last_mb} MB (after mixed and full collections at most {heap.peak_mb}; "
+            f"{heap.full} full) of {heap.max_mb}")
 
 
 def hbase_up(settings: Settings) -> Report:

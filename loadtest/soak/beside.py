@@ -127,7 +127,7 @@ def region_servers(settings, since: float) -> dict:
     for role in roles:
         heap = jvm.heap_after_gc(settings, role, since)
         out[role] = {"heap_after_gc_peak_mb": heap and heap.peak_mb, "heap_mb": heap and heap.max_mb,
-                     "collections": heap and heap.collections,
+                     "collections": heap and heap.collections, "full_collections": heap and heap.full,
                      "peak_share": heap and round(heap.peak_share, 3),
                      "fatal": _fatal_lines(jvm.paths(settings).log_file(role), since)}
     return out

@@ -172,8 +172,9 @@ def _servers(beside: dict) -> str:
     parts = []
     for role, r in beside.get("region_servers", {}).items():
         heap = ("no collection logged" if r["heap_mb"] is None else
-                f"heap after GC at most {r['heap_after_gc_peak_mb']:,} of {r['heap_mb']:,} MB ({r['peak_share']:.0%}, "
-                f"{r['collections']:,} collections)")
+                f"heap after mixed and full collections at most {r['heap_after_gc_peak_mb']:,} of "
+                f"{r['heap_mb']:,} MB ({r['peak_share']:.0%}; {r['collections']:,} collections, "
+                f"{r['full_collections']:,} full)")
         parts.append(f"{role}: {heap}; " + (f"gave up: {r['fatal'][0]}" if r["fatal"] else "no OutOfMemoryError or abort"))
     return "; ".join(parts) or "-"
 
