@@ -510,7 +510,7 @@ def region_server_heap(settings) -> str:
 # pause the heap may stand near its maximum while a third of it is live. What the heap
 # must keep room for is what mixed and full pauses leave; a full pause is the collector
 # falling behind.
-_GC_LINE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause (Young \([^)]*\)|Full)\b.* (\d+)M->(\d+)M\((\d+)M\)")
+_GC_LINE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause (Young \([^)]*\)|Full) .* (\d+)M->(\d+)M\((\d+)M\)")
 
 
 @dataclass(frozen=True)

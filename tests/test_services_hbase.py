@@ -192,6 +192,23 @@ def test_the_heap_a_region_server_keeps_after_gc_is_read_from_its_gc_log(setting
     assert "heap after GC " in services_mod.hbase_status(settings).line()
 
 
+def test_the_heap_to_keep_room_for_is_what_mixed_and_full_collections_leave(settings, tmp_path):
+    """After a young collection the old generation still holds its garbage; the heap
+    after GC that counts is the most a mixed or full collection left."""
+    here = settings.with_(data_dir=str(tmp_path))
+    jvm.paths(here).logs.mkdir(parents=True)
+    (jvm.paths(here).logs / "master-gc-7.log").write_text("\n".join([
+        "[2026-12-08T01:23:20.119+0000] GC(275) Pause Young (Normal) (G1 Evacuation Pause) 5200M->4900M(6032M) 20.1ms",
+        "[2026-12-08T01:23:20.500+0000] GC(276) Pause Remark 4950M->2400M(6032M) 7.2ms",
+        "[2026-12-08T01:23:21.119+0000] GC(277) Pause Young (Prepare Mixed) (G1 Evacuation Pause) 4501M->2499M(6032M) 25ms",
+        "[2026-12-08T01:23:21.148+0000] GC(278) Pause Young (Mixed) (G1 Evacuation Pause) 2563M->1906M(6032M) 14.5ms",
+        "[2026-12-08T01:23:22.148+0000] GC(279) Pause Full (G1 Compaction Pause) 3000M->1700M(6032M) 900ms",
+        "[2026-12-08T01:23:23.194+0000] GC(280) Pause Young (Normal) (G1 Evacuation Pause) 2162M->1567M(6032M) 9.2ms",
+    ]))
+    heap = jvm.heap_after_gc(here, "master")
+    assert (heap.last_mb, heap.peak_mb, heap.collections, heap.full) == (1567, 1906, 5, 1)
+
+
 def test_the_gc_logs_of_a_jvms_last_lives_are_kept(settings, tmp_path):
     """Each life of a JVM logs its collections to a file of its own (a restart keeps what
     the lives before it logged); a start keeps those of the last GC_LOG_LIVES lives."""
