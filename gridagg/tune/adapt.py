@@ -63,7 +63,8 @@ from gridagg.query.questions import Question
 from gridagg.query.walk import face, walk
 from gridagg.tree import TreeState
 from gridagg.tune.costmodel import CostModel
-from gridagg.tune.merge import Merge, cut_axis, leaves_below, merge
+from gridagg.tune.merge import Merge, merge
+from gridagg.write.change import cut_axis, leaves_below
 from gridagg.write.leafsplit import split_leaf
 from gridagg.write.split import split_rows
 

@@ -33,6 +33,7 @@ from gridagg.model.aggregate import PartialAggregate
 from gridagg.model.grid import Grid, grid_prefix
 from gridagg.tree import TreeState
 from gridagg.tune.costmodel import CostModel
+from gridagg.write.change import cut_axis, leaves_below
 
 # Merges per write: a write that fails leaves an intent naming its grids, which the next
 # writer seals and rebuilds; bounded, so is that work (and a writer waiting for the lock
@@ -108,21 +109,3 @@ def tune(engine, name: str, model: CostModel, apply: bool = True) -> tuple[list[
             write.end([m.grid_id for m in merges[:MERGES_PER_WRITE]])
         done += merges[:MERGES_PER_WRITE]
 
-
-def cut_axis(tree: TreeState, i: int) -> int:
-    """The axis grid i was cut on (where its children's boxes part): the axis its next
-    split takes, as before."""
-    a, b = int(tree.left[i]), int(tree.right[i])
-    return int(np.flatnonzero(tree.hi[a] < tree.lo[b])[0])
-
-
-def leaves_below(tree: TreeState, i: int) -> list[str]:
-    """The IDs of the leaves below grid i of `tree` (row i), sorted."""
-    out, stack = [], [i]
-    while stack:
-        j = stack.pop()
-        if tree.left[j] < 0:
-            out.append(tree.ids[j])
-        else:
-            stack += [int(tree.left[j]), int(tree.right[j])]
-    return sorted(out)

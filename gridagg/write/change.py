@@ -330,7 +330,7 @@ def fold_roots(tree: TreeState, counts: np.ndarray, retired: set[str], ds: Datas
 
 
 def leaves_below(tree: TreeState, i: int) -> list[str]:
-    """The IDs of the leaves below (or at) grid i of `tree`."""
+    """The IDs of the leaves below (or at) grid i of `tree`, sorted."""
     out, stack = [], [i]
     while stack:
         j = stack.pop()
@@ -338,10 +338,11 @@ def leaves_below(tree: TreeState, i: int) -> list[str]:
             out.append(tree.ids[j])
         else:
             stack += [int(tree.left[j]), int(tree.right[j])]
-    return out
+    return sorted(out)
 
 
 def cut_axis(tree: TreeState, i: int) -> int:
-    """The axis inner grid i of `tree` was cut on (where its children's boxes part)."""
+    """The axis inner grid i of `tree` was cut on (where its children's boxes part): the
+    axis its next split takes, as before."""
     a, b = int(tree.left[i]), int(tree.right[i])
     return int(np.flatnonzero(tree.hi[a] < tree.lo[b])[0])
