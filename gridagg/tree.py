@@ -375,9 +375,13 @@ def _follows(state: TreeState, leaves: list[tuple], merged: list[str], ndim: int
     replaces is a merged grid cut again elsewhere (a change cuts where the rows left
     after it lie: gridagg.write.change): the boxes held would be wrong."""
     box = {leaf[0]: np.asarray(leaf[2:2 + 2 * ndim], np.int64).reshape(ndim, 2) for leaf in leaves}
+
+    def held_box(i: int, b: np.ndarray) -> bool:
+        return bool((state.lo[i] == b[:, 0]).all() and (state.hi[i] == b[:, 1]).all())
+
     for g in merged:
         i = state.index[g]
-        if state.left[i] < 0 or not ((state.lo[i] == box[g][:, 0]).all() and (state.hi[i] == box[g][:, 1]).all()):
+        if state.left[i] < 0 or not held_box(i, box[g]):
             return False
     merged_ids = set(merged)
     if any(g[:k] in merged_ids for g in box for k in range(1, len(g))):
@@ -393,7 +397,7 @@ def _follows(state: TreeState, leaves: list[tuple], merged: list[str], ndim: int
         hull = hulls.get(i)
         hulls[i] = b.copy() if hull is None else np.stack([np.minimum(hull[:, 0], b[:, 0]),
                                                           np.maximum(hull[:, 1], b[:, 1])], 1)
-    return all((state.lo[i] == h[:, 0]).all() and (state.hi[i] == h[:, 1]).all() for i, h in hulls.items())
+    return all(held_box(i, h) for i, h in hulls.items())
 
 
 def _inner_nodes(heap: np.ndarray, depth: np.ndarray) -> np.ndarray:

@@ -552,13 +552,12 @@ def heap_after_gc(settings, role: str, since: float = 0.0) -> HeapAfterGC | None
 def prune_gc_logs(settings, role: str) -> None:
     """Keep the collector's logs of `role`'s last GC_LOG_LIVES lives (a soak restarts a
     JVM every few minutes; each life logs 16 MB at most)."""
-    logs = paths(settings).gc_logs(role)
-    lives = sorted({f.name.split(".log")[0] for f in logs}, key=lambda n: max(
-        f.stat().st_mtime for f in logs if f.name.startswith(n)))
-    for life in lives[:-GC_LOG_LIVES]:
-        for f in logs:
-            if f.name.split(".log")[0] == life:
-                f.unlink(missing_ok=True)
+    lives: dict[str, list[Path]] = {}  # oldest first, as gc_logs gives the files
+    for f in paths(settings).gc_logs(role):
+        lives.setdefault(f.name.split(".log")[0], []).append(f)
+    for files in sorted(lives.values(), key=lambda files: files[-1].stat().st_mtime)[:-GC_LOG_LIVES]:
+        for f in files:
+            f.unlink(missing_ok=True)
 
 
 def megabytes(heap: str) -> int:

@@ -73,6 +73,14 @@ def corners(ds: Dataset) -> sql.Composable:
 INCARNATION = sql.SQL("(extract(epoch FROM d.created_at) * 1000000)::bigint")
 
 
+def _overlapping_pairs(ds: Dataset, order: str) -> sql.Composable:
+    """SELECT of the (a, b) grid IDs of leaves a and b whose boxes overlap, a's ID
+    `order` ("<" or "<>") b's."""
+    boxes = sql.SQL(" AND ").join(sql.SQL("a.{c} && b.{c}").format(c=sql.Identifier(c)) for c in box_columns(ds.ndim))
+    return sql.SQL("SELECT a.grid_id, b.grid_id FROM {t} a JOIN {t} b ON a.grid_id {order} b.grid_id AND {boxes}"
+                   ).format(t=table(ds.name), order=sql.SQL(order), boxes=boxes)
+
+
 def leaf_rows(ds: Dataset, rows) -> list[tuple]:
     """(grid_id, next_dim, lo_0, hi_0, ...) per leaf, from rows of grid_id, next_dim and
     the corners (the last dimension of an odd count dropped)."""
@@ -142,11 +150,7 @@ class Leaves:
     def check_disjoint(conn, ds: Dataset, grid_ids: list[str]) -> None:
         """In the caller's transaction: LeavesOverlap when a leaf of `grid_ids` overlaps
         another leaf (on the GiST index: a lookup per leaf)."""
-        cols = box_columns(ds.ndim)
-        stmt = sql.SQL("SELECT a.grid_id, b.grid_id FROM {t} a JOIN {t} b ON a.grid_id <> b.grid_id AND {conds} "
-                       "WHERE a.grid_id = ANY(%s) LIMIT 1").format(
-            t=table(ds.name),
-            conds=sql.SQL(" AND ").join(sql.SQL("a.{c} && b.{c}").format(c=sql.Identifier(c)) for c in cols))
+        stmt = sql.SQL("{} WHERE a.grid_id = ANY(%s) LIMIT 1").format(_overlapping_pairs(ds, "<>"))
         found = conn.execute(stmt, (list(grid_ids),)).fetchone()
         if found:
             raise LeavesOverlap(f"leaf {found[0]} of dataset {ds.name!r} would overlap leaf {found[1]}: "
@@ -155,11 +159,7 @@ class Leaves:
     def overlapping(self, ds: Dataset) -> list[tuple[str, str]]:
         """Pairs of leaves whose boxes share a point (none in a well-formed directory: a
         grid's children part on its cut), each pair once, by grid ID."""
-        cols = box_columns(ds.ndim)
-        stmt = sql.SQL("SELECT a.grid_id, b.grid_id FROM {t} a JOIN {t} b ON a.grid_id < b.grid_id AND {conds} "
-                       "ORDER BY 1, 2").format(
-            t=table(ds.name),
-            conds=sql.SQL(" AND ").join(sql.SQL("a.{c} && b.{c}").format(c=sql.Identifier(c)) for c in cols))
+        stmt = sql.SQL("{} ORDER BY 1, 2").format(_overlapping_pairs(ds, "<"))
         return [(a, b) for a, b in self.db.execute(stmt)]
 
     def locate(self, ds: Dataset, points: np.ndarray) -> list[str]:
